@@ -1,0 +1,105 @@
+# tally: a plain Makefile. `make` builds into build/; `make test` installs what
+# is missing (scripts/setup.sh), builds and runs every suite; `make demo` runs
+# the demo. See README.md.
+
+BUILD ?= build
+CC ?= cc
+CXX ?= g++
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
+CFLAGS_BASE := -std=gnu11 -O2 -g $(WARN) -MMD -MP -D_GNU_SOURCE
+# An allocator must not have its own malloc+memset turned into a call to calloc.
+ALLOC_CFLAGS := $(CFLAGS_BASE) -fPIC -fvisibility=hidden -fno-builtin-malloc \
+	-fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free -ftls-model=initial-exec
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/heap.c \
+	alloc/large.c alloc/malloc.c alloc/stats.c alloc/stats_identity.c alloc/events.c
+SDK_SRCS := alloc/sdk.c
+REPLAY_SRCS := user/replay.c alloc/stats_identity.c
+
+# Four builds of the allocator: the product, the same without probe sites (for
+# the probe-cost benchmark), one that hands every batch to a test sink (the
+# stress tests, with real malloc names) and one under tally_p_ names with the
+# sanitizers (the unit tests).
+obj = $(patsubst %.c,$(BUILD)/$(1)/%.o,$(2))
+ALLOC_OBJS := $(call obj,pic,$(ALLOC_SRCS))
+ALLOC_NP_OBJS := $(call obj,noprobes,$(ALLOC_SRCS))
+ALLOC_SINK_OBJS := $(call obj,sink,$(ALLOC_SRCS))
+ALLOC_SAN_OBJS := $(call obj,san,$(ALLOC_SRCS))
+SDK_OBJS := $(call obj,pic,$(SDK_SRCS))
+
+PRODUCTS := $(BUILD)/libtally_alloc.so $(BUILD)/libtally_alloc.a $(BUILD)/libtally.so \
+	$(BUILD)/libtally_alloc_noprobes.so
+
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay
+
+.PHONY: all clean test test-build setup bench bench-alloc format-check demo
+all: $(PRODUCTS)
+
+setup:
+	@scripts/setup.sh
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) -c $< -o $@
+$(BUILD)/noprobes/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) -DTALLY_NO_PROBES -c $< -o $@
+$(BUILD)/sink/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) -DTALLY_ALLOC_TEST_SINK -c $< -o $@
+$(BUILD)/san/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) $(SAN) -DTALLY_ALLOC_TEST_SINK -DTALLY_ALLOC_PREFIX -c $< -o $@
+
+$(BUILD)/libtally_alloc.so: $(ALLOC_OBJS)
+	$(CC) -shared -pthread -Wl,-z,now -o $@ $^
+$(BUILD)/libtally_alloc_noprobes.so: $(ALLOC_NP_OBJS)
+	$(CC) -shared -pthread -Wl,-z,now -o $@ $^
+$(BUILD)/libtally_alloc.a: $(ALLOC_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/libtally.so: $(SDK_OBJS)
+	$(CC) -shared -pthread -o $@ $^
+
+# Tests
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) -c $< -o $@
+$(BUILD)/tests/san/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) $(SAN) -DTALLY_IDENTITY_API= -DTALLY_ALLOC_PREFIX -c $< -o $@
+
+$(BUILD)/tests/test_alloc_unit: $(BUILD)/tests/san/tests/test_alloc_unit.o \
+		$(BUILD)/tests/san/tests/alloc_oracle.o $(BUILD)/tests/san/user/replay.o $(ALLOC_SAN_OBJS)
+	@echo "  CC $@"; $(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/test_replay: $(BUILD)/tests/san/tests/test_replay.o \
+		$(BUILD)/tests/san/user/replay.o $(BUILD)/tests/san/alloc/stats_identity.o
+	@echo "  CC $@"; $(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+# The stress test replaces malloc for the whole process (no sanitizer: ASan
+# would bring its own), and replays every batch.
+$(BUILD)/tests/test_alloc_stress: $(BUILD)/tests/test_alloc_stress.o $(BUILD)/tests/alloc_oracle.o \
+		$(BUILD)/tests/replay_plain.o $(ALLOC_SINK_OBJS)
+	@echo "  CC $@"; $(CC) -pthread -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/replay_plain.o: user/replay.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) -c $< -o $@
+
+test-build: all $(TESTS)
+
+test: setup
+	@$(MAKE) --no-print-directory test-build
+	@scripts/run-tests.sh
+
+bench-alloc: setup all
+	@scripts/bench-alloc.sh
+bench: bench-alloc
+
+format-check:
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

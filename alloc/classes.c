@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Size classes: 16..128 B in steps of 8, then 8 classes per doubling up to
+ * 32 KiB, so the rounding of any request is under 12.5 % of its slot.
+ */
+#include "internal.h"
+
+struct tally_class tally_classes[CLASS_COUNT];
+/* class of every q <= 1024, indexed by (q + 7) / 8 */
+uint8_t tally_class_small[129];
+
+static uint32_t class_size(unsigned idx)
+{
+	if (idx < 15)
+		return 16 + 8 * idx;
+	unsigned k = 7 + (idx - 15) / 8, j = 1 + (idx - 15) % 8;
+	return (1u << k) + j * (1u << (k - 3));
+}
+
+void classes_init(void)
+{
+	for (unsigned c = 0; c < CLASS_COUNT; c++) {
+		struct tally_class *k = &tally_classes[c];
+		uint32_t n;
+
+		k->size = class_size(c);
+		k->recip = (uint32_t)(((1ULL << 32) + k->size - 1) / k->size);
+		if (SPAN_SIZE / k->size <= SPAN_INLINE_SLOTS) {
+			/* few slots: metadata inline in the descriptor, no slot lost to it */
+			k->nslots = SPAN_SIZE / k->size;
+			k->slot_off = 0;
+			continue;
+		}
+		for (n = SPAN_SIZE / k->size; n > 0; n--) {
+			uint32_t off = (2 * n + 15) & ~15u;
+			if (off + n * k->size <= SPAN_SIZE) {
+				k->nslots = n;
+				k->slot_off = off;
+				break;
+			}
+		}
+	}
+	for (unsigned i = 0; i <= 128; i++) {
+		size_t q = (size_t)i * 8;
+		unsigned c = 0;
+		while (c < CLASS_COUNT - 1 && tally_classes[c].size < q)
+			c++;
+		tally_class_small[i] = (uint8_t)c;
+	}
+}

@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Heaps: one per thread, no lock on the fast path. A heap outlives its thread:
+ * at thread exit it is orphaned (its live blocks stay valid, frees to them go
+ * to its foreign lists) and the next new thread adopts it, so nothing leaks
+ * or is stranded. Time-driven work (purge delay, partial batches) runs at
+ * ticks: every TICK_OPS frees or slow paths the heap reads the clock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+__thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec")));
+uint32_t tally_purge_ms = PURGE_MS_DEFAULT;
+pthread_mutex_t tally_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+struct heap *tally_heaps;	/* every heap ever made, under the lock */
+static struct heap *orphans;	/* heaps without a thread, under the lock */
+static pthread_key_t heap_key;	/* its destructor orphans the heap */
+static bool heaps_ready;	/* global init done, under the lock */
+static uint64_t heap_next_id = 1;
+
+static void heap_thread_exit(void *arg);
+
+static void heaps_init(void)
+{
+	const char *e = getenv("TALLY_ALLOC_PURGE_MS");
+	if (e && *e) {
+		char *end;
+		unsigned long v = strtoul(e, &end, 10);
+		if (!*end && v <= 3600000)
+			tally_purge_ms = (uint32_t)v;
+	}
+	classes_init();
+	pthread_key_create(&heap_key, heap_thread_exit);
+	heaps_ready = true;
+}
+
+void *heap_meta_alloc(struct heap *h, size_t len)
+{
+	len = (len + OS_PAGE - 1) & ~(OS_PAGE - 1);
+	void *p = os_map(len);
+	if (!p)
+		return NULL;
+	os_touch(p, len);
+	h->st.mapped += len;
+	h->st.segment_overhead += len;
+	ev(h, TALLY_EV_META_MAP, 0, 0, 0, len);
+	return p;
+}
+
+static struct heap *heap_new(void)
+{
+	size_t len = (sizeof(struct heap) + OS_PAGE - 1) & ~(OS_PAGE - 1);
+	struct heap *h = os_map(len);
+	if (!h)
+		return NULL;
+	os_touch(h, len);
+	h->id = heap_next_id++;
+	h->gbins[0] = h->bins0;
+	h->bins = h->bins0;
+	/* the heap's own mapping is metadata; its record goes out with the first batch */
+	h->st.mapped += len;
+	h->st.segment_overhead += len;
+	ev(h, TALLY_EV_META_MAP, 0, 0, 0, len);
+	h->all_next = tally_heaps;
+	tally_heaps = h;
+	return h;
+}
+
+struct heap *heap_get_slow(void)
+{
+	struct heap *h;
+
+	pthread_mutex_lock(&tally_heaps_lock);
+	if (!heaps_ready)
+		heaps_init();
+	h = orphans;
+	if (h) {
+		orphans = h->orphan_next;
+		h->orphan_next = NULL;
+	} else {
+		h = heap_new();
+	}
+	pthread_mutex_unlock(&tally_heaps_lock);
+	if (!h)
+		return NULL;
+	h->orphaned = false;
+	h->tid = os_gettid();
+	h->group = 0;
+	h->bins = h->bins0;
+	h->tick = TICK_OPS;
+	h->now_ms = os_now_ms();
+	if (!h->last_sweep_ms)
+		h->last_sweep_ms = h->last_flush_ms = h->now_ms;
+	tally_tls_heap = h;
+	pthread_setspecific(heap_key, h);
+	return h;
+}
+
+/* Thread exit: hand over what is pending and leave the heap to the next thread. */
+static void heap_thread_exit(void *arg)
+{
+	struct heap *h = arg;
+
+	heap_drain_xspans(h);
+	if (ev_tracing())
+		ev_flush(h);
+	tally_tls_heap = NULL;
+	pthread_mutex_lock(&tally_heaps_lock);
+	h->orphaned = true;
+	h->orphan_next = orphans;
+	orphans = h;
+	pthread_mutex_unlock(&tally_heaps_lock);
+}
+
+struct bin *heap_bins_for(struct heap *h, uint32_t group)
+{
+	if (group >= TALLY_MAX_GROUPS)
+		return NULL;
+	if (!h->gbins[group])
+		h->gbins[group] = heap_meta_alloc(h, sizeof(struct bin) * CLASS_COUNT);
+	return h->gbins[group];
+}
+
+void heap_drain_xspans(struct heap *h)
+{
+	struct span *sp = atomic_exchange_explicit(&h->xspans, NULL, memory_order_acq_rel);
+	while (sp) {
+		/* read the link before draining: once xfree is empty a pusher may
+		 * push the span again, and that writes xnext */
+		struct span *next = sp->xnext;
+		span_drain(h, sp);
+		sp = next;
+	}
+}
+
+static void heap_sweep_dirty(struct heap *h, bool force)
+{
+	struct span *sp = h->dirty, *keep = NULL;
+
+	h->dirty = NULL;
+	while (sp) {
+		struct span *next = sp->dirty_next;
+		if (sp->state == SPAN_ACTIVE && !force && h->now_ms - sp->stamp_ms < tally_purge_ms) {
+			sp->dirty_next = keep;
+			keep = sp;
+		} else {
+			sp->flags &= ~SPAN_DIRTY;
+			if (sp->state == SPAN_ACTIVE)
+				span_reclaim(h, sp);
+		}
+		sp = next;
+	}
+	h->dirty = keep;
+}
+
+/* force: every active span gives back its free pages, and the empty ones
+ * (the bins' current spans included) are retired. */
+static void heap_sweep_all(struct heap *h)
+{
+	for (struct segment *seg = h->segs; seg; seg = seg->next) {
+		for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++) {
+			struct span *sp = &seg->spans[i];
+			if (sp->state != SPAN_ACTIVE)
+				continue;
+			if (sp->used == 0)
+				span_make_empty(h, sp);
+			else
+				span_reclaim(h, sp);
+		}
+	}
+	while (h->lru_head)
+		span_retire(h, h->lru_head);
+}
+
+void heap_sweep(struct heap *h, bool force)
+{
+	heap_drain_xspans(h);
+	heap_sweep_dirty(h, force);
+	if (force)
+		heap_sweep_all(h);
+	while (h->lru_head && h->now_ms - h->lru_head->stamp_ms >= tally_purge_ms)
+		span_retire(h, h->lru_head);
+	large_sweep(h, force);
+}
+
+/* An orphan's foreign frees and retained spans would wait for an adopter
+ * forever; live threads sweep them at their ticks, one at a time. */
+static void heap_sweep_an_orphan(struct heap *self)
+{
+	if (pthread_mutex_trylock(&tally_heaps_lock))
+		return;
+	struct heap *o = orphans;
+	if (o) {
+		/* rotate, so that every orphan gets its turn */
+		orphans = o->orphan_next;
+		o->orphan_next = NULL;
+		struct heap **tail = &orphans;
+		while (*tail)
+			tail = &(*tail)->orphan_next;
+		*tail = o;
+		o->now_ms = self->now_ms;
+		o->tid = self->tid;
+		heap_sweep(o, false);
+		if (ev_tracing())
+			ev_flush(o);
+	}
+	pthread_mutex_unlock(&tally_heaps_lock);
+}
+
+void heap_tick(struct heap *h)
+{
+	h->tick = TICK_OPS;
+	h->now_ms = os_now_ms();
+	if (h->now_ms - h->last_sweep_ms >= tally_purge_ms / 4) {
+		h->last_sweep_ms = h->now_ms;
+		heap_sweep(h, false);
+		heap_sweep_an_orphan(h);
+	}
+	if (ev_tracing() && h->batch.count && h->now_ms - h->last_flush_ms >= FLUSH_MS)
+		ev_flush(h);
+}
+
+TALLY_API void tally_alloc_collect(int force)
+{
+	struct heap *h = heap_get();
+	if (!h)
+		return;
+	h->now_ms = os_now_ms();
+	heap_sweep(h, force != 0);
+	if (force) {
+		pthread_mutex_lock(&tally_heaps_lock);
+		for (struct heap *o = orphans; o; o = o->orphan_next) {
+			o->now_ms = h->now_ms;
+			o->tid = h->tid;
+			heap_sweep(o, true);
+			if (ev_tracing())
+				ev_flush(o);
+		}
+		pthread_mutex_unlock(&tally_heaps_lock);
+	}
+	if (ev_tracing())
+		ev_flush(h);
+}
+
+TALLY_API void tally_alloc__set_group(uint32_t group)
+{
+	struct heap *h = heap_get();
+	if (!h)
+		return;
+	struct bin *b = heap_bins_for(h, group);
+	if (!b) /* unknown group or no memory for its bins: stay in root */
+		group = 0, b = h->bins0;
+	h->group = group;
+	h->bins = b;
+}
+
+/* fork: no lock may be held by a thread that will not exist in the child, and
+ * the child adopts the heaps of the threads it did not inherit. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&tally_heaps_lock);
+	large_lock_prepare();
+}
+
+static void fork_parent(void)
+{
+	large_lock_release();
+	pthread_mutex_unlock(&tally_heaps_lock);
+}
+
+static void fork_child(void)
+{
+	struct heap *self = tally_tls_heap;
+
+	large_lock_release();
+	for (struct heap *h = tally_heaps; h; h = h->all_next) {
+		if (h == self || h->orphaned)
+			continue;
+		h->orphaned = true;
+		h->orphan_next = orphans;
+		orphans = h;
+	}
+	if (self)
+		self->tid = os_gettid();
+	pthread_mutex_unlock(&tally_heaps_lock);
+}
+
+__attribute__((constructor)) static void heaps_ctor(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}

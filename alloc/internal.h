@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The allocator's types and the invariants that tie them to the identity of
+ * DESIGN.md §2. One heap per thread owns segments; a segment is 64 spans of
+ * 64 KiB; span 0 of each segment is its header; a span serves one size class
+ * of one resource group.
+ *
+ * Span layout (span i of a segment starts at seg + i * SPAN_SIZE):
+ *
+ *   [slot metadata: u16 per slot, padded to 16][slot 0][slot 1]...[tail]
+ *
+ * Classes with at most SPAN_INLINE_SLOTS slots keep their metadata in the span
+ * descriptor instead, so that e.g. two 32 KiB slots still fit a span.
+ *
+ * Per-slot metadata (u16): 0 = free; otherwise bits 0..13 hold
+ * rounding + 1 (slot size minus requested size, plus one), bit 14 marks a
+ * foreign free in flight (set by the freeing thread, cleared by the owner's
+ * drain) and bit 15 marks an aligned block whose pointer is inside the slot.
+ */
+#ifndef TALLY_ALLOC_INTERNAL_H
+#define TALLY_ALLOC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../bpf/tally_events.h"
+#include "tally_alloc.h"
+
+#define TALLY_API __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define SEGMENT_SHIFT 22
+#define SEGMENT_SIZE (1UL << SEGMENT_SHIFT) /* 4 MiB, mapped 4 MiB-aligned */
+#define SPAN_SHIFT 16
+#define SPAN_SIZE (1UL << SPAN_SHIFT) /* 64 KiB */
+#define SPANS_PER_SEGMENT 64
+#define OS_PAGE 4096UL
+#define PAGES_PER_SPAN (SPAN_SIZE / OS_PAGE) /* 16: one bit each in span.discarded */
+#define SPAN_INLINE_SLOTS 16
+
+#define CLASS_COUNT 79	/* 16..128 step 8 (15), then 8 per doubling to 32 KiB (64) */
+#define CLASS_MAX 32768 /* larger requests are mapped directly */
+
+#define META_FREE 0
+#define META_ROUND_MASK 0x3fffu /* rounding + 1 */
+#define META_FOREIGN 0x4000u
+#define META_ALIGNED 0x8000u
+#define META_ROUND_MAX (META_ROUND_MASK - 1) /* largest rounding a slot can record */
+
+#define PURGE_MS_DEFAULT 1000
+#define TICK_OPS 1024 /* frees and slow paths between two looks at the clock */
+#define FLUSH_MS 50   /* a partial batch waits at most about this long when traced */
+
+struct tally_class {
+	uint32_t size;	   /* slot size, bytes */
+	uint32_t nslots;   /* slots per span */
+	uint32_t slot_off; /* offset of slot 0 in the span: the metadata bytes (0 if inline) */
+	uint32_t recip;	   /* ceil(2^32 / size): offset / size by multiply and shift */
+};
+
+enum span_state {
+	SPAN_UNASSIGNED = 0, /* no class: never used (virgin) or retired (returned) */
+	SPAN_ACTIVE = 1,     /* in its bin's list, or full (in no list) */
+	SPAN_EMPTY = 2,	     /* no live slot, retained: its resident bytes are hysteresis */
+};
+
+enum span_flags {
+	SPAN_FULL = 1,	/* no free slot known to the owner; in no bin list */
+	SPAN_DIRTY = 2, /* on the heap's dirty list: freed into since its last reclaim */
+};
+
+struct heap;
+
+/* One span descriptor; lives in the segment header. Owner-only fields unless noted. */
+struct span {
+	void *free;		   /* local free list: free slots whose first page is resident */
+	uint16_t *meta;		   /* per-slot metadata (in the span's head or inline[]) */
+	uint32_t size;		   /* slot size (copy of the class's, for the free path) */
+	uint32_t recip;		   /* copy of the class's reciprocal */
+	uint32_t slot_off;	   /* offset of slot 0 (== metadata bytes counted as overhead) */
+	uint32_t nslots;	   /* slots in this span */
+	uint32_t used;		   /* slots allocated or waiting in xfree: nonzero while not empty */
+	uint32_t bump;		   /* slots ever handed to the free list: [0, bump) */
+	uint32_t nret;		   /* free slots counted `returned` (every page discarded) */
+	uint16_t cls;		   /* class index */
+	uint16_t group;		   /* resource group of every slot */
+	uint16_t discarded;	   /* page bitmap: pages handed back with madvise */
+	uint8_t state;		   /* enum span_state */
+	uint8_t flags;		   /* enum span_flags */
+	uint8_t src_term;	   /* term of bytes at or above bump: virgin or returned */
+	uint8_t index;		   /* span number inside its segment */
+	uint64_t stamp_ms;	   /* SPAN_EMPTY: empty since; dirty: dirty since */
+	struct span *next, *prev;  /* bin list (active or empty) */
+	struct span *lru_next, *lru_prev; /* heap's empty-span list, oldest first */
+	struct span *dirty_next;	  /* heap's dirty list */
+	struct heap *heap;		  /* owner (read by any thread) */
+	_Atomic(void *) xfree;		  /* foreign frees (pushed by any thread) */
+	struct span *xnext;		  /* link in heap.xspans (written by the pusher) */
+	uint16_t inline_meta[SPAN_INLINE_SLOTS];
+};
+
+struct segment {
+	struct heap *heap;    /* owner */
+	struct segment *next; /* heap's segment list */
+	uint64_t free_mask;   /* bit i: span i unassigned (bit 0, the header, never) */
+	uint32_t hdr_bytes;   /* header bytes counted as segment_overhead (page-rounded) */
+	struct span spans[SPANS_PER_SEGMENT];
+};
+
+struct bin {
+	struct span *head;  /* spans of this class and group with free slots; head is current */
+	struct span *empty; /* empty spans retained (hysteresis) */
+};
+
+/*
+ * Per-heap counters, written only by the heap's owner (plain adds, read with
+ * relaxed loads and merged). Signed: a foreign free adds to the freeing heap
+ * what the allocating heap subtracts. The eleven public terms are derived:
+ *   live      = small_live + large_live
+ *   rounding  = small_slots - small_live + large_round
+ *   span_free = pool - small_slots - cache
+ */
+struct heap_stats {
+	int64_t mapped;
+	int64_t segment_overhead;
+	int64_t virgin;
+	int64_t returned;
+	int64_t hysteresis;
+	int64_t cache;
+	int64_t pool;	     /* resident slot bytes below bump cursors: free, live or cached */
+	int64_t small_live;  /* requested bytes of live slots */
+	int64_t small_slots; /* slot bytes of live slots */
+	int64_t large_live;
+	int64_t large_round;
+	int64_t large_count;
+	int64_t spans_assigned;
+};
+
+struct group_ctr {
+	int64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs;
+};
+
+struct heap {
+	struct bin *bins;     /* the current group's bins (fast path) */
+	uint32_t group;	      /* the current group */
+	int32_t tick;	      /* operations left until the next tick */
+	struct heap_stats st; /* see above */
+	struct group_ctr gc[TALLY_MAX_GROUPS];
+	struct bin *gbins[TALLY_MAX_GROUPS]; /* per-group bin tables, created on first use */
+	struct bin bins0[CLASS_COUNT];	     /* root's bins */
+	struct segment *segs;
+	_Atomic(struct span *) xspans; /* spans whose xfree went non-empty */
+	struct span *dirty;	       /* spans with local frees since their last reclaim */
+	struct span *lru_head, *lru_tail;
+	uint64_t now_ms; /* coarse clock, updated at ticks */
+	uint64_t last_sweep_ms;
+	uint64_t last_flush_ms;
+	struct heap *all_next;	  /* registry of every heap */
+	struct heap *orphan_next; /* orphan list */
+	bool orphaned;
+	uint32_t tid;
+	uint64_t id;
+	uint64_t seq; /* records handed over so far */
+	struct tally_batch batch;
+};
+
+/* classes.c */
+extern struct tally_class tally_classes[CLASS_COUNT];
+extern uint8_t tally_class_small[129];
+void classes_init(void);
+static inline unsigned size_to_class(size_t q)
+{
+	if (q <= 1024)
+		return tally_class_small[(q + 7) >> 3];
+	unsigned k = 63 - __builtin_clzl(q - 1); /* 2^k < q <= 2^(k+1) */
+	size_t step = 1UL << (k - 3);
+	unsigned j = (unsigned)((q - (1UL << k) + step - 1) / step); /* 1..8 */
+	return 15 + (k - 7) * 8 + (j - 1);
+}
+
+/* os.c */
+void *os_map(size_t len);
+void *os_map_aligned(size_t len, size_t align);
+int os_unmap(void *p, size_t len);
+void os_discard(void *p, size_t len);
+void os_touch(void *p, size_t len);
+uint64_t os_now_ms(void);
+uint32_t os_gettid(void);
+void tally_fatal(const char *what, const void *ptr) __attribute__((noreturn));
+
+/* segment.c */
+extern _Atomic uint64_t tally_seg_map[];
+static inline bool seg_map_has(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	if (a >> 47)
+		return false;
+	uintptr_t i = a >> SEGMENT_SHIFT;
+	return (atomic_load_explicit(&tally_seg_map[i >> 6], memory_order_relaxed) >> (i & 63)) & 1;
+}
+static inline struct segment *segment_of(const void *p)
+{
+	return (struct segment *)((uintptr_t)p & ~(SEGMENT_SIZE - 1));
+}
+static inline char *span_base(const struct span *sp)
+{
+	return (char *)segment_of(sp) + ((size_t)sp->index << SPAN_SHIFT);
+}
+static inline struct span *span_of(const void *p)
+{
+	struct segment *seg = segment_of(p);
+	return &seg->spans[((uintptr_t)p >> SPAN_SHIFT) & (SPANS_PER_SEGMENT - 1)];
+}
+static inline uint32_t span_slot_index(const struct span *sp, const void *p)
+{
+	uint32_t off = (uint32_t)((uintptr_t)p & (SPAN_SIZE - 1)) - sp->slot_off;
+	return (uint32_t)(((uint64_t)off * sp->recip) >> 32);
+}
+static inline char *span_slot(const struct span *sp, uint32_t i)
+{
+	return span_base(sp) + sp->slot_off + (size_t)i * sp->size;
+}
+struct span *segment_claim_span(struct heap *h);
+void segment_release_span(struct heap *h, struct span *sp);
+
+/* span.c */
+struct span *span_acquire(struct heap *h, unsigned cls);
+void span_make_empty(struct heap *h, struct span *sp);
+void span_retire(struct heap *h, struct span *sp);
+void span_reclaim(struct heap *h, struct span *sp);
+void span_drain(struct heap *h, struct span *sp);
+void span_free_slow(struct heap *h, struct span *sp);
+
+/* heap.c */
+extern __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec")));
+extern uint32_t tally_purge_ms;
+extern pthread_mutex_t tally_heaps_lock;
+extern struct heap *tally_heaps; /* registry, under tally_heaps_lock */
+struct heap *heap_get_slow(void);
+static inline struct heap *heap_get(void)
+{
+	struct heap *h = tally_tls_heap;
+	return likely(h) ? h : heap_get_slow();
+}
+struct bin *heap_bins_for(struct heap *h, uint32_t group);
+void heap_drain_xspans(struct heap *h);
+void heap_tick(struct heap *h);
+void heap_sweep(struct heap *h, bool force);
+void heap_lru_remove(struct heap *h, struct span *sp);
+void *heap_meta_alloc(struct heap *h, size_t len);
+
+/* large.c */
+void *large_alloc(struct heap *h, size_t q, size_t align, bool zero);
+bool large_free(struct heap *h, void *p, size_t expect_q);
+bool large_size(const void *p, size_t *q, size_t *len);
+void *large_realloc(struct heap *h, void *p, size_t q);
+void large_sweep(struct heap *h, bool force);
+void large_lock_prepare(void);
+void large_lock_release(void);
+
+/* events.c: one record, when someone traces (else one branch) */
+#if defined(TALLY_ALLOC_TEST_SINK)
+#define ev_tracing() 1
+#elif defined(TALLY_NO_PROBES)
+#define ev_tracing() 0
+#else
+extern unsigned short tally_batch_semaphore;
+#define ev_tracing() unlikely(tally_batch_semaphore != 0)
+#endif
+void ev_flush(struct heap *h);
+static inline void ev(struct heap *h, uint8_t type, uint8_t term, uint16_t group, uint32_t n,
+		      uint64_t bytes)
+{
+	if (!ev_tracing())
+		return;
+	struct tally_ev *e = &h->batch.recs[h->batch.count];
+	e->type = type;
+	e->term = term;
+	e->group = group;
+	e->n = n;
+	e->bytes = bytes;
+	if (++h->batch.count == TALLY_BATCH_RECS)
+		ev_flush(h);
+}
+
+#endif /* TALLY_ALLOC_INTERNAL_H */

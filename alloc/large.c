@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Large objects: requests above 32 KiB, and alignments the classes cannot
+ * serve, are mapped directly (page-rounded). A small pool keeps a few freed
+ * mappings for reuse until the purge delay passes (hysteresis). A table maps
+ * each live mapping to its length, requested size and group; it is what tells
+ * a large pointer from one the allocator never gave out.
+ *
+ * All under one lock: a large operation costs system calls anyway.
+ */
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+#define POOL_SLOTS 8
+#define POOL_ENTRY_MAX (32UL << 20) /* larger mappings are unmapped at free */
+#define POOL_TOTAL_MAX (64UL << 20)
+
+struct large_ent {
+	uintptr_t ptr; /* 0: empty table slot */
+	size_t len;    /* mapping length */
+	size_t q;      /* requested bytes */
+	uint32_t group;
+};
+
+struct pool_ent {
+	void *ptr;
+	size_t len;
+	uint64_t stamp_ms;
+};
+
+static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct large_ent *tab; /* open addressing, linear probing, power-of-two capacity */
+static size_t tab_cap, tab_len;
+static struct pool_ent pool[POOL_SLOTS];
+static size_t pool_bytes;
+
+static size_t tab_hash(uintptr_t p)
+{
+	return (size_t)(((p >> 12) * 0x9e3779b97f4a7c15ULL) >> 20);
+}
+
+static struct large_ent *tab_find(uintptr_t p)
+{
+	if (!tab_cap)
+		return NULL;
+	for (size_t i = tab_hash(p) & (tab_cap - 1);; i = (i + 1) & (tab_cap - 1)) {
+		if (tab[i].ptr == p)
+			return &tab[i];
+		if (!tab[i].ptr)
+			return NULL;
+	}
+}
+
+static void tab_put(const struct large_ent *e)
+{
+	size_t i = tab_hash(e->ptr) & (tab_cap - 1);
+	while (tab[i].ptr)
+		i = (i + 1) & (tab_cap - 1);
+	tab[i] = *e;
+	tab_len++;
+}
+
+/* Backward-shift deletion keeps probe chains intact without tombstones. */
+static void tab_del(struct large_ent *e)
+{
+	size_t i = (size_t)(e - tab), j = i;
+	for (;;) {
+		j = (j + 1) & (tab_cap - 1);
+		if (!tab[j].ptr)
+			break;
+		size_t k = tab_hash(tab[j].ptr) & (tab_cap - 1);
+		/* move j into the hole at i unless its home k lies cyclically in (i, j] */
+		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+			tab[i] = tab[j];
+			i = j;
+		}
+	}
+	tab[i].ptr = 0;
+	tab_len--;
+}
+
+static int tab_reserve(struct heap *h)
+{
+	if ((tab_len + 1) * 4 <= tab_cap * 3)
+		return 0;
+	size_t ncap = tab_cap ? tab_cap * 2 : OS_PAGE / sizeof(struct large_ent);
+	struct large_ent *old = tab, *n = heap_meta_alloc(h, ncap * sizeof(*n));
+	size_t ocap = tab_cap;
+	if (!n)
+		return -1;
+	memset(n, 0, ncap * sizeof(*n));
+	tab = n;
+	tab_cap = ncap;
+	tab_len = 0;
+	for (size_t i = 0; i < ocap; i++)
+		if (old[i].ptr)
+			tab_put(&old[i]);
+	if (old) {
+		size_t olen = (ocap * sizeof(*old) + OS_PAGE - 1) & ~(OS_PAGE - 1);
+		os_unmap(old, olen);
+		h->st.mapped -= olen;
+		h->st.segment_overhead -= olen;
+		ev(h, TALLY_EV_META_MAP, 1, 0, 0, olen);
+	}
+	return 0;
+}
+
+/* A pooled mapping of len..len+len/4 bytes, best fit; NULL when none. */
+static struct pool_ent *pool_take(size_t len)
+{
+	struct pool_ent *best = NULL;
+	for (int i = 0; i < POOL_SLOTS; i++) {
+		struct pool_ent *e = &pool[i];
+		if (e->ptr && e->len >= len && e->len - len <= len / 4 && (!best || e->len < best->len))
+			best = e;
+	}
+	return best;
+}
+
+static void account_alloc(struct heap *h, const struct large_ent *e, uint8_t how)
+{
+	h->st.large_live += e->q;
+	h->st.large_round += e->len - e->q;
+	h->st.large_count++;
+	h->gc[e->group].alloc_bytes += e->q;
+	h->gc[e->group].alloc_objs++;
+	ev(h, TALLY_EV_LARGE_ALLOC, how, (uint16_t)e->group, (uint32_t)(e->len - e->q), e->q);
+}
+
+static void account_free(struct heap *h, const struct large_ent *e, uint8_t how)
+{
+	h->st.large_live -= e->q;
+	h->st.large_round -= e->len - e->q;
+	h->st.large_count--;
+	h->gc[e->group].dealloc_bytes += e->q;
+	h->gc[e->group].dealloc_objs++;
+	ev(h, TALLY_EV_LARGE_FREE, how, (uint16_t)e->group, (uint32_t)(e->len - e->q), e->q);
+}
+
+void *large_alloc(struct heap *h, size_t q, size_t align, bool zero)
+{
+	size_t len = (q + OS_PAGE - 1) & ~(OS_PAGE - 1);
+	struct large_ent e = { .q = q, .group = h->group };
+	uint8_t how = TALLY_LARGE_FRESH;
+
+	if (len < q || len == 0)
+		len = OS_PAGE;
+	if (q > PTRDIFF_MAX)
+		return NULL;
+	pthread_mutex_lock(&large_lock);
+	if (tab_reserve(h))
+		goto fail;
+	struct pool_ent *pe = align <= OS_PAGE ? pool_take(len) : NULL;
+	if (pe) {
+		e.ptr = (uintptr_t)pe->ptr;
+		e.len = pe->len;
+		pe->ptr = NULL;
+		pool_bytes -= e.len;
+		h->st.hysteresis -= e.len;
+		how = TALLY_LARGE_POOL;
+		if (zero)
+			memset((void *)e.ptr, 0, q);
+	} else {
+		void *p = os_map_aligned(len, align > OS_PAGE ? align : OS_PAGE);
+		if (!p)
+			goto fail;
+		e.ptr = (uintptr_t)p;
+		e.len = len;
+		h->st.mapped += len;
+	}
+	tab_put(&e);
+	account_alloc(h, &e, how);
+	pthread_mutex_unlock(&large_lock);
+	return (void *)e.ptr;
+fail:
+	pthread_mutex_unlock(&large_lock);
+	return NULL;
+}
+
+/* false: p is no large block of ours (the caller reports it). expect_q, when
+ * not SIZE_MAX, must be the requested size (free_sized). */
+bool large_free(struct heap *h, void *p, size_t expect_q)
+{
+	pthread_mutex_lock(&large_lock);
+	struct large_ent *pe = tab_find((uintptr_t)p);
+	if (!pe || (expect_q != SIZE_MAX && expect_q != pe->q)) {
+		pthread_mutex_unlock(&large_lock);
+		return false;
+	}
+	struct large_ent e = *pe;
+	tab_del(pe);
+	int slot = -1;
+	if (e.len <= POOL_ENTRY_MAX && pool_bytes + e.len <= POOL_TOTAL_MAX)
+		for (int i = 0; i < POOL_SLOTS && slot < 0; i++)
+			if (!pool[i].ptr)
+				slot = i;
+	if (slot >= 0) {
+		pool[slot] = (struct pool_ent){ (void *)e.ptr, e.len, h->now_ms };
+		pool_bytes += e.len;
+		h->st.hysteresis += e.len;
+		account_free(h, &e, TALLY_LARGE_POOL);
+	} else {
+		os_unmap((void *)e.ptr, e.len);
+		h->st.mapped -= e.len;
+		account_free(h, &e, TALLY_LARGE_FRESH);
+	}
+	pthread_mutex_unlock(&large_lock);
+	return true;
+}
+
+bool large_size(const void *p, size_t *q, size_t *len)
+{
+	pthread_mutex_lock(&large_lock);
+	struct large_ent *e = tab_find((uintptr_t)p);
+	if (e) {
+		*q = e->q;
+		*len = e->len;
+	}
+	pthread_mutex_unlock(&large_lock);
+	return e != NULL;
+}
+
+/*
+ * Resize a large block that stays large, in place when the page count does
+ * not change and with mremap otherwise (no copy). The block moves to the
+ * current group. NULL: p is not ours, or no memory (errno set by the caller).
+ */
+void *large_realloc(struct heap *h, void *p, size_t q)
+{
+	size_t len = (q + OS_PAGE - 1) & ~(OS_PAGE - 1);
+	void *np = p;
+
+	if (len < q || q > PTRDIFF_MAX)
+		return NULL;
+	pthread_mutex_lock(&large_lock);
+	struct large_ent *pe = tab_find((uintptr_t)p);
+	if (!pe)
+		goto fail;
+	if (len != pe->len) {
+		np = mremap(p, pe->len, len, MREMAP_MAYMOVE);
+		if (np == MAP_FAILED)
+			goto fail;
+	}
+	/* as a free and an allocation, which is exactly how the figures move */
+	struct large_ent e = *pe;
+	tab_del(pe);
+	account_free(h, &e, TALLY_LARGE_FRESH);
+	h->st.mapped -= e.len;
+	e = (struct large_ent){ .ptr = (uintptr_t)np, .len = len, .q = q, .group = h->group };
+	tab_put(&e);
+	h->st.mapped += len;
+	account_alloc(h, &e, TALLY_LARGE_FRESH);
+	pthread_mutex_unlock(&large_lock);
+	return np;
+fail:
+	pthread_mutex_unlock(&large_lock);
+	return NULL;
+}
+
+void large_sweep(struct heap *h, bool force)
+{
+	pthread_mutex_lock(&large_lock);
+	for (int i = 0; i < POOL_SLOTS; i++) {
+		struct pool_ent *e = &pool[i];
+		if (!e->ptr || (!force && h->now_ms - e->stamp_ms < tally_purge_ms))
+			continue;
+		os_unmap(e->ptr, e->len);
+		pool_bytes -= e->len;
+		h->st.hysteresis -= e->len;
+		h->st.mapped -= e->len;
+		ev(h, TALLY_EV_POOL_UNMAP, 0, 0, 0, e->len);
+		e->ptr = NULL;
+	}
+	pthread_mutex_unlock(&large_lock);
+}
+
+void large_lock_prepare(void)
+{
+	pthread_mutex_lock(&large_lock);
+}
+
+void large_lock_release(void)
+{
+	pthread_mutex_unlock(&large_lock);
+}

@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The malloc family. Small requests (up to 32 KiB) come from the calling
+ * thread's heap without a lock; larger ones, and alignments the classes cannot
+ * serve, from large.c. C++ new/delete reach these through libstdc++.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* C23, not yet in this libc's headers */
+void free_sized(void *p, size_t n);
+void free_aligned_sized(void *p, size_t align, size_t n);
+
+/* The unit tests run the allocator beside the sanitizers' malloc, under
+ * other names. */
+#ifdef TALLY_ALLOC_PREFIX
+#include "tally_alloc_prefixed.h"
+#define TA(name) tally_p_##name
+#else
+#define TA(name) name
+#endif
+
+static inline void *small_alloc(struct heap *h, unsigned cls, size_t q, uint16_t flag)
+{
+	struct span *sp = h->bins[cls].head;
+	void *p;
+
+	if (unlikely(!sp || !(p = sp->free))) {
+		sp = span_acquire(h, cls);
+		if (unlikely(!sp))
+			return NULL;
+		p = sp->free;
+	}
+	sp->free = *(void **)p;
+	uint32_t s = sp->size;
+	sp->meta[span_slot_index(sp, p)] = (uint16_t)((s - q + 1) | flag);
+	sp->used++;
+	h->st.small_live += q;
+	h->st.small_slots += s;
+	struct group_ctr *g = &h->gc[sp->group];
+	g->alloc_bytes += q;
+	g->alloc_objs++;
+	ev(h, TALLY_EV_ALLOC, 0, sp->group, (uint32_t)q, s);
+	return p;
+}
+
+static void *tally_malloc(size_t q, bool zero)
+{
+	struct heap *h = heap_get();
+	void *p;
+
+	if (unlikely(!h)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (likely(q <= CLASS_MAX)) {
+		p = small_alloc(h, size_to_class(q), q, 0);
+		if (p && zero)
+			memset(p, 0, q);
+	} else {
+		p = large_alloc(h, q, 0, false);
+		/* a fresh mapping is zero; large_alloc clears a pooled one */
+		(void)zero;
+	}
+	if (unlikely(!p))
+		errno = ENOMEM;
+	return p;
+}
+
+/* Where a small block lives and what it holds; aborts on a pointer the
+ * allocator never gave out or one already freed. */
+struct small_ref {
+	struct span *sp;
+	uint32_t idx;
+	char *slot;
+	uint16_t meta;
+	size_t q;
+};
+
+static inline void small_lookup(void *p, struct small_ref *r)
+{
+	struct span *sp = span_of(p);
+	uint32_t off = (uint32_t)((uintptr_t)p & (SPAN_SIZE - 1));
+
+	if (unlikely(sp->state == SPAN_UNASSIGNED || off < sp->slot_off))
+		tally_fatal("free of a pointer it never allocated", p);
+	uint32_t i = span_slot_index(sp, p);
+	if (unlikely(i >= sp->bump))
+		tally_fatal("free of a pointer it never allocated", p);
+	char *slot = span_slot(sp, i);
+	uint16_t m = sp->meta[i];
+	if (unlikely(m == META_FREE || (m & META_FOREIGN)))
+		tally_fatal("double free or free of a pointer it never allocated", p);
+	if (unlikely(slot != (char *)p && !(m & META_ALIGNED)))
+		tally_fatal("free of a pointer into the middle of a block", p);
+	r->sp = sp;
+	r->idx = i;
+	r->slot = slot;
+	r->meta = m;
+	r->q = sp->size - ((m & META_ROUND_MASK) - 1);
+}
+
+static void small_free_foreign(struct heap *h, struct small_ref *r)
+{
+	struct span *sp = r->sp;
+	uint16_t old = __atomic_fetch_or(&sp->meta[r->idx], META_FOREIGN, __ATOMIC_RELAXED);
+	if (unlikely(old != r->meta))
+		tally_fatal("double free (two threads at once)", r->slot);
+	void *head = atomic_load_explicit(&sp->xfree, memory_order_relaxed);
+	do {
+		*(void **)r->slot = head;
+	} while (!atomic_compare_exchange_weak_explicit(&sp->xfree, &head, r->slot,
+							 memory_order_release, memory_order_relaxed));
+	if (!head) {
+		/* the list went non-empty: tell the owner which span to drain */
+		struct heap *owner = sp->heap;
+		struct span *top = atomic_load_explicit(&owner->xspans, memory_order_relaxed);
+		do {
+			sp->xnext = top;
+		} while (!atomic_compare_exchange_weak_explicit(&owner->xspans, &top, sp,
+								 memory_order_release,
+								 memory_order_relaxed));
+	}
+	uint32_t s = sp->size;
+	h->st.small_live -= r->q;
+	h->st.small_slots -= s;
+	h->st.cache += s;
+	struct group_ctr *g = &h->gc[sp->group];
+	g->dealloc_bytes += r->q;
+	g->dealloc_objs++;
+	ev(h, TALLY_EV_FREE_FOREIGN, 0, sp->group, (uint32_t)r->q, s);
+}
+
+static inline void small_free(struct heap *h, struct small_ref *r)
+{
+	struct span *sp = r->sp;
+
+	if (unlikely(sp->heap != h)) {
+		small_free_foreign(h, r);
+	} else {
+		uint32_t s = sp->size;
+		sp->meta[r->idx] = META_FREE;
+		*(void **)r->slot = sp->free;
+		sp->free = r->slot;
+		h->st.small_live -= r->q;
+		h->st.small_slots -= s;
+		struct group_ctr *g = &h->gc[sp->group];
+		g->dealloc_bytes += r->q;
+		g->dealloc_objs++;
+		ev(h, TALLY_EV_FREE, 0, sp->group, (uint32_t)r->q, s);
+		if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
+			span_free_slow(h, sp);
+	}
+	if (unlikely(--h->tick <= 0))
+		heap_tick(h);
+}
+
+static void tally_free(void *p, size_t expect_q)
+{
+	if (!p)
+		return;
+	struct heap *h = heap_get();
+	if (unlikely(!h))
+		tally_fatal("no heap for a free (out of memory)", p);
+	if (likely(seg_map_has(p))) {
+		struct small_ref r;
+		small_lookup(p, &r);
+		if (unlikely(expect_q != SIZE_MAX && expect_q != r.q))
+			tally_fatal("free_sized with a size other than the one allocated", p);
+		small_free(h, &r);
+		return;
+	}
+	if (!large_free(h, p, expect_q))
+		tally_fatal("free of a pointer it never allocated (or a wrong free_sized size)", p);
+}
+
+/* Aligned blocks: inside a slot when the class can hold the padding, else a
+ * direct mapping aligned by trimming. */
+static void *tally_aligned(size_t align, size_t q)
+{
+	struct heap *h = heap_get();
+	void *p = NULL;
+
+	if (unlikely(!h))
+		goto out;
+	if (align <= 8 ||
+	    (align == 16 && q <= CLASS_MAX && tally_classes[size_to_class(q)].size % 16 == 0))
+		return tally_malloc(q, false);
+	/* slots of the 8-step classes are 8-aligned, all others 16-aligned */
+	size_t need = q + align - 8;
+	if (need >= q && need <= CLASS_MAX) {
+		unsigned cls = size_to_class(need);
+		size_t s = tally_classes[cls].size;
+		if (s - q <= META_ROUND_MAX) {
+			char *slot = small_alloc(h, cls, q, META_ALIGNED);
+			if (!slot)
+				goto out;
+			return (void *)(((uintptr_t)slot + align - 1) & ~(uintptr_t)(align - 1));
+		}
+	}
+	p = large_alloc(h, q ? q : 1, align, false);
+out:
+	if (!p)
+		errno = ENOMEM;
+	return p;
+}
+
+static bool pow2(size_t a)
+{
+	return a && !(a & (a - 1));
+}
+
+TALLY_API void *TA(malloc)(size_t n)
+{
+	return tally_malloc(n, false);
+}
+
+TALLY_API void TA(free)(void *p)
+{
+	tally_free(p, SIZE_MAX);
+}
+
+TALLY_API void *TA(calloc)(size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return tally_malloc(total, true);
+}
+
+TALLY_API void *TA(realloc)(void *p, size_t n)
+{
+	if (!p)
+		return tally_malloc(n, false);
+	if (n == 0) { /* as glibc: free and return NULL */
+		tally_free(p, SIZE_MAX);
+		return NULL;
+	}
+	struct heap *h = heap_get();
+	if (unlikely(!h)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t old_q;
+	if (seg_map_has(p)) {
+		struct small_ref r;
+		small_lookup(p, &r);
+		struct span *sp = r.sp;
+		if (n <= CLASS_MAX && size_to_class(n) == sp->cls && sp->group == h->group &&
+		    !(r.meta & META_ALIGNED)) {
+			/* same slot: live and rounding trade bytes; the meta word is
+			 * the caller's while the block is live */
+			sp->meta[r.idx] = (uint16_t)(sp->size - n + 1);
+			h->st.small_live += (int64_t)n - (int64_t)r.q;
+			struct group_ctr *g = &h->gc[sp->group];
+			g->alloc_bytes += n;
+			g->alloc_objs++;
+			g->dealloc_bytes += r.q;
+			g->dealloc_objs++;
+			ev(h, TALLY_EV_REALLOC, 0, sp->group, (uint32_t)r.q, n);
+			return p;
+		}
+		old_q = r.q;
+	} else {
+		size_t len;
+		if (!large_size(p, &old_q, &len))
+			tally_fatal("realloc of a pointer it never allocated", p);
+		if (n > CLASS_MAX) {
+			void *np = large_realloc(h, p, n);
+			if (!np)
+				errno = ENOMEM;
+			return np;
+		}
+	}
+	void *np = tally_malloc(n, false);
+	if (!np)
+		return NULL;
+	memcpy(np, p, old_q < n ? old_q : n);
+	tally_free(p, SIZE_MAX);
+	return np;
+}
+
+TALLY_API void *TA(reallocarray)(void *p, size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return TA(realloc)(p, total);
+}
+
+TALLY_API int TA(posix_memalign)(void **out, size_t align, size_t n)
+{
+	if (!pow2(align) || align % sizeof(void *))
+		return EINVAL;
+	void *p = tally_aligned(align, n);
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+TALLY_API void *TA(aligned_alloc)(size_t align, size_t n)
+{
+	if (!pow2(align)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return tally_aligned(align, n);
+}
+
+TALLY_API void *TA(memalign)(size_t align, size_t n)
+{
+	if (!pow2(align)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return tally_aligned(align, n);
+}
+
+TALLY_API void *TA(valloc)(size_t n)
+{
+	return tally_aligned(OS_PAGE, n);
+}
+
+TALLY_API void *TA(pvalloc)(size_t n)
+{
+	size_t r = (n + OS_PAGE - 1) & ~(OS_PAGE - 1);
+	if (r < n) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return tally_aligned(OS_PAGE, r ? r : OS_PAGE);
+}
+
+TALLY_API size_t TA(malloc_usable_size)(void *p)
+{
+	if (!p)
+		return 0;
+	if (seg_map_has(p)) {
+		struct small_ref r;
+		small_lookup(p, &r);
+		return (size_t)(r.slot + r.sp->size - (char *)p);
+	}
+	size_t q, len;
+	if (!large_size(p, &q, &len))
+		tally_fatal("malloc_usable_size of a pointer it never allocated", p);
+	return len;
+}
+
+TALLY_API void TA(free_sized)(void *p, size_t n)
+{
+	tally_free(p, n);
+}
+
+TALLY_API void TA(free_aligned_sized)(void *p, size_t align, size_t n)
+{
+	(void)align;
+	tally_free(p, n);
+}

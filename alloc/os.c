@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The OS layer: every mapping, discard and clock read of the allocator. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/*
+ * Every mapping is marked MADV_NOHUGEPAGE: a transparent huge page would make
+ * a one-byte touch resident 2 MiB and defeat page-granular reclaim, so the
+ * identity's idea of resident would be wrong. The flag ("nh" in smaps
+ * VmFlags) is also how the allocator's mappings are told apart in smaps.
+ */
+void *os_map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, len, MADV_NOHUGEPAGE);
+	return p;
+}
+
+/* len and align are multiples of the page size; trims the excess of an over-sized mapping. */
+void *os_map_aligned(size_t len, size_t align)
+{
+	if (align <= OS_PAGE)
+		return os_map(len);
+	if (len + align < len)
+		return NULL;
+	char *p = os_map(len + align);
+	if (!p)
+		return NULL;
+	uintptr_t a = ((uintptr_t)p + align - 1) & ~(align - 1);
+	size_t head = a - (uintptr_t)p, tail = align - head;
+	if (head)
+		munmap(p, head);
+	if (tail)
+		munmap((char *)a + len, tail);
+	return (void *)a;
+}
+
+int os_unmap(void *p, size_t len)
+{
+	return munmap(p, len) ? -errno : 0;
+}
+
+/* Hand pages back; they read as zero when touched again (private anonymous). */
+void os_discard(void *p, size_t len)
+{
+	madvise(p, len, MADV_DONTNEED);
+}
+
+/* Make pages resident, so that what the identity counts as resident is. */
+void os_touch(void *p, size_t len)
+{
+	for (size_t o = 0; o < len; o += OS_PAGE)
+		((volatile char *)p)[o] = ((volatile char *)p)[o];
+}
+
+uint64_t os_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint32_t os_gettid(void)
+{
+	return (uint32_t)syscall(SYS_gettid);
+}
+
+/*
+ * A pointer the allocator never gave out, or a double free: continuing would
+ * corrupt the heap, so stop here with the reason (without allocating).
+ */
+void tally_fatal(const char *what, const void *ptr)
+{
+	char buf[160];
+	int n = snprintf(buf, sizeof(buf), "tally_alloc: %s (pointer %p); aborting\n", what, ptr);
+	if (n > 0)
+		(void)!write(2, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+	abort();
+}

@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Spans: the life of a 64 KiB span from claim to retirement, and every move
+ * of its bytes between the identity's terms (DESIGN.md §2). Only the owning
+ * heap's thread runs this code for a span (or a thread holding the heaps lock
+ * for an orphaned heap).
+ *
+ * Where a span's bytes are, by state:
+ *   ACTIVE:  [0, slot_off) segment_overhead; slots below bump: live + rounding,
+ *            cache (foreign frees in flight), returned (nret slots whose every
+ *            page was discarded) or span_free; at or above bump, and the tail:
+ *            src_term (virgin, or returned for a span that was retired before)
+ *   EMPTY:   slot_off + (bump - nret) * size in hysteresis; the rest as ACTIVE
+ *   UNASSIGNED: all virgin (never claimed) or all returned (retired)
+ */
+#include <string.h>
+
+#include "internal.h"
+
+static inline uint16_t page_bit(uint32_t off)
+{
+	return (uint16_t)(1u << (off / OS_PAGE));
+}
+
+/* Pages [first, last] covered by the byte range [off, off + len) as a mask. */
+static inline uint16_t page_mask(uint32_t off, uint32_t len)
+{
+	uint32_t first = off / OS_PAGE, last = (off + len - 1) / OS_PAGE;
+	return (uint16_t)(((2u << last) - 1) & ~((1u << first) - 1));
+}
+
+static void term_add(struct heap *h, uint8_t term, int64_t bytes)
+{
+	if (term == TALLY_TERM_VIRGIN)
+		h->st.virgin += bytes;
+	else
+		h->st.returned += bytes;
+}
+
+static struct bin *span_bin(struct heap *h, struct span *sp)
+{
+	return &h->gbins[sp->group][sp->cls];
+}
+
+static void list_push(struct span **head, struct span *sp)
+{
+	sp->prev = NULL;
+	sp->next = *head;
+	if (*head)
+		(*head)->prev = sp;
+	*head = sp;
+}
+
+static void list_remove(struct span **head, struct span *sp)
+{
+	if (sp->prev)
+		sp->prev->next = sp->next;
+	else
+		*head = sp->next;
+	if (sp->next)
+		sp->next->prev = sp->prev;
+	sp->next = sp->prev = NULL;
+}
+
+void heap_lru_remove(struct heap *h, struct span *sp)
+{
+	if (sp->lru_prev)
+		sp->lru_prev->lru_next = sp->lru_next;
+	else
+		h->lru_head = sp->lru_next;
+	if (sp->lru_next)
+		sp->lru_next->lru_prev = sp->lru_prev;
+	else
+		h->lru_tail = sp->lru_prev;
+	sp->lru_next = sp->lru_prev = NULL;
+}
+
+static void lru_append(struct heap *h, struct span *sp)
+{
+	sp->lru_next = NULL;
+	sp->lru_prev = h->lru_tail;
+	if (h->lru_tail)
+		h->lru_tail->lru_next = sp;
+	else
+		h->lru_head = sp;
+	h->lru_tail = sp;
+}
+
+/* Rebuild the free list from the metadata: every free slot below bump whose
+ * pages are not all discarded, lowest first. Returns the number of free slots
+ * left out because every page of theirs is discarded. */
+static uint32_t span_rebuild_free(struct span *sp)
+{
+	char *base = span_base(sp);
+	void *list = NULL;
+	uint32_t nret = 0;
+
+	for (uint32_t i = sp->bump; i-- > 0;) {
+		if (sp->meta[i] != META_FREE)
+			continue;
+		uint32_t off = sp->slot_off + i * sp->size;
+		uint16_t pm = page_mask(off, sp->size);
+		if ((sp->discarded & pm) == pm) {
+			nret++;
+			continue;
+		}
+		*(void **)(base + off) = list;
+		list = base + off;
+	}
+	sp->free = list;
+	return nret;
+}
+
+/* Link the next page's worth of never-used slots (at least one): src_term ->
+ * span_free. */
+static bool span_bump(struct heap *h, struct span *sp)
+{
+	if (sp->bump >= sp->nslots)
+		return false;
+	uint32_t start = sp->bump, s = sp->size;
+	uint32_t end_off = sp->slot_off + (start + 1) * s;
+	uint32_t page_end = (end_off + OS_PAGE - 1) & ~(uint32_t)(OS_PAGE - 1);
+	uint32_t end = (page_end - sp->slot_off) / s;
+	if (end > sp->nslots)
+		end = sp->nslots;
+	char *base = span_base(sp) + sp->slot_off;
+	void *list = sp->free;
+	for (uint32_t i = end; i-- > start;) {
+		*(void **)(base + (size_t)i * s) = list;
+		list = base + (size_t)i * s;
+	}
+	sp->free = list;
+	sp->bump = end;
+	uint64_t bytes = (uint64_t)(end - start) * s;
+	term_add(h, sp->src_term, -(int64_t)bytes);
+	h->st.pool += bytes;
+	ev(h, TALLY_EV_BUMP, sp->src_term, 0, 0, bytes);
+	return true;
+}
+
+/* Take back the slots on discarded pages: returned -> span_free. Their pages
+ * come back zero-filled when touched. */
+static bool span_unreclaim(struct heap *h, struct span *sp)
+{
+	if (!sp->nret)
+		return false;
+	uint64_t bytes = (uint64_t)sp->nret * sp->size;
+	sp->discarded = 0;
+	sp->nret = 0;
+	span_rebuild_free(sp);
+	h->st.returned -= bytes;
+	h->st.pool += bytes;
+	ev(h, TALLY_EV_UNRECLAIM, 0, 0, 0, bytes);
+	return true;
+}
+
+/* Assign an unassigned span to class cls of the heap's current group. */
+static void span_init(struct heap *h, struct span *sp, unsigned cls)
+{
+	const struct tally_class *k = &tally_classes[cls];
+	char *base = span_base(sp);
+
+	sp->size = k->size;
+	sp->recip = k->recip;
+	sp->slot_off = k->slot_off;
+	sp->nslots = k->nslots;
+	sp->used = sp->bump = sp->nret = 0;
+	sp->cls = (uint16_t)cls;
+	sp->group = (uint16_t)h->group;
+	sp->discarded = 0;
+	sp->state = SPAN_ACTIVE;
+	sp->flags &= SPAN_DIRTY; /* it may still sit on the dirty list */
+	sp->free = NULL;
+	sp->heap = h;
+	atomic_store_explicit(&sp->xfree, NULL, memory_order_relaxed);
+	if (k->slot_off) {
+		sp->meta = (uint16_t *)base;
+		/* fresh or discarded pages read as zero: all slots free already */
+		os_touch(base, k->slot_off);
+	} else {
+		sp->meta = sp->inline_meta;
+		memset(sp->inline_meta, 0, sizeof(sp->inline_meta));
+	}
+	term_add(h, sp->src_term, -(int64_t)k->slot_off);
+	h->st.segment_overhead += k->slot_off;
+	h->st.spans_assigned++;
+	ev(h, TALLY_EV_SPAN_CLAIM, sp->src_term, 0, k->slot_off, 0);
+}
+
+/* An empty span is used again: the reverse of span_make_empty. */
+static void span_refill(struct heap *h, struct span *sp)
+{
+	struct bin *b = span_bin(h, sp);
+	uint64_t free_bytes = (uint64_t)(sp->bump - sp->nret) * sp->size;
+
+	list_remove(&b->empty, sp);
+	heap_lru_remove(h, sp);
+	sp->state = SPAN_ACTIVE;
+	h->st.hysteresis -= free_bytes + sp->slot_off;
+	h->st.pool += free_bytes;
+	h->st.segment_overhead += sp->slot_off;
+	ev(h, TALLY_EV_SPAN_REFILL, 0, 0, sp->slot_off, free_bytes);
+	list_push(&b->head, sp);
+}
+
+void span_make_empty(struct heap *h, struct span *sp)
+{
+	struct bin *b = span_bin(h, sp);
+	uint64_t free_bytes = (uint64_t)(sp->bump - sp->nret) * sp->size;
+
+	if (!(sp->flags & SPAN_FULL))
+		list_remove(&b->head, sp);
+	sp->flags &= ~SPAN_FULL;
+	sp->state = SPAN_EMPTY;
+	sp->stamp_ms = h->now_ms;
+	list_push(&b->empty, sp);
+	lru_append(h, sp);
+	h->st.pool -= free_bytes;
+	h->st.segment_overhead -= sp->slot_off;
+	h->st.hysteresis += free_bytes + sp->slot_off;
+	ev(h, TALLY_EV_SPAN_EMPTY, 0, 0, sp->slot_off, free_bytes);
+}
+
+/* Hand an empty span back to the OS and to its segment: hysteresis and virgin
+ * -> returned. */
+void span_retire(struct heap *h, struct span *sp)
+{
+	struct bin *b = span_bin(h, sp);
+	uint64_t hyst = (uint64_t)(sp->bump - sp->nret) * sp->size + sp->slot_off;
+	uint64_t virgin = 0;
+
+	if (sp->src_term == TALLY_TERM_VIRGIN)
+		virgin = SPAN_SIZE - sp->slot_off - (uint64_t)sp->bump * sp->size;
+	list_remove(&b->empty, sp);
+	heap_lru_remove(h, sp);
+	os_discard(span_base(sp), SPAN_SIZE);
+	sp->state = SPAN_UNASSIGNED;
+	sp->src_term = TALLY_TERM_RETURNED;
+	sp->free = NULL;
+	h->st.hysteresis -= hyst;
+	h->st.virgin -= virgin;
+	h->st.returned += hyst + virgin;
+	h->st.spans_assigned--;
+	ev(h, TALLY_EV_SPAN_RETIRE, 0, 0, (uint32_t)virgin, hyst);
+	segment_release_span(h, sp);
+}
+
+/*
+ * Discard the pages of a live span that hold only free slots: span_free ->
+ * returned for the slots whose every page goes. A free slot keeps its first
+ * page when another of its pages stays resident, because its free-list link
+ * lives there (writing it would fault the page straight back in).
+ */
+void span_reclaim(struct heap *h, struct span *sp)
+{
+	uint32_t s = sp->size;
+	uint16_t busy = 0, cand;
+
+	if (sp->slot_off)
+		busy |= page_mask(0, sp->slot_off);
+	/* the page of the bump cursor and beyond: untouched or already handed back */
+	uint32_t bump_off = sp->slot_off + sp->bump * s;
+	if (bump_off < SPAN_SIZE)
+		busy |= page_mask(bump_off, (uint32_t)SPAN_SIZE - bump_off);
+	for (uint32_t i = 0; i < sp->bump; i++)
+		if (sp->meta[i] != META_FREE)
+			busy |= page_mask(sp->slot_off + i * s, s);
+	cand = (uint16_t)~busy & (uint16_t)~sp->discarded;
+	if (!cand)
+		return;
+	for (uint32_t i = sp->bump; i-- > 0;) {
+		if (sp->meta[i] != META_FREE)
+			continue;
+		uint32_t off = sp->slot_off + i * s;
+		uint16_t pm = page_mask(off, s);
+		uint16_t gone = cand | sp->discarded;
+		if ((gone & pm) != pm && (cand & page_bit(off)))
+			cand &= (uint16_t)~page_bit(off);
+	}
+	if (!cand)
+		return;
+	char *base = span_base(sp);
+	for (uint32_t p = 0; p < PAGES_PER_SPAN;) {
+		if (!(cand & (1u << p))) {
+			p++;
+			continue;
+		}
+		uint32_t q = p;
+		while (q < PAGES_PER_SPAN && (cand & (1u << q)))
+			q++;
+		os_discard(base + p * OS_PAGE, (q - p) * OS_PAGE);
+		p = q;
+	}
+	sp->discarded |= cand;
+	uint32_t nret = span_rebuild_free(sp);
+	if (nret != sp->nret) {
+		uint64_t bytes = (uint64_t)(nret - sp->nret) * s;
+		sp->nret = nret;
+		h->st.pool -= bytes;
+		h->st.returned += bytes;
+		ev(h, TALLY_EV_RECLAIM, 0, 0, 0, bytes);
+	}
+}
+
+/* Bring a span's foreign frees home: cache -> span_free. */
+void span_drain(struct heap *h, struct span *sp)
+{
+	void *list = atomic_exchange_explicit(&sp->xfree, NULL, memory_order_acquire);
+	uint32_t n = 0;
+	void *last = NULL;
+
+	for (void *p = list; p; p = *(void **)p) {
+		uint32_t i = span_slot_index(sp, p);
+		sp->meta[i] = META_FREE;
+		last = p;
+		n++;
+	}
+	if (!n)
+		return;
+	*(void **)last = sp->free;
+	sp->free = list;
+	sp->used -= n;
+	uint64_t bytes = (uint64_t)n * sp->size;
+	h->st.cache -= bytes;
+	ev(h, TALLY_EV_DRAIN, 0, 0, 0, bytes);
+	span_free_slow(h, sp);
+}
+
+/* A local free (or a drain) found the span full, clean or empty. */
+void span_free_slow(struct heap *h, struct span *sp)
+{
+	if (!(sp->flags & SPAN_DIRTY)) {
+		sp->flags |= SPAN_DIRTY;
+		sp->stamp_ms = h->now_ms;
+		sp->dirty_next = h->dirty;
+		h->dirty = sp;
+	}
+	struct bin *b = span_bin(h, sp);
+	if (sp->flags & SPAN_FULL) {
+		sp->flags &= ~SPAN_FULL;
+		list_push(&b->head, sp);
+		/* keep the current span current */
+		if (sp->next) {
+			struct span *cur = sp->next;
+			list_remove(&b->head, cur);
+			list_push(&b->head, cur);
+		}
+	}
+	/* The bin's current span stays active when it empties: a pattern that
+	 * allocates and frees one object must not move a span in and out of
+	 * hysteresis on every call. A sweep returns its pages all the same. */
+	if (sp->used == 0 && b->head != sp)
+		span_make_empty(h, sp);
+}
+
+/* Refill the free list of an active span; false when it has no free slot. */
+static bool span_refill_free(struct heap *h, struct span *sp)
+{
+	return sp->free || span_bump(h, sp) || span_unreclaim(h, sp);
+}
+
+/*
+ * The slow path of a small allocation: make the bin's head a span with a
+ * non-empty free list, or return NULL when memory is exhausted.
+ */
+struct span *span_acquire(struct heap *h, unsigned cls)
+{
+	struct bin *b = &h->bins[cls];
+	struct span *sp;
+
+	if (--h->tick <= 0)
+		heap_tick(h);
+	if (atomic_load_explicit(&h->xspans, memory_order_relaxed))
+		heap_drain_xspans(h);
+	while ((sp = b->head)) {
+		if (span_refill_free(h, sp))
+			return sp;
+		/* full: out of the list until a free brings it back */
+		list_remove(&b->head, sp);
+		sp->flags |= SPAN_FULL;
+	}
+	if ((sp = b->empty)) {
+		span_refill(h, sp);
+		return sp;
+	}
+	sp = segment_claim_span(h);
+	if (!sp)
+		return NULL;
+	span_init(h, sp, cls);
+	list_push(&b->head, sp);
+	span_bump(h, sp);
+	return sp;
+}

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Every record that crosses from a traced process to tally: shared by the
+ * allocator and the SDK (producers), the BPF programs (carriers) and user/
+ * (the replay). Fixed-width fields only, sizes pinned below.
+ *
+ * The allocator does not fire a probe per operation: each thread appends
+ * struct tally_ev records to its own buffer (struct tally_batch) and hands a
+ * whole batch over through one USDT probe, tally:batch(batch, bytes).
+ *
+ * Every record is a transition of the byte identity of DESIGN.md §2:
+ *   mapped == live + rounding + cache + span_free + returned + virgin
+ *             + hysteresis + segment_overhead
+ * and says exactly how many bytes move between which terms, so the replay
+ * (user/replay.c) needs no knowledge of the allocator's geometry, and the
+ * records of a thread can be applied in any order (they are pure sums).
+ */
+#ifndef TALLY_EVENTS_H
+#define TALLY_EVENTS_H
+
+#ifdef __BPF__
+/* vmlinux.h provides __u8 ... __u64 */
+#else
+#include <linux/types.h>
+#endif
+
+#define TALLY_BATCH_MAGIC 0x7a11ba7cu
+#define TALLY_BATCH_VERSION 1
+/* Records per batch: a probe hit costs 1.4 to 20 us here (DESIGN.md §5), so a
+ * batch must carry a few hundred records to cost a few ns per operation. */
+#define TALLY_BATCH_RECS 512
+#define TALLY_MAX_GROUPS 256 /* group ids 0..255; 0 is "root" */
+#define TALLY_GROUP_NAME_MAX 32
+
+/* Where bytes come from in a move whose source varies (field `term`). */
+enum tally_term {
+	TALLY_TERM_VIRGIN = 0,
+	TALLY_TERM_RETURNED = 1,
+};
+
+enum tally_ev_type {
+	/* bytes = length mapped, n = header bytes (segment_overhead); rest virgin */
+	TALLY_EV_SEG_MAP = 1,
+	/* bytes = allocator metadata (heaps, tables) mapped (term 0) or unmapped (term 1):
+	 * mapped and segment_overhead */
+	TALLY_EV_META_MAP = 2,
+	/* a class claims a span: spans_assigned +1; n = slot-metadata bytes moving
+	 * from `term` to segment_overhead */
+	TALLY_EV_SPAN_CLAIM = 3,
+	/* the bump cursor rises: bytes move from `term` to span_free */
+	TALLY_EV_BUMP = 4,
+	/* allocate a slot: n = requested, bytes = slot size; span_free -> live + rounding */
+	TALLY_EV_ALLOC = 5,
+	/* owner frees a slot (n = requested, bytes = slot): live + rounding -> span_free */
+	TALLY_EV_FREE = 6,
+	/* another thread frees a slot: live + rounding -> cache */
+	TALLY_EV_FREE_FOREIGN = 7,
+	/* the owner drains its foreign-free list: bytes cache -> span_free */
+	TALLY_EV_DRAIN = 8,
+	/* free pages of a live span handed back: bytes span_free -> returned */
+	TALLY_EV_RECLAIM = 9,
+	/* slots on discarded pages reused: bytes returned -> span_free */
+	TALLY_EV_UNRECLAIM = 10,
+	/* a span becomes empty: bytes span_free and n segment_overhead (its slot
+	 * metadata) -> hysteresis */
+	TALLY_EV_SPAN_EMPTY = 11,
+	/* an empty span is used again: the reverse of SPAN_EMPTY */
+	TALLY_EV_SPAN_REFILL = 12,
+	/* an empty span retired after the purge delay: bytes hysteresis and n virgin
+	 * -> returned; spans_assigned -1 */
+	TALLY_EV_SPAN_RETIRE = 13,
+	/* realloc inside the same slot: n = old requested, bytes = new requested */
+	TALLY_EV_REALLOC = 14,
+	/* large allocation: bytes = requested, n = rounding (mapping - requested);
+	 * term = TALLY_LARGE_FRESH (mapped +) or TALLY_LARGE_POOL (hysteresis -) */
+	TALLY_EV_LARGE_ALLOC = 15,
+	/* large free, fields as LARGE_ALLOC; term says whether the mapping went to
+	 * the pool (hysteresis +) or was unmapped (mapped -) */
+	TALLY_EV_LARGE_FREE = 16,
+	/* a pooled large mapping unmapped: bytes hysteresis -> gone (mapped -) */
+	TALLY_EV_POOL_UNMAP = 17,
+	TALLY_EV_MAX,
+};
+
+enum tally_large_how {
+	TALLY_LARGE_FRESH = 0, /* mapped from (or unmapped to) the OS */
+	TALLY_LARGE_POOL = 1,  /* taken from (or parked in) the retention pool */
+};
+
+struct tally_ev {
+	__u8 type;   /* enum tally_ev_type */
+	__u8 term;   /* enum tally_term or enum tally_large_how, per type */
+	__u16 group; /* resource group charged (ALLOC, FREE*, REALLOC, LARGE_*) */
+	__u32 n;     /* a small byte count, see the type */
+	__u64 bytes; /* a byte count, see the type */
+};
+_Static_assert(sizeof(struct tally_ev) == 16, "tally_ev is 16 bytes");
+
+enum tally_batch_source {
+	TALLY_SRC_ALLOC = 1, /* libtally_alloc.so */
+	TALLY_SRC_CUPTI = 2, /* libtally_cupti.so */
+};
+
+/*
+ * A batch as it sits in the producer's memory. seq_first is the per-heap
+ * sequence number of recs[0]: a tracer that read a heap's state at sequence S
+ * (late attach, DESIGN.md §5) applies only records numbered above S.
+ */
+struct tally_batch {
+	__u32 magic;   /* TALLY_BATCH_MAGIC */
+	__u16 version; /* TALLY_BATCH_VERSION */
+	__u16 source;  /* enum tally_batch_source */
+	__u32 tid;     /* thread that handed the batch over */
+	__u32 count;   /* records in recs[] */
+	__u64 heap_id; /* the producing heap (heaps outlive threads) */
+	__u64 seq_first;
+	struct tally_ev recs[TALLY_BATCH_RECS];
+};
+_Static_assert(sizeof(struct tally_batch) == 32 + 16 * TALLY_BATCH_RECS, "batch layout");
+
+#endif /* TALLY_EVENTS_H */

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Install the Debian packages tally needs, only those that are missing.
+# Idempotent and quiet when everything is already there: `make test` and
+# `make demo` call it first.
+set -euo pipefail
+
+# Build and test dependencies. The comparison allocators and tracers are
+# only needed by the benchmarks, but they are small and installing them here
+# keeps `make bench` a one-step command too.
+pkgs=(
+	clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
+	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
+	libjemalloc2 libmimalloc2.0 libgoogle-perftools4
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		SUDO=sudo
+	else
+		echo "setup: missing packages (${missing[*]}) and not root; install them or rerun as root" >&2
+		exit 1
+	fi
+else
+	SUDO=
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/tally-setup.log 2>&1; then
+	# The package lists may be stale or absent on a fresh machine.
+	$SUDO apt-get update -q >>/tmp/tally-setup.log 2>&1 || true
+	if ! $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >>/tmp/tally-setup.log 2>&1; then
+		echo "setup: apt-get install failed; see /tmp/tally-setup.log" >&2
+		tail -n 20 /tmp/tally-setup.log >&2
+		exit 1
+	fi
+fi
