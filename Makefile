@@ -72,7 +72,8 @@ $(BUILD)/tests/san/%.o: %.c
 	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) $(SAN) -DTALLY_IDENTITY_API= -DTALLY_ALLOC_PREFIX -c $< -o $@
 
 $(BUILD)/tests/test_alloc_unit: $(BUILD)/tests/san/tests/test_alloc_unit.o \
-		$(BUILD)/tests/san/tests/alloc_oracle.o $(BUILD)/tests/san/user/replay.o $(ALLOC_SAN_OBJS)
+		$(BUILD)/tests/san/tests/alloc_oracle.o $(BUILD)/tests/san/tests/alloc_stress.o \
+		$(BUILD)/tests/san/user/replay.o $(ALLOC_SAN_OBJS)
 	@echo "  CC $@"; $(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_replay: $(BUILD)/tests/san/tests/test_replay.o \
 		$(BUILD)/tests/san/user/replay.o $(BUILD)/tests/san/alloc/stats_identity.o
@@ -80,6 +81,7 @@ $(BUILD)/tests/test_replay: $(BUILD)/tests/san/tests/test_replay.o \
 # The stress test replaces malloc for the whole process (no sanitizer: ASan
 # would bring its own), and replays every batch.
 $(BUILD)/tests/test_alloc_stress: $(BUILD)/tests/test_alloc_stress.o $(BUILD)/tests/alloc_oracle.o \
+		$(BUILD)/tests/alloc_stress.o \
 		$(BUILD)/tests/replay_plain.o $(ALLOC_SINK_OBJS)
 	@echo "  CC $@"; $(CC) -pthread -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/replay_plain.o: user/replay.c

@@ -43,3 +43,16 @@ void ev_flush(struct heap *h)
 	b->count = 0;
 	h->last_flush_ms = h->now_ms;
 }
+
+#if defined(TALLY_ALLOC_TEST_SINK)
+/* Tests, at a quiescent point (no thread inside the allocator): hand over
+ * every heap's pending records, so the replay has seen all there is. */
+void tally_alloc_test_flush_all(void);
+void tally_alloc_test_flush_all(void)
+{
+	pthread_mutex_lock(&tally_heaps_lock);
+	for (struct heap *h = tally_heaps; h; h = h->all_next)
+		ev_flush(h);
+	pthread_mutex_unlock(&tally_heaps_lock);
+}
+#endif

@@ -119,6 +119,16 @@ static struct pool_ent *pool_take(size_t len)
 	return best;
 }
 
+static void pool_evict(struct heap *h, struct pool_ent *e)
+{
+	os_unmap(e->ptr, e->len);
+	pool_bytes -= e->len;
+	h->st.hysteresis -= e->len;
+	h->st.mapped -= e->len;
+	ev(h, TALLY_EV_POOL_UNMAP, 0, 0, 0, e->len);
+	e->ptr = NULL;
+}
+
 static void account_alloc(struct heap *h, const struct large_ent *e, uint8_t how)
 {
 	h->st.large_live += e->q;
@@ -192,10 +202,23 @@ bool large_free(struct heap *h, void *p, size_t expect_q)
 	struct large_ent e = *pe;
 	tab_del(pe);
 	int slot = -1;
-	if (e.len <= POOL_ENTRY_MAX && pool_bytes + e.len <= POOL_TOTAL_MAX)
-		for (int i = 0; i < POOL_SLOTS && slot < 0; i++)
-			if (!pool[i].ptr)
-				slot = i;
+	if (e.len <= POOL_ENTRY_MAX) {
+		/* the newest free is the likeliest to be asked for again: make room
+		 * for it by unmapping the oldest entries */
+		for (;;) {
+			int oldest = -1;
+			slot = -1;
+			for (int i = 0; i < POOL_SLOTS; i++) {
+				if (!pool[i].ptr)
+					slot = i;
+				else if (oldest < 0 || pool[i].stamp_ms < pool[oldest].stamp_ms)
+					oldest = i;
+			}
+			if (slot >= 0 && pool_bytes + e.len <= POOL_TOTAL_MAX)
+				break;
+			pool_evict(h, &pool[oldest]);
+		}
+	}
 	if (slot >= 0) {
 		pool[slot] = (struct pool_ent){ (void *)e.ptr, e.len, h->now_ms };
 		pool_bytes += e.len;
@@ -264,14 +287,8 @@ void large_sweep(struct heap *h, bool force)
 	pthread_mutex_lock(&large_lock);
 	for (int i = 0; i < POOL_SLOTS; i++) {
 		struct pool_ent *e = &pool[i];
-		if (!e->ptr || (!force && h->now_ms - e->stamp_ms < tally_purge_ms))
-			continue;
-		os_unmap(e->ptr, e->len);
-		pool_bytes -= e->len;
-		h->st.hysteresis -= e->len;
-		h->st.mapped -= e->len;
-		ev(h, TALLY_EV_POOL_UNMAP, 0, 0, 0, e->len);
-		e->ptr = NULL;
+		if (e->ptr && (force || h->now_ms - e->stamp_ms >= tally_purge_ms))
+			pool_evict(h, e);
 	}
 	pthread_mutex_unlock(&large_lock);
 }

@@ -62,9 +62,8 @@ static void *tally_malloc(size_t q, bool zero)
 		if (p && zero)
 			memset(p, 0, q);
 	} else {
-		p = large_alloc(h, q, 0, false);
 		/* a fresh mapping is zero; large_alloc clears a pooled one */
-		(void)zero;
+		p = large_alloc(h, q, 0, zero);
 	}
 	if (unlikely(!p))
 		errno = ENOMEM;
@@ -191,7 +190,8 @@ static void *tally_aligned(size_t align, size_t q)
 	    (align == 16 && q <= CLASS_MAX && tally_classes[size_to_class(q)].size % 16 == 0))
 		return tally_malloc(q, false);
 	/* slots of the 8-step classes are 8-aligned, all others 16-aligned */
-	size_t need = q + align - 8;
+	/* the pointer must stay inside its slot even for q == 0 */
+	size_t need = (q ? q : 1) + align - 8;
 	if (need >= q && need <= CLASS_MAX) {
 		unsigned cls = size_to_class(need);
 		size_t s = tally_classes[cls].size;
@@ -202,7 +202,7 @@ static void *tally_aligned(size_t align, size_t q)
 			return (void *)(((uintptr_t)slot + align - 1) & ~(uintptr_t)(align - 1));
 		}
 	}
-	p = large_alloc(h, q ? q : 1, align, false);
+	p = large_alloc(h, q, align, false);
 out:
 	if (!p)
 		errno = ENOMEM;

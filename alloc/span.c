@@ -8,7 +8,8 @@
  * Where a span's bytes are, by state:
  *   ACTIVE:  [0, slot_off) segment_overhead; slots below bump: live + rounding,
  *            cache (foreign frees in flight), returned (nret slots whose every
- *            page was discarded) or span_free; at or above bump, and the tail:
+ *            page was discarded) or span_free (in the free list, or parked:
+ *            partly discarded); at or above bump, and the tail:
  *            src_term (virgin, or returned for a span that was retired before)
  *   EMPTY:   slot_off + (bump - nret) * size in hysteresis; the rest as ACTIVE
  *   UNASSIGNED: all virgin (never claimed) or all returned (retired)
@@ -16,11 +17,6 @@
 #include <string.h>
 
 #include "internal.h"
-
-static inline uint16_t page_bit(uint32_t off)
-{
-	return (uint16_t)(1u << (off / OS_PAGE));
-}
 
 /* Pages [first, last] covered by the byte range [off, off + len) as a mask. */
 static inline uint16_t page_mask(uint32_t off, uint32_t len)
@@ -86,28 +82,36 @@ static void lru_append(struct heap *h, struct span *sp)
 	h->lru_tail = sp;
 }
 
-/* Rebuild the free list from the metadata: every free slot below bump whose
- * pages are not all discarded, lowest first. Returns the number of free slots
- * left out because every page of theirs is discarded. */
+/*
+ * Rebuild the free list from the metadata: the free slots below bump none of
+ * whose pages is discarded, lowest first. A free slot with some pages
+ * discarded stays out of the list (writing its link could fault a discarded
+ * page back in): counted `returned` when every page of it is gone, else
+ * parked in span_free until span_unreclaim. Returns the returned count.
+ */
 static uint32_t span_rebuild_free(struct span *sp)
 {
 	char *base = span_base(sp);
 	void *list = NULL;
-	uint32_t nret = 0;
+	uint32_t nret = 0, npark = 0;
 
 	for (uint32_t i = sp->bump; i-- > 0;) {
 		if (sp->meta[i] != META_FREE)
 			continue;
 		uint32_t off = sp->slot_off + i * sp->size;
-		uint16_t pm = page_mask(off, sp->size);
-		if ((sp->discarded & pm) == pm) {
-			nret++;
+		uint16_t pm = page_mask(off, sp->size), gone = sp->discarded & pm;
+		if (gone) {
+			if (gone == pm)
+				nret++;
+			else
+				npark++;
 			continue;
 		}
 		*(void **)(base + off) = list;
 		list = base + off;
 	}
 	sp->free = list;
+	sp->npark = npark;
 	return nret;
 }
 
@@ -142,16 +146,18 @@ static bool span_bump(struct heap *h, struct span *sp)
  * come back zero-filled when touched. */
 static bool span_unreclaim(struct heap *h, struct span *sp)
 {
-	if (!sp->nret)
+	if (!sp->nret && !sp->npark)
 		return false;
 	uint64_t bytes = (uint64_t)sp->nret * sp->size;
 	sp->discarded = 0;
 	sp->nret = 0;
 	span_rebuild_free(sp);
-	h->st.returned -= bytes;
-	h->st.pool += bytes;
-	ev(h, TALLY_EV_UNRECLAIM, 0, 0, 0, bytes);
-	return true;
+	if (bytes) {
+		h->st.returned -= bytes;
+		h->st.pool += bytes;
+		ev(h, TALLY_EV_UNRECLAIM, 0, 0, 0, bytes);
+	}
+	return sp->free != NULL;
 }
 
 /* Assign an unassigned span to class cls of the heap's current group. */
@@ -164,7 +170,7 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 	sp->recip = k->recip;
 	sp->slot_off = k->slot_off;
 	sp->nslots = k->nslots;
-	sp->used = sp->bump = sp->nret = 0;
+	sp->used = sp->bump = sp->nret = sp->npark = 0;
 	sp->cls = (uint16_t)cls;
 	sp->group = (uint16_t)h->group;
 	sp->discarded = 0;
@@ -247,14 +253,12 @@ void span_retire(struct heap *h, struct span *sp)
 
 /*
  * Discard the pages of a live span that hold only free slots: span_free ->
- * returned for the slots whose every page goes. A free slot keeps its first
- * page when another of its pages stays resident, because its free-list link
- * lives there (writing it would fault the page straight back in).
+ * returned for the slots whose every page goes (span_rebuild_free).
  */
 void span_reclaim(struct heap *h, struct span *sp)
 {
 	uint32_t s = sp->size;
-	uint16_t busy = 0, cand;
+	uint16_t busy = 0;
 
 	if (sp->slot_off)
 		busy |= page_mask(0, sp->slot_off);
@@ -265,18 +269,7 @@ void span_reclaim(struct heap *h, struct span *sp)
 	for (uint32_t i = 0; i < sp->bump; i++)
 		if (sp->meta[i] != META_FREE)
 			busy |= page_mask(sp->slot_off + i * s, s);
-	cand = (uint16_t)~busy & (uint16_t)~sp->discarded;
-	if (!cand)
-		return;
-	for (uint32_t i = sp->bump; i-- > 0;) {
-		if (sp->meta[i] != META_FREE)
-			continue;
-		uint32_t off = sp->slot_off + i * s;
-		uint16_t pm = page_mask(off, s);
-		uint16_t gone = cand | sp->discarded;
-		if ((gone & pm) != pm && (cand & page_bit(off)))
-			cand &= (uint16_t)~page_bit(off);
-	}
+	uint16_t cand = (uint16_t)~busy & (uint16_t)~sp->discarded;
 	if (!cand)
 		return;
 	char *base = span_base(sp);

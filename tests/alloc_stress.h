@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Multi-threaded allocator workloads shared by the unit (sanitizer, tally_p_
+ * names) and the stress (real malloc) test drivers. */
+#ifndef TALLY_TEST_ALLOC_STRESS_H
+#define TALLY_TEST_ALLOC_STRESS_H
+
+#include <stdint.h>
+
+#define STRESS_GROUP 7 /* the workloads' allocations are charged here */
+
+/* Threads do random malloc/calloc/realloc/memalign/free with content checks,
+ * exit with half their blocks live; the caller's thread frees those (frees to
+ * orphaned heaps). Asserts the group's live bytes exactly after each step. */
+void stress_random(unsigned nthreads, unsigned iters, uint64_t seed);
+/* Producers allocate, consumers free (cross-thread frees). */
+void stress_producer_consumer(unsigned pairs, unsigned objects, uint64_t seed);
+/* fork with live blocks; the child frees and allocates normally and checks. */
+void stress_fork(uint64_t seed);
+
+#endif

@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Allocator unit tests, under ASan and UBSan: the allocator runs beside the
+ * sanitizers' malloc under tally_p_ names, so nothing but these calls reaches
+ * it, and "everything freed" really means zero live bytes at the end.
+ * Every batch goes through the replay (alloc_oracle.c).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../alloc/internal.h"
+#include "alloc_oracle.h"
+#include "alloc_stress.h"
+
+static int64_t live_now(void)
+{
+	oracle_check("live_now");
+	return (int64_t)oracle_stats().live;
+}
+
+static void classes__cover_every_size_with_the_smallest_class(void **state)
+{
+	(void)state;
+	T(free)(T(malloc)(1)); /* initializes the class table */
+	assert_int_equal(tally_classes[0].size, 16);
+	assert_int_equal(tally_classes[CLASS_COUNT - 1].size, CLASS_MAX);
+	for (unsigned c = 1; c < CLASS_COUNT; c++) {
+		assert_true(tally_classes[c].size > tally_classes[c - 1].size);
+		assert_int_equal(tally_classes[c].size % 8, 0);
+		if (tally_classes[c].size <= 128)
+			assert_int_equal(tally_classes[c].size - tally_classes[c - 1].size, 8);
+	}
+	for (size_t q = 0; q <= CLASS_MAX; q++) {
+		unsigned c = size_to_class(q);
+		uint32_t s = tally_classes[c].size;
+		assert_true(c < CLASS_COUNT);
+		assert_true(s >= q);
+		if (c > 0)
+			assert_true(tally_classes[c - 1].size < q);
+		if (q > 128 && (s - q) * 8 >= s)
+			fail_msg("rounding of %zu in class %u is 12.5%% or more", q, s);
+	}
+}
+
+static void classes__span_geometry_fits_and_divides_exactly(void **state)
+{
+	(void)state;
+	for (unsigned c = 0; c < CLASS_COUNT; c++) {
+		const struct tally_class *k = &tally_classes[c];
+		assert_true(k->slot_off + (uint64_t)k->nslots * k->size <= SPAN_SIZE);
+		if (k->slot_off == 0) {
+			assert_true(k->nslots <= SPAN_INLINE_SLOTS);
+		} else {
+			assert_true(k->slot_off >= 2 * k->nslots);
+			assert_int_equal(k->slot_off % 16, 0);
+			/* one more slot would not fit with its metadata */
+			uint32_t off = (2 * (k->nslots + 1) + 15) & ~15u;
+			assert_true(off + (uint64_t)(k->nslots + 1) * k->size > SPAN_SIZE);
+		}
+		for (uint32_t i = 0; i < k->nslots; i++) {
+			uint64_t lo = (uint64_t)i * k->size, hi = lo + k->size - 1;
+			assert_int_equal((lo * k->recip) >> 32, i);
+			assert_int_equal((hi * k->recip) >> 32, i);
+		}
+	}
+}
+
+static void segment__blocks_live_in_aligned_segments(void **state)
+{
+	(void)state;
+	char *p = T(malloc)(100);
+	assert_non_null(p);
+	assert_true(seg_map_has(p));
+	struct segment *seg = segment_of(p);
+	assert_int_equal((uintptr_t)seg % SEGMENT_SIZE, 0);
+	struct span *sp = span_of(p);
+	assert_int_equal(sp->size, 104);
+	assert_true(sp->index >= 1);
+	assert_int_equal(((uintptr_t)p - (uintptr_t)span_base(sp) - sp->slot_off) % 104, 0);
+	assert_int_equal((uintptr_t)p % 8, 0);
+	assert_false(seg_map_has(&seg));
+	T(free)(p);
+}
+
+static void identity__every_operation_balances_and_live_is_exact(void **state)
+{
+	(void)state;
+	int64_t base = live_now();
+	char *a = T(malloc)(1);
+	assert_int_equal(live_now() - base, 1);
+	char *b = T(calloc)(10, 10);
+	assert_int_equal(live_now() - base, 101);
+	char *c = T(malloc)(40000); /* large */
+	assert_int_equal(live_now() - base, 40101);
+	assert_int_equal(oracle_stats().large_count, 1);
+	char *d = T(malloc)(0);
+	assert_non_null(d);
+	assert_int_equal(live_now() - base, 40101);
+	b = T(realloc)(b, 5000);
+	assert_int_equal(live_now() - base, 45001);
+	c = T(realloc)(c, 100000);
+	assert_int_equal(live_now() - base, 105001);
+	c = T(realloc)(c, 10); /* large to small */
+	assert_int_equal(live_now() - base, 5011);
+	assert_int_equal(oracle_stats().large_count, 0);
+	void *e;
+	assert_int_equal(T(posix_memalign)(&e, 256, 300), 0);
+	assert_int_equal(live_now() - base, 5311);
+	T(free)(a);
+	T(free)(b);
+	T(free)(c);
+	T(free)(d);
+	T(free)(e);
+	assert_int_equal(live_now(), base);
+}
+
+static void realloc__same_class_stays_in_place(void **state)
+{
+	(void)state;
+	int64_t base = live_now();
+	char *p = T(malloc)(100);
+	memset(p, 7, 100);
+	char *q = T(realloc)(p, 103);
+	assert_ptr_equal(p, q);
+	assert_int_equal(live_now() - base, 103);
+	q = T(realloc)(q, 97);
+	assert_ptr_equal(p, q);
+	assert_int_equal(q[96], 7);
+	assert_int_equal(live_now() - base, 97);
+	q = T(realloc)(q, 1000); /* another class: moves, keeps the bytes */
+	assert_int_equal(q[0], 7);
+	assert_int_equal(q[96], 7);
+	assert_int_equal(live_now() - base, 1000);
+	T(free)(q);
+	assert_int_equal(live_now(), base);
+}
+
+static void calloc__zeroes_recycled_memory_and_checks_overflow(void **state)
+{
+	(void)state;
+	unsigned char *p = T(malloc)(200);
+	memset(p, 0xff, 200);
+	T(free)(p);
+	unsigned char *q = T(calloc)(1, 200);
+	for (int i = 0; i < 200; i++)
+		assert_int_equal(q[i], 0);
+	T(free)(q);
+	errno = 0;
+	assert_null(T(calloc)(SIZE_MAX / 2, 3));
+	assert_int_equal(errno, ENOMEM);
+	errno = 0;
+	assert_null(T(reallocarray)(NULL, SIZE_MAX / 2, 3));
+	assert_int_equal(errno, ENOMEM);
+	errno = 0;
+	assert_null(T(malloc)(SIZE_MAX - 10));
+	assert_int_equal(errno, ENOMEM);
+}
+
+static void aligned__every_alignment_and_size(void **state)
+{
+	(void)state;
+	static const size_t sizes[] = { 0, 1, 24, 100, 5000, 40000, 300000 };
+	int64_t base = live_now();
+	for (size_t align = 8; align <= (1u << 20); align <<= 1) {
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			void *p = NULL;
+			assert_int_equal(T(posix_memalign)(&p, align, sizes[i]), 0);
+			assert_int_equal((uintptr_t)p % align, 0);
+			assert_true(T(malloc_usable_size)(p) >= sizes[i]);
+			memset(p, 1, sizes[i]);
+			void *q = T(aligned_alloc)(align, sizes[i]);
+			void *m = T(memalign)(align, sizes[i]);
+			assert_int_equal((uintptr_t)q % align, 0);
+			assert_int_equal((uintptr_t)m % align, 0);
+			assert_int_equal(live_now() - base, 3 * (int64_t)sizes[i]);
+			T(free)(p);
+			T(free_aligned_sized)(q, align, sizes[i]);
+			T(free)(m);
+		}
+	}
+	void *v = T(valloc)(10), *pv = T(pvalloc)(10);
+	assert_int_equal((uintptr_t)v % 4096, 0);
+	assert_int_equal((uintptr_t)pv % 4096, 0);
+	assert_true(T(malloc_usable_size)(pv) >= 4096);
+	T(free)(v);
+	T(free)(pv);
+	void *p;
+	assert_int_equal(T(posix_memalign)(&p, 24, 10), EINVAL);
+	assert_int_equal(T(posix_memalign)(&p, 4, 10), EINVAL);
+	errno = 0;
+	assert_null(T(aligned_alloc)(24, 10));
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(live_now(), base);
+}
+
+static void large__pool_reuses_and_mremap_keeps_data(void **state)
+{
+	(void)state;
+	tally_alloc_collect(1); /* an empty pool */
+	int64_t base = live_now();
+	char *p = T(malloc)(1 << 20);
+	memset(p, 3, 1 << 20);
+	uint64_t hyst = (oracle_check("large"), oracle_stats().hysteresis);
+	T(free)(p);
+	oracle_check("large freed to the pool");
+	assert_int_equal(oracle_stats().hysteresis - hyst, 1 << 20);
+	char *q = T(malloc)((1 << 20) - 100); /* fits the pooled mapping */
+	assert_ptr_equal(p, q);
+	oracle_check("large from the pool");
+	assert_int_equal(oracle_stats().hysteresis, hyst);
+	assert_int_equal(oracle_stats().rounding >= 100, 1);
+	q = T(realloc)(q, 5 << 20);
+	assert_int_equal(q[12345], 3);
+	assert_int_equal(live_now() - base, 5 << 20);
+	T(free)(q);
+	tally_alloc_collect(1);
+	oracle_check("large after collect");
+	assert_int_equal(oracle_stats().large_count, 0);
+	assert_int_equal(live_now(), base);
+}
+
+static void reclaim__scattered_frees_hand_pages_back(void **state)
+{
+	(void)state;
+	enum { N = 20000 };
+	char **v = calloc(N, sizeof(*v));
+	assert_non_null(v);
+	for (int i = 0; i < N; i++) {
+		v[i] = T(malloc)(200);
+		memset(v[i], 1, 200);
+	}
+	oracle_check("reclaim: filled");
+	uint64_t ret0 = oracle_stats().returned;
+	for (int i = 0; i < N; i++)
+		if (i % 64) {
+			T(free)(v[i]);
+			v[i] = NULL;
+		}
+	tally_alloc_collect(1);
+	oracle_check("reclaim: collected");
+	/* 63 of 64 blocks gone: most pages hold no survivor */
+	assert_true(oracle_stats().returned - ret0 > (uint64_t)N * 200 / 2);
+	/* and they are reused */
+	for (int i = 0; i < N; i++)
+		if (!v[i]) {
+			v[i] = T(malloc)(200);
+			memset(v[i], 2, 200);
+		}
+	oracle_check("reclaim: refilled");
+	for (int i = 0; i < N; i++)
+		T(free)(v[i]);
+	oracle_check("reclaim: freed");
+	free(v);
+}
+
+static void purge__empty_spans_retire_after_the_delay_without_collect(void **state)
+{
+	(void)state;
+	enum { N = 6000 };
+	char **v = calloc(N, sizeof(*v));
+	assert_non_null(v);
+	tally_alloc_collect(1);
+	for (int i = 0; i < N; i++)
+		v[i] = T(malloc)(1000);
+	for (int i = 0; i < N; i++)
+		T(free)(v[i]);
+	oracle_check("purge: freed");
+	assert_true(oracle_stats().hysteresis > 0);
+	/* TALLY_ALLOC_PURGE_MS is 100 in this binary (main) */
+	struct timespec ts = { 0, 250 * 1000000 };
+	nanosleep(&ts, NULL);
+	for (int i = 0; i < 3 * TICK_OPS; i++)
+		T(free)(T(malloc)(32));
+	oracle_check("purge: after the delay");
+	assert_int_equal(oracle_stats().hysteresis, 0);
+	free(v);
+}
+
+static void groups__free_charges_the_allocating_group(void **state)
+{
+	(void)state;
+	struct tally_group_stats g5a, g5b, g0a, g0b;
+	tally_alloc_group_stats(5, &g5a);
+	tally_alloc_group_stats(0, &g0a);
+	tally_alloc__set_group(5);
+	char *p = T(malloc)(1000), *big = T(malloc)(100000);
+	tally_alloc__set_group(0);
+	T(free)(p);
+	T(free)(big);
+	tally_alloc_group_stats(5, &g5b);
+	tally_alloc_group_stats(0, &g0b);
+	assert_int_equal(g5b.allocated_bytes - g5a.allocated_bytes, 101000);
+	assert_int_equal(g5b.deallocated_bytes - g5a.deallocated_bytes, 101000);
+	assert_int_equal(g5b.allocated_objects - g5a.allocated_objects, 2);
+	assert_int_equal(g5b.deallocated_objects - g5a.deallocated_objects, 2);
+	assert_memory_equal(&g0a, &g0b, sizeof(g0a));
+	/* realloc moves the block to the current group, even within its class */
+	tally_alloc__set_group(6);
+	p = T(malloc)(50);
+	tally_alloc__set_group(8);
+	p = T(realloc)(p, 52);
+	tally_alloc__set_group(0);
+	assert_int_equal(oracle_group_live(6), 0);
+	assert_int_equal(oracle_group_live(8), 52);
+	T(free)(p);
+	assert_int_equal(oracle_group_live(8), 0);
+	tally_alloc__set_group(TALLY_MAX_GROUPS + 3); /* out of range: root */
+	p = T(malloc)(10);
+	tally_alloc__set_group(0);
+	T(free)(p);
+	oracle_check("groups");
+}
+
+/* Run fn in a child; it must die of SIGABRT with `msg` on stderr. */
+static void expect_abort(void (*fn)(void), const char *msg)
+{
+	int pfd[2];
+	assert_int_equal(pipe(pfd), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(pfd[1], 2);
+		fn();
+		_exit(0);
+	}
+	close(pfd[1]);
+	char buf[512] = "";
+	ssize_t n, got = 0;
+	while ((n = read(pfd[0], buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
+		got += n;
+	close(pfd[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGABRT);
+	if (!strstr(buf, msg))
+		fail_msg("expected \"%s\" on stderr, got \"%s\"", msg, buf);
+}
+
+static void double_free(void)
+{
+	void *p = T(malloc)(64);
+	T(free)(p);
+	T(free)(p);
+}
+
+static void foreign_pointer_free(void)
+{
+	int x;
+	T(free)(&x);
+}
+
+static void interior_free(void)
+{
+	char *p = T(malloc)(64);
+	T(free)(p + 16);
+}
+
+static void never_given_free(void)
+{
+	char *p = T(malloc)(64);
+	T(free)(p + 64 * 50); /* a slot of the same span no one asked for */
+}
+
+static void wrong_size_free(void)
+{
+	void *p = T(malloc)(64);
+	T(free_sized)(p, 65);
+}
+
+static void large_double_free(void)
+{
+	void *p = T(malloc)(100000);
+	T(free)(p);
+	T(free)(p);
+}
+
+static void errors__bad_frees_stop_with_a_diagnostic(void **state)
+{
+	(void)state;
+	expect_abort(double_free, "double free");
+	expect_abort(foreign_pointer_free, "never allocated");
+	expect_abort(interior_free, "middle of a block");
+	expect_abort(never_given_free, "never allocated");
+	expect_abort(wrong_size_free, "free_sized");
+	expect_abort(large_double_free, "never allocated");
+}
+
+static void stress__threads_random_operations(void **state)
+{
+	(void)state;
+	stress_random(4, 20000, 1);
+}
+
+static void stress__producer_consumer_cross_thread_frees(void **state)
+{
+	(void)state;
+	stress_producer_consumer(2, 20000, 2);
+}
+
+static void stress__fork_child_allocates_normally(void **state)
+{
+	(void)state;
+	stress_fork(3);
+}
+
+static void final__everything_freed_and_collected_leaves_nothing(void **state)
+{
+	(void)state;
+	tally_alloc_collect(1);
+	oracle_check("final");
+	struct tally_stats s = oracle_stats();
+	assert_int_equal(s.live, 0);
+	assert_int_equal(s.rounding, 0);
+	assert_int_equal(s.cache, 0);
+	assert_int_equal(s.span_free, 0);
+	assert_int_equal(s.hysteresis, 0);
+	assert_int_equal(s.large_count, 0);
+	assert_int_equal(s.spans_assigned, 0);
+	assert_true(s.mapped > 0);
+	assert_int_equal(tally_stats_predicted_resident(&s), s.segment_overhead);
+}
+
+int main(void)
+{
+	setenv("TALLY_ALLOC_PURGE_MS", "100", 1);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(classes__cover_every_size_with_the_smallest_class),
+		cmocka_unit_test(classes__span_geometry_fits_and_divides_exactly),
+		cmocka_unit_test(segment__blocks_live_in_aligned_segments),
+		cmocka_unit_test(identity__every_operation_balances_and_live_is_exact),
+		cmocka_unit_test(realloc__same_class_stays_in_place),
+		cmocka_unit_test(calloc__zeroes_recycled_memory_and_checks_overflow),
+		cmocka_unit_test(aligned__every_alignment_and_size),
+		cmocka_unit_test(large__pool_reuses_and_mremap_keeps_data),
+		cmocka_unit_test(reclaim__scattered_frees_hand_pages_back),
+		cmocka_unit_test(purge__empty_spans_retire_after_the_delay_without_collect),
+		cmocka_unit_test(groups__free_charges_the_allocating_group),
+		cmocka_unit_test(errors__bad_frees_stop_with_a_diagnostic),
+		cmocka_unit_test(stress__threads_random_operations),
+		cmocka_unit_test(stress__producer_consumer_cross_thread_frees),
+		cmocka_unit_test(stress__fork_child_allocates_normally),
+		cmocka_unit_test(final__everything_freed_and_collected_leaves_nothing),
+	};
+	return cmocka_run_group_tests_name("alloc_unit", tests, NULL, NULL);
+}
