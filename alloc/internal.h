@@ -85,8 +85,8 @@ struct span {
 	uint32_t nslots;	   /* slots in this span */
 	uint32_t used;		   /* slots allocated or waiting in xfree: nonzero while not empty */
 	uint32_t bump;		   /* slots ever handed to the free list: [0, bump) */
-	uint32_t nret;		   /* free slots counted `returned` (every page discarded) */
-	uint32_t npark;		   /* free slots partly discarded: span_free, not in the list */
+	uint32_t ret;		   /* bytes of free slots on discarded pages: `returned` */
+	uint32_t npark;		   /* free slots with a discarded page: not in the free list */
 	uint16_t cls;		   /* class index */
 	uint16_t group;		   /* resource group of every slot */
 	uint16_t discarded;	   /* page bitmap: pages handed back with madvise */

@@ -14,8 +14,11 @@
 /*
  * Every mapping is marked MADV_NOHUGEPAGE: a transparent huge page would make
  * a one-byte touch resident 2 MiB and defeat page-granular reclaim, so the
- * identity's idea of resident would be wrong. The flag ("nh" in smaps
- * VmFlags) is also how the allocator's mappings are told apart in smaps.
+ * identity's idea of resident would be wrong. It is also marked MADV_RANDOM,
+ * which for anonymous memory only turns off swap-in readahead: the pair of
+ * flags ("nh" and "rr" in smaps VmFlags) is how the allocator's mappings are
+ * told apart in /proc/PID/smaps (thread stacks carry "nh" alone since Linux
+ * 6.7; this kernel has no anonymous mapping names).
  */
 void *os_map(size_t len)
 {
@@ -23,6 +26,7 @@ void *os_map(size_t len)
 	if (p == MAP_FAILED)
 		return NULL;
 	madvise(p, len, MADV_NOHUGEPAGE);
+	madvise(p, len, MADV_RANDOM);
 	return p;
 }
 

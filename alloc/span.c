@@ -7,11 +7,10 @@
  *
  * Where a span's bytes are, by state:
  *   ACTIVE:  [0, slot_off) segment_overhead; slots below bump: live + rounding,
- *            cache (foreign frees in flight), returned (nret slots whose every
- *            page was discarded) or span_free (in the free list, or parked:
- *            partly discarded); at or above bump, and the tail:
+ *            cache (foreign frees in flight), returned (`ret`: the bytes of free
+ *            slots on discarded pages) or span_free; at or above bump, and the tail:
  *            src_term (virgin, or returned for a span that was retired before)
- *   EMPTY:   slot_off + (bump - nret) * size in hysteresis; the rest as ACTIVE
+ *   EMPTY:   slot_off + bump * size - ret in hysteresis; the rest as ACTIVE
  *   UNASSIGNED: all virgin (never claimed) or all returned (retired)
  */
 #include <string.h>
@@ -84,27 +83,31 @@ static void lru_append(struct heap *h, struct span *sp)
 
 /*
  * Rebuild the free list from the metadata: the free slots below bump none of
- * whose pages is discarded, lowest first. A free slot with some pages
- * discarded stays out of the list (writing its link could fault a discarded
- * page back in): counted `returned` when every page of it is gone, else
- * parked in span_free until span_unreclaim. Returns the returned count.
+ * whose pages is discarded, lowest first. A free slot with a discarded page
+ * stays out of the list (writing its link could fault the page back in) until
+ * span_unreclaim; its bytes on discarded pages are `returned`, the rest
+ * span_free. Returns the returned bytes.
  */
 static uint32_t span_rebuild_free(struct span *sp)
 {
 	char *base = span_base(sp);
 	void *list = NULL;
-	uint32_t nret = 0, npark = 0;
+	uint32_t ret = 0, npark = 0;
 
 	for (uint32_t i = sp->bump; i-- > 0;) {
 		if (sp->meta[i] != META_FREE)
 			continue;
-		uint32_t off = sp->slot_off + i * sp->size;
-		uint16_t pm = page_mask(off, sp->size), gone = sp->discarded & pm;
-		if (gone) {
-			if (gone == pm)
-				nret++;
-			else
-				npark++;
+		uint32_t off = sp->slot_off + i * sp->size, end = off + sp->size;
+		uint16_t pm = page_mask(off, sp->size);
+		if (sp->discarded & pm) {
+			npark++;
+			for (uint32_t p = off / OS_PAGE; p * OS_PAGE < end; p++) {
+				if (!(sp->discarded & (1u << p)))
+					continue;
+				uint32_t lo = p * OS_PAGE > off ? p * OS_PAGE : off;
+				uint32_t hi = (p + 1) * OS_PAGE < end ? (p + 1) * OS_PAGE : end;
+				ret += hi - lo;
+			}
 			continue;
 		}
 		*(void **)(base + off) = list;
@@ -112,7 +115,7 @@ static uint32_t span_rebuild_free(struct span *sp)
 	}
 	sp->free = list;
 	sp->npark = npark;
-	return nret;
+	return ret;
 }
 
 /* Link the next page's worth of never-used slots (at least one): src_term ->
@@ -146,11 +149,11 @@ static bool span_bump(struct heap *h, struct span *sp)
  * come back zero-filled when touched. */
 static bool span_unreclaim(struct heap *h, struct span *sp)
 {
-	if (!sp->nret && !sp->npark)
+	if (!sp->npark)
 		return false;
-	uint64_t bytes = (uint64_t)sp->nret * sp->size;
+	uint64_t bytes = sp->ret;
 	sp->discarded = 0;
-	sp->nret = 0;
+	sp->ret = 0;
 	span_rebuild_free(sp);
 	if (bytes) {
 		h->st.returned -= bytes;
@@ -170,7 +173,7 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 	sp->recip = k->recip;
 	sp->slot_off = k->slot_off;
 	sp->nslots = k->nslots;
-	sp->used = sp->bump = sp->nret = sp->npark = 0;
+	sp->used = sp->bump = sp->ret = sp->npark = 0;
 	sp->cls = (uint16_t)cls;
 	sp->group = (uint16_t)h->group;
 	sp->discarded = 0;
@@ -197,7 +200,7 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 static void span_refill(struct heap *h, struct span *sp)
 {
 	struct bin *b = span_bin(h, sp);
-	uint64_t free_bytes = (uint64_t)(sp->bump - sp->nret) * sp->size;
+	uint64_t free_bytes = ((uint64_t)sp->bump * sp->size - sp->ret);
 
 	list_remove(&b->empty, sp);
 	heap_lru_remove(h, sp);
@@ -212,7 +215,7 @@ static void span_refill(struct heap *h, struct span *sp)
 void span_make_empty(struct heap *h, struct span *sp)
 {
 	struct bin *b = span_bin(h, sp);
-	uint64_t free_bytes = (uint64_t)(sp->bump - sp->nret) * sp->size;
+	uint64_t free_bytes = ((uint64_t)sp->bump * sp->size - sp->ret);
 
 	if (!(sp->flags & SPAN_FULL))
 		list_remove(&b->head, sp);
@@ -232,7 +235,7 @@ void span_make_empty(struct heap *h, struct span *sp)
 void span_retire(struct heap *h, struct span *sp)
 {
 	struct bin *b = span_bin(h, sp);
-	uint64_t hyst = (uint64_t)(sp->bump - sp->nret) * sp->size + sp->slot_off;
+	uint64_t hyst = ((uint64_t)sp->bump * sp->size - sp->ret) + sp->slot_off;
 	uint64_t virgin = 0;
 
 	if (sp->src_term == TALLY_TERM_VIRGIN)
@@ -285,10 +288,10 @@ void span_reclaim(struct heap *h, struct span *sp)
 		p = q;
 	}
 	sp->discarded |= cand;
-	uint32_t nret = span_rebuild_free(sp);
-	if (nret != sp->nret) {
-		uint64_t bytes = (uint64_t)(nret - sp->nret) * s;
-		sp->nret = nret;
+	uint32_t ret = span_rebuild_free(sp);
+	if (ret != sp->ret) {
+		uint64_t bytes = ret - sp->ret;
+		sp->ret = ret;
 		h->st.pool -= bytes;
 		h->st.returned += bytes;
 		ev(h, TALLY_EV_RECLAIM, 0, 0, 0, bytes);

@@ -57,7 +57,8 @@ enum tally_ev_type {
 	TALLY_EV_FREE_FOREIGN = 7,
 	/* the owner drains its foreign-free list: bytes cache -> span_free */
 	TALLY_EV_DRAIN = 8,
-	/* free pages of a live span handed back: bytes span_free -> returned */
+	/* free pages of a live span handed back: bytes span_free -> returned (the
+	 * bytes of free slots that lie on the discarded pages) */
 	TALLY_EV_RECLAIM = 9,
 	/* slots on discarded pages reused: bytes returned -> span_free */
 	TALLY_EV_UNRECLAIM = 10,

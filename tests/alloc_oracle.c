@@ -97,7 +97,7 @@ uint64_t oracle_smaps_resident(void)
 		} else if (sscanf(line, "Rss: %lu kB", &kb) == 1) {
 			rss = kb * 1024;
 		} else if (!strncmp(line, "VmFlags:", 8)) {
-			if (anon && strstr(line, " nh"))
+			if (anon && strstr(line, " nh") && strstr(line, " rr"))
 				total += rss;
 		}
 	}

@@ -7,6 +7,7 @@
 #ifndef TALLY_TEST_ALLOC_ORACLE_H
 #define TALLY_TEST_ALLOC_ORACLE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../alloc/tally_alloc.h"
@@ -15,7 +16,11 @@
 #include "../alloc/tally_alloc_prefixed.h"
 #define T(name) tally_p_##name
 #else
+#include <malloc.h>
 #define T(name) name
+/* C23, not yet in this libc's headers */
+void free_sized(void *p, size_t n);
+void free_aligned_sized(void *p, size_t align, size_t n);
 #endif
 
 void tally_alloc_test_flush_all(void);
@@ -28,7 +33,7 @@ struct tally_stats oracle_stats(void);
 /* live bytes of one group (allocated - deallocated), in-process */
 int64_t oracle_group_live(uint32_t group);
 /* Resident bytes of the allocator's mappings per /proc/self/smaps (anonymous
- * mappings marked "nh", which the allocator sets on all of its own). */
+ * mappings marked "nh" and "rr", which the allocator sets on all of its own). */
 uint64_t oracle_smaps_resident(void);
 
 #endif
