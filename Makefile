@@ -33,7 +33,8 @@ PRODUCTS := $(BUILD)/libtally_alloc.so $(BUILD)/libtally_alloc.a $(BUILD)/libtal
 	$(BUILD)/libtally_alloc_noprobes.so
 
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
-TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay
+TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
+	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc
 
 .PHONY: all clean test test-build setup bench bench-alloc format-check demo
 all: $(PRODUCTS)
@@ -87,6 +88,21 @@ $(BUILD)/tests/test_alloc_stress: $(BUILD)/tests/test_alloc_stress.o $(BUILD)/te
 $(BUILD)/tests/replay_plain.o: user/replay.c
 	@mkdir -p $(dir $@)
 	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) -c $< -o $@
+
+# The SDK alone under the sanitizers (with any allocator: here ASan's), and
+# with libtally_alloc, which charges allocations to the current group.
+$(BUILD)/tests/san/alloc/sdk.o: alloc/sdk.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) $(SAN) -fvisibility=hidden -c $< -o $@
+$(BUILD)/tests/test_sdk: $(BUILD)/tests/san/tests/test_sdk.o $(BUILD)/tests/san/alloc/sdk.o
+	$(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/sdk_alloc/test_sdk.o: tests/test_sdk.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) -DWITH_TALLY_ALLOC -c $< -o $@
+$(BUILD)/tests/test_sdk_alloc: $(BUILD)/tests/sdk_alloc/test_sdk.o $(BUILD)/libtally.so \
+		$(BUILD)/libtally_alloc.so
+	$(CC) -pthread -o $@ $< -L$(BUILD) -l:libtally_alloc.so -l:libtally.so \
+		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS)
 
 test-build: all $(TESTS)
 

@@ -36,7 +36,7 @@ SDK_API struct tally_registry tally_registry = {
 };
 
 /* The allocator's hook; NULL when libtally_alloc is not loaded. */
-extern void tally_alloc__set_group(uint32_t group) __attribute__((weak));
+extern void tally_alloc__set_group(uint32_t group) __attribute__((weak, visibility("default")));
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Run every test suite, print each suite's own summary, then one line with the
+# totals: "N passed, M failed". Exit non-zero when anything failed or a suite
+# crashed. Called by `make test` after the build; BUILD may point elsewhere.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+STRESS_RUNS=${STRESS_RUNS:-3}
+passed=0
+failed=0
+broken=()
+
+# run NAME TIMEOUT CMD...: counts cmocka's "[  PASSED  ] N" / "[  FAILED  ] N"
+# lines, or a plain "N passed, M failed" line.
+run() {
+	local name=$1 limit=$2
+	shift 2
+	local log
+	log=$(mktemp)
+	echo "=== $name"
+	timeout "$limit" "$@" >"$log" 2>&1
+	local rc=$?
+	grep -vE '^\[ +(RUN|OK) +\]' "$log"
+	local p f
+	p=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) test.*/\1/p; s/^([0-9]+) passed, [0-9]+ failed.*/\1/p' "$log" | tail -n1)
+	f=$(sed -nE 's/^\[  FAILED  \] ([0-9]+) test.*/\1/p; s/^[0-9]+ passed, ([0-9]+) failed.*/\1/p' "$log" | tail -n1)
+	p=${p:-0}
+	f=${f:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		# crashed, hung or failed without saying how many: count it as one
+		echo "--- $name exited with status $rc"
+		f=1
+		broken+=("$name")
+	fi
+	passed=$((passed + p))
+	failed=$((failed + f))
+	rm -f "$log"
+}
+
+run replay 60 "$BUILD/tests/test_replay"
+run alloc_unit 300 "$BUILD/tests/test_alloc_unit"
+run sdk 60 "$BUILD/tests/test_sdk"
+run sdk_with_tally_alloc 60 "$BUILD/tests/test_sdk_alloc"
+for i in $(seq 1 "$STRESS_RUNS"); do
+	run "alloc_stress (seed $i)" 300 "$BUILD/tests/test_alloc_stress" "$i"
+done
+run alloc_probes 60 tests/test_probes.sh "$BUILD"
+run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"
+
+echo
+[ ${#broken[@]} -gt 0 ] && echo "suites that exited abnormally: ${broken[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The guest libraries' probe sites and exports, checked on the built files:
+# - libtally_alloc.so has the USDT probe tally:batch with a semaphore, on a
+#   5-byte nop (a 1-byte nop costs a single-step trap per hit, DESIGN.md §5);
+# - libtally.so has the SDK probes, each with a semaphore and a 5-byte nop;
+# - the no-probes build has no probe at all;
+# - only the public symbols are exported.
+set -u
+BUILD=${1:-build}
+passed=0
+failed=0
+ok() { echo "PASS $1"; passed=$((passed + 1)); }
+ko() { echo "FAIL $1"; failed=$((failed + 1)); }
+
+# probe_sites LIB: "name location semaphore" per probe
+probe_sites() {
+	readelf -n "$1" | awk '/Name:/ {n=$2} /Location:/ {gsub(",", ""); print n, $2, $6}'
+}
+
+# nop_at LIB ADDR: the bytes of the instruction at ADDR
+nop_at() {
+	local a=$((16#${2#0x}))
+	objdump -d --start-address=$a --stop-address=$((a + 5)) "$1" |
+		awk -F'\t' '/^ *[0-9a-f]+:/ {print $2}' | head -n1 | tr -d ' '
+}
+
+check_lib() {
+	local lib=$1
+	shift
+	local sites
+	sites=$(probe_sites "$lib")
+	for probe in "$@"; do
+		local line
+		line=$(grep "^$probe " <<<"$sites")
+		if [ -z "$line" ]; then
+			ko "$(basename "$lib"): probe tally:$probe missing"
+			continue
+		fi
+		read -r _ loc sem <<<"$line"
+		if [ "$((16#${sem#0x}))" -eq 0 ]; then
+			ko "$(basename "$lib"): tally:$probe has no semaphore"
+		elif [ "$(nop_at "$lib" "$loc")" != "0f1f440000" ]; then
+			ko "$(basename "$lib"): tally:$probe site is not a 5-byte nop ($(nop_at "$lib" "$loc"))"
+		else
+			ok "$(basename "$lib"): tally:$probe on a 5-byte nop with a semaphore"
+		fi
+	done
+}
+
+check_lib "$BUILD/libtally_alloc.so" batch
+check_lib "$BUILD/libtally.so" group_register group_enter group_exit yield reject
+
+if [ -z "$(probe_sites "$BUILD/libtally_alloc_noprobes.so")" ]; then
+	ok "libtally_alloc_noprobes.so has no probe site"
+else
+	ko "libtally_alloc_noprobes.so has probe sites"
+fi
+
+want_alloc="aligned_alloc calloc free free_aligned_sized free_sized malloc malloc_usable_size
+memalign posix_memalign pvalloc realloc reallocarray tally_alloc__set_group tally_alloc_collect
+tally_alloc_group_stats tally_alloc_stats tally_stats_accounted tally_stats_balanced
+tally_stats_merge tally_stats_predicted_resident valloc"
+got=$(nm -D --defined-only "$BUILD/libtally_alloc.so" | awk '{print $3}' | sort | tr '\n' ' ')
+if [ "$got" = "$(tr ' \n' '\n\n' <<<"$want_alloc" | grep . | sort | tr '\n' ' ')" ]; then
+	ok "libtally_alloc.so exports exactly the malloc family and tally_alloc_*/tally_stats_*"
+else
+	ko "libtally_alloc.so exports: $got"
+fi
+want_sdk="tally_group_current tally_group_enter tally_group_exit tally_group_register tally_registry tally_reject tally_yield"
+got=$(nm -D --defined-only "$BUILD/libtally.so" | awk '{print $3}' | sort | tr '\n' ' ')
+if [ "$got" = "$(tr ' ' '\n' <<<"$want_sdk" | sort | tr '\n' ' ')" ]; then
+	ok "libtally.so exports exactly the SDK"
+else
+	ko "libtally.so exports: $got"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

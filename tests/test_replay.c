@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The replay on synthetic record sequences: each record moves exactly the
+ * bytes bpf/tally_events.h says, sequences balance, order does not matter,
+ * and malformed input is refused rather than applied.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../user/replay.h"
+
+static struct tally_ev E(uint8_t type, uint8_t term, uint16_t group, uint32_t n, uint64_t bytes)
+{
+	return (struct tally_ev){ .type = type, .term = term, .group = group, .n = n, .bytes = bytes };
+}
+
+static struct tally_stats apply(const struct tally_ev *evs, size_t n)
+{
+	struct tally_replay r;
+	struct tally_stats s;
+	tally_replay_init(&r);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(tally_replay_record(&r, &evs[i]), 0);
+	tally_replay_stats(&r, &s);
+	return s;
+}
+
+#define SEG (4u << 20)
+#define HDR 12288u
+
+/* a segment, a span of 104-byte slots, some allocations and frees */
+static const struct tally_ev base_seq[] = {
+	{ TALLY_EV_SEG_MAP, 0, 0, HDR, SEG },
+	{ TALLY_EV_SPAN_CLAIM, TALLY_TERM_VIRGIN, 0, 1248, 0 },
+	{ TALLY_EV_BUMP, TALLY_TERM_VIRGIN, 0, 0, 2808 },
+	{ TALLY_EV_ALLOC, 0, 3, 100, 104 },
+	{ TALLY_EV_ALLOC, 0, 3, 97, 104 },
+	{ TALLY_EV_ALLOC, 0, 0, 1, 104 },
+	{ TALLY_EV_FREE, 0, 3, 97, 104 },
+};
+
+static void replay__segment_span_and_slots_balance(void **state)
+{
+	(void)state;
+	struct tally_stats s = apply(base_seq, 7);
+	assert_int_equal(s.mapped, SEG);
+	assert_int_equal(s.segment_overhead, HDR + 1248);
+	assert_int_equal(s.live, 101);
+	assert_int_equal(s.rounding, 4 + 103);
+	assert_int_equal(s.span_free, 2808 - 208);
+	assert_int_equal(s.virgin, SEG - HDR - 1248 - 2808);
+	assert_int_equal(s.spans_assigned, 1);
+	assert_true(tally_stats_balanced(&s));
+	assert_int_equal(tally_stats_predicted_resident(&s), HDR + 1248 + 2808);
+}
+
+static void replay__foreign_free_parks_bytes_in_cache_until_drained(void **state)
+{
+	(void)state;
+	struct tally_ev seq[9];
+	memcpy(seq, base_seq, sizeof(base_seq));
+	seq[7] = E(TALLY_EV_FREE_FOREIGN, 0, 3, 100, 104);
+	struct tally_stats s = apply(seq, 8);
+	assert_int_equal(s.cache, 104);
+	assert_int_equal(s.live, 1);
+	assert_true(tally_stats_balanced(&s));
+	seq[8] = E(TALLY_EV_DRAIN, 0, 0, 0, 104);
+	s = apply(seq, 9);
+	assert_int_equal(s.cache, 0);
+	assert_int_equal(s.span_free, 2808 - 104);
+	assert_true(tally_stats_balanced(&s));
+}
+
+static void replay__reclaim_empty_retire_and_reuse(void **state)
+{
+	(void)state;
+	struct tally_ev seq[] = {
+		base_seq[0], base_seq[1], base_seq[2],
+		E(TALLY_EV_RECLAIM, 0, 0, 0, 1000),
+		E(TALLY_EV_UNRECLAIM, 0, 0, 0, 400),
+		E(TALLY_EV_SPAN_EMPTY, 0, 0, 1248, 2808 - 600),
+		E(TALLY_EV_SPAN_REFILL, 0, 0, 1248, 2808 - 600),
+		E(TALLY_EV_SPAN_EMPTY, 0, 0, 1248, 2808 - 600),
+	};
+	struct tally_stats s = apply(seq, 8);
+	assert_int_equal(s.hysteresis, 1248 + 2208);
+	assert_int_equal(s.returned, 600);
+	assert_int_equal(s.span_free, 0);
+	assert_true(tally_stats_balanced(&s));
+	/* retire: hysteresis and the span's virgin rest -> returned */
+	uint32_t virgin = 65536 - 1248 - 2808;
+	struct tally_ev all[9];
+	memcpy(all, seq, sizeof(seq));
+	all[8] = E(TALLY_EV_SPAN_RETIRE, 0, 0, virgin, 1248 + 2208);
+	s = apply(all, 9);
+	assert_int_equal(s.hysteresis, 0);
+	assert_int_equal(s.returned, 65536);
+	assert_int_equal(s.spans_assigned, 0);
+	assert_int_equal(s.segment_overhead, HDR);
+	assert_true(tally_stats_balanced(&s));
+}
+
+static void replay__large_fresh_pool_and_unmap(void **state)
+{
+	(void)state;
+	struct tally_ev seq[] = {
+		E(TALLY_EV_LARGE_ALLOC, TALLY_LARGE_FRESH, 2, 4096 - 100, 40960 + 100),
+		E(TALLY_EV_LARGE_FREE, TALLY_LARGE_POOL, 2, 4096 - 100, 40960 + 100),
+		E(TALLY_EV_LARGE_ALLOC, TALLY_LARGE_POOL, 5, 45056 - 45000, 45000),
+	};
+	struct tally_stats s = apply(seq, 3);
+	assert_int_equal(s.mapped, 45056);
+	assert_int_equal(s.live, 45000);
+	assert_int_equal(s.rounding, 56);
+	assert_int_equal(s.hysteresis, 0);
+	assert_int_equal(s.large_count, 1);
+	assert_true(tally_stats_balanced(&s));
+	struct tally_ev more[] = {
+		seq[0], seq[1], seq[2],
+		E(TALLY_EV_LARGE_FREE, TALLY_LARGE_POOL, 5, 56, 45000),
+		E(TALLY_EV_POOL_UNMAP, 0, 0, 0, 45056),
+	};
+	s = apply(more, 5);
+	assert_int_equal(s.mapped, 0);
+	assert_int_equal(s.large_count, 0);
+	assert_int_equal(tally_stats_accounted(&s), 0);
+}
+
+static void replay__realloc_in_place_trades_live_for_rounding(void **state)
+{
+	(void)state;
+	struct tally_ev seq[8];
+	memcpy(seq, base_seq, sizeof(base_seq));
+	seq[7] = E(TALLY_EV_REALLOC, 0, 3, 100, 104);
+	struct tally_stats s = apply(seq, 8);
+	assert_int_equal(s.live, 105);
+	assert_int_equal(s.rounding, 0 + 103);
+	assert_true(tally_stats_balanced(&s));
+}
+
+static void replay__groups_count_requested_bytes_and_objects(void **state)
+{
+	(void)state;
+	struct tally_replay r;
+	struct tally_group_stats g;
+	tally_replay_init(&r);
+	for (int i = 0; i < 7; i++)
+		assert_int_equal(tally_replay_record(&r, &base_seq[i]), 0);
+	struct tally_ev ev = E(TALLY_EV_REALLOC, 0, 3, 100, 60);
+	assert_int_equal(tally_replay_record(&r, &ev), 0);
+	assert_int_equal(tally_replay_group(&r, 3, &g), 0);
+	assert_int_equal(g.allocated_bytes, 100 + 97 + 60);
+	assert_int_equal(g.allocated_objects, 3);
+	assert_int_equal(g.deallocated_bytes, 97 + 100);
+	assert_int_equal(g.deallocated_objects, 2);
+	assert_int_equal(tally_replay_group(&r, 0, &g), 0);
+	assert_int_equal(g.allocated_bytes, 1);
+	assert_int_equal(tally_replay_group(&r, TALLY_MAX_GROUPS, &g), -EINVAL);
+}
+
+static void replay__order_of_batches_does_not_matter(void **state)
+{
+	(void)state;
+	struct tally_ev rev[7];
+	for (int i = 0; i < 7; i++)
+		rev[i] = base_seq[6 - i];
+	struct tally_stats a = apply(base_seq, 7), b = apply(rev, 7);
+	assert_memory_equal(&a, &b, sizeof(a));
+}
+
+static void replay__malformed_input_is_refused(void **state)
+{
+	(void)state;
+	struct tally_replay r;
+	static struct tally_batch b;
+	tally_replay_init(&r);
+
+	struct tally_ev bad_type = E(99, 0, 0, 0, 1), bad_group = E(TALLY_EV_ALLOC, 0, 300, 1, 16);
+	struct tally_ev bad_term = E(TALLY_EV_BUMP, 7, 0, 0, 16);
+	assert_int_equal(tally_replay_record(&r, &bad_type), -EINVAL);
+	assert_int_equal(tally_replay_record(&r, &bad_group), -EINVAL);
+	assert_int_equal(tally_replay_record(&r, &bad_term), -EINVAL);
+	assert_int_equal(r.rejected, 3);
+	assert_int_equal(r.records, 0);
+
+	b.magic = TALLY_BATCH_MAGIC;
+	b.version = TALLY_BATCH_VERSION;
+	b.source = TALLY_SRC_ALLOC;
+	b.count = 2;
+	b.recs[0] = base_seq[0];
+	b.recs[1] = base_seq[1];
+	size_t full = offsetof(struct tally_batch, recs) + 2 * sizeof(struct tally_ev);
+	assert_int_equal(tally_replay_batch(&r, &b, full - 1), -EINVAL); /* truncated */
+	b.magic = 0;
+	assert_int_equal(tally_replay_batch(&r, &b, full), -EINVAL);
+	b.magic = TALLY_BATCH_MAGIC;
+	b.count = TALLY_BATCH_RECS + 1;
+	assert_int_equal(tally_replay_batch(&r, &b, sizeof(b)), -EINVAL);
+	b.count = 2;
+	assert_int_equal(r.records, 0);
+	assert_int_equal(tally_replay_batch(&r, &b, full), 0);
+	assert_int_equal(r.records, 2);
+	assert_int_equal(r.batches, 1);
+	assert_int_equal(r.mapped, SEG);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(replay__segment_span_and_slots_balance),
+		cmocka_unit_test(replay__foreign_free_parks_bytes_in_cache_until_drained),
+		cmocka_unit_test(replay__reclaim_empty_retire_and_reuse),
+		cmocka_unit_test(replay__large_fresh_pool_and_unmap),
+		cmocka_unit_test(replay__realloc_in_place_trades_live_for_rounding),
+		cmocka_unit_test(replay__groups_count_requested_bytes_and_objects),
+		cmocka_unit_test(replay__order_of_batches_does_not_matter),
+		cmocka_unit_test(replay__malformed_input_is_refused),
+	};
+	return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
+}
