@@ -8,6 +8,7 @@
 struct tally_class tally_classes[CLASS_COUNT];
 /* class of every q <= 1024, indexed by (q + 7) / 8 */
 uint8_t tally_class_small[129];
+uint8_t tally_class_direct_lo[CLASS_COUNT], tally_class_direct_hi[CLASS_COUNT];
 
 static uint32_t class_size(unsigned idx)
 {
@@ -47,4 +48,13 @@ void classes_init(void)
 			c++;
 		tally_class_small[i] = (uint8_t)c;
 	}
+	/* classes above 1024 bytes have no direct entry: lo > hi */
+	for (unsigned c = 0; c < CLASS_COUNT; c++) {
+		tally_class_direct_lo[c] = 1;
+		tally_class_direct_hi[c] = 0;
+	}
+	for (int i = 128; i >= 0; i--)
+		tally_class_direct_lo[tally_class_small[i]] = (uint8_t)i;
+	for (unsigned i = 0; i <= 128; i++)
+		tally_class_direct_hi[tally_class_small[i]] = (uint8_t)i;
 }

@@ -90,6 +90,7 @@ struct heap *heap_get_slow(void)
 	h->tid = os_gettid();
 	h->group = 0;
 	h->bins = h->bins0;
+	heap_direct_fill(h);
 	h->tick = TICK_OPS;
 	h->now_ms = os_now_ms();
 	if (!h->last_sweep_ms)
@@ -113,6 +114,12 @@ static void heap_thread_exit(void *arg)
 	h->orphan_next = orphans;
 	orphans = h;
 	pthread_mutex_unlock(&tally_heaps_lock);
+}
+
+void heap_direct_fill(struct heap *h)
+{
+	for (unsigned i = 0; i <= 128; i++)
+		h->direct[i] = h->bins[tally_class_small[i]].head;
 }
 
 struct bin *heap_bins_for(struct heap *h, uint32_t group)
@@ -255,6 +262,7 @@ TALLY_API void tally_alloc__set_group(uint32_t group)
 		group = 0, b = h->bins0;
 	h->group = group;
 	h->bins = b;
+	heap_direct_fill(h);
 }
 
 /* fork: no lock may be held by a thread that will not exist in the child, and

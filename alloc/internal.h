@@ -75,34 +75,43 @@ enum span_flags {
 
 struct heap;
 
-/* One span descriptor; lives in the segment header. Owner-only fields unless noted. */
+/*
+ * One span descriptor; lives in the segment header. 256 bytes, so that a
+ * pointer finds its descriptor by shifts; the first cache line holds all the
+ * fast paths read, and the foreign-free list sits on another line, so that
+ * other threads' frees do not keep stealing the owner's line.
+ * Owner-only fields unless noted.
+ */
 struct span {
-	void *free;		   /* local free list: free slots whose first page is resident */
-	uint16_t *meta;		   /* per-slot metadata (in the span's head or inline[]) */
-	uint32_t size;		   /* slot size (copy of the class's, for the free path) */
-	uint32_t recip;		   /* copy of the class's reciprocal */
-	uint32_t slot_off;	   /* offset of slot 0 (== metadata bytes counted as overhead) */
-	uint32_t nslots;	   /* slots in this span */
-	uint32_t used;		   /* slots allocated or waiting in xfree: nonzero while not empty */
-	uint32_t bump;		   /* slots ever handed to the free list: [0, bump) */
-	uint32_t ret;		   /* bytes of free slots on discarded pages: `returned` */
-	uint32_t npark;		   /* free slots with a discarded page: not in the free list */
-	uint16_t cls;		   /* class index */
-	uint16_t group;		   /* resource group of every slot */
-	uint16_t discarded;	   /* page bitmap: pages handed back with madvise */
-	uint8_t state;		   /* enum span_state */
-	uint8_t flags;		   /* enum span_flags */
-	uint8_t src_term;	   /* term of bytes at or above bump: virgin or returned */
-	uint8_t index;		   /* span number inside its segment */
-	uint64_t stamp_ms;	   /* SPAN_EMPTY: empty since; dirty: dirty since */
-	struct span *next, *prev;  /* bin list (active or empty) */
+	/* hot: malloc and free */
+	void *free;	    /* local free list: free slots none of whose pages is discarded */
+	uint16_t *meta;	    /* per-slot metadata (in the span's head or inline_meta) */
+	struct heap *heap;  /* owner (read by any thread) */
+	uint32_t size;	    /* slot size (copy of the class's) */
+	uint32_t recip;	    /* copy of the class's reciprocal */
+	uint32_t slot_off;  /* offset of slot 0 (== metadata bytes counted as overhead) */
+	uint32_t bump;	    /* slots ever handed to the free list: [0, bump); 0 when unassigned */
+	uint32_t used;	    /* slots allocated or waiting in xfree: nonzero while not empty */
+	uint16_t group;	    /* resource group of every slot */
+	uint16_t cls;	    /* class index */
+	uint8_t state;	    /* enum span_state */
+	uint8_t flags;	    /* enum span_flags */
+	uint8_t src_term;   /* term of bytes at or above bump: virgin or returned */
+	uint8_t index;	    /* span number inside its segment */
+	/* cold: slow paths */
+	uint32_t nslots;    /* slots in this span */
+	uint32_t ret;	    /* bytes of free slots on discarded pages: `returned` */
+	uint32_t npark;	    /* free slots with a discarded page: not in the free list */
+	uint16_t discarded; /* page bitmap: pages handed back with madvise */
+	uint64_t stamp_ms;  /* SPAN_EMPTY: empty since; dirty: dirty since */
+	struct span *next, *prev;	  /* bin list (active or empty) */
 	struct span *lru_next, *lru_prev; /* heap's empty-span list, oldest first */
 	struct span *dirty_next;	  /* heap's dirty list */
-	struct heap *heap;		  /* owner (read by any thread) */
-	_Atomic(void *) xfree;		  /* foreign frees (pushed by any thread) */
-	struct span *xnext;		  /* link in heap.xspans (written by the pusher) */
 	uint16_t inline_meta[SPAN_INLINE_SLOTS];
-};
+	/* written by other threads */
+	_Atomic(void *) xfree __attribute__((aligned(64))); /* foreign frees */
+	struct span *xnext; /* link in heap.xspans (written by the pusher) */
+} __attribute__((aligned(256)));
 
 struct segment {
 	struct heap *heap;    /* owner */
@@ -120,10 +129,12 @@ struct bin {
 /*
  * Per-heap counters, written only by the heap's owner (plain adds, read with
  * relaxed loads and merged). Signed: a foreign free adds to the freeing heap
- * what the allocating heap subtracts. The eleven public terms are derived:
+ * what the allocating heap subtracts. The eleven public terms are derived,
+ * with slots = the sum over active spans of used * size (slots allocated or
+ * waiting in a foreign-free list), which the fast paths need not count:
  *   live      = small_live + large_live
- *   rounding  = small_slots - small_live + large_round
- *   span_free = pool - small_slots - cache
+ *   rounding  = slots - cache - small_live + large_round
+ *   span_free = pool - slots
  */
 struct heap_stats {
 	int64_t mapped;
@@ -134,7 +145,6 @@ struct heap_stats {
 	int64_t cache;
 	int64_t pool;	     /* resident slot bytes below bump cursors: free, live or cached */
 	int64_t small_live;  /* requested bytes of live slots */
-	int64_t small_slots; /* slot bytes of live slots */
 	int64_t large_live;
 	int64_t large_round;
 	int64_t large_count;
@@ -146,7 +156,10 @@ struct group_ctr {
 };
 
 struct heap {
-	struct bin *bins;     /* the current group's bins (fast path) */
+	/* the current span of the current group's bin for every request of at
+	 * most 1024 bytes, by (size + 7) / 8: one load from size to span */
+	struct span *direct[129];
+	struct bin *bins;     /* the current group's bins */
 	uint32_t group;	      /* the current group */
 	int32_t tick;	      /* operations left until the next tick */
 	struct heap_stats st; /* see above */
@@ -172,6 +185,8 @@ struct heap {
 /* classes.c */
 extern struct tally_class tally_classes[CLASS_COUNT];
 extern uint8_t tally_class_small[129];
+extern uint8_t tally_class_direct_lo[CLASS_COUNT]; /* direct[] entries of each class: lo..hi */
+extern uint8_t tally_class_direct_hi[CLASS_COUNT];
 void classes_init(void);
 static inline unsigned size_to_class(size_t q)
 {
@@ -213,6 +228,7 @@ static inline char *span_base(const struct span *sp)
 }
 static inline struct span *span_of(const void *p)
 {
+	_Static_assert(sizeof(struct span) == 256, "span descriptors are 256 bytes");
 	struct segment *seg = segment_of(p);
 	return &seg->spans[((uintptr_t)p >> SPAN_SHIFT) & (SPANS_PER_SEGMENT - 1)];
 }
@@ -252,6 +268,15 @@ void heap_drain_xspans(struct heap *h);
 void heap_tick(struct heap *h);
 void heap_sweep(struct heap *h, bool force);
 void heap_lru_remove(struct heap *h, struct span *sp);
+void heap_direct_fill(struct heap *h);
+static inline void heap_direct_sync(struct heap *h, struct bin *b)
+{
+	if (b < h->bins || b >= h->bins + CLASS_COUNT)
+		return;
+	unsigned c = (unsigned)(b - h->bins);
+	for (unsigned i = tally_class_direct_lo[c]; i <= tally_class_direct_hi[c]; i++)
+		h->direct[i] = b->head;
+}
 void *heap_meta_alloc(struct heap *h, size_t len);
 
 /* large.c */

@@ -24,23 +24,15 @@ void free_aligned_sized(void *p, size_t align, size_t n);
 #define TA(name) name
 #endif
 
-static inline void *small_alloc(struct heap *h, unsigned cls, size_t q, uint16_t flag)
+/* Take the head slot of a span whose free list is not empty. */
+static inline void *span_pop(struct heap *h, struct span *sp, size_t q, uint16_t flag)
 {
-	struct span *sp = h->bins[cls].head;
-	void *p;
-
-	if (unlikely(!sp || !(p = sp->free))) {
-		sp = span_acquire(h, cls);
-		if (unlikely(!sp))
-			return NULL;
-		p = sp->free;
-	}
+	void *p = sp->free;
 	sp->free = *(void **)p;
 	uint32_t s = sp->size;
 	sp->meta[span_slot_index(sp, p)] = (uint16_t)((s - q + 1) | flag);
 	sp->used++;
 	h->st.small_live += q;
-	h->st.small_slots += s;
 	struct group_ctr *g = &h->gc[sp->group];
 	g->alloc_bytes += q;
 	g->alloc_objs++;
@@ -48,7 +40,19 @@ static inline void *small_alloc(struct heap *h, unsigned cls, size_t q, uint16_t
 	return p;
 }
 
-static void *tally_malloc(size_t q, bool zero)
+static void *small_alloc(struct heap *h, unsigned cls, size_t q, uint16_t flag)
+{
+	struct span *sp = h->bins[cls].head;
+
+	if (unlikely(!sp || !sp->free)) {
+		sp = span_acquire(h, cls);
+		if (unlikely(!sp))
+			return NULL;
+	}
+	return span_pop(h, sp, q, flag);
+}
+
+__attribute__((noinline)) static void *tally_malloc(size_t q, bool zero)
 {
 	struct heap *h = heap_get();
 	void *p;
@@ -126,7 +130,6 @@ static void small_free_foreign(struct heap *h, struct small_ref *r)
 	}
 	uint32_t s = sp->size;
 	h->st.small_live -= r->q;
-	h->st.small_slots -= s;
 	h->st.cache += s;
 	struct group_ctr *g = &h->gc[sp->group];
 	g->dealloc_bytes += r->q;
@@ -146,8 +149,7 @@ static inline void small_free(struct heap *h, struct small_ref *r)
 		*(void **)r->slot = sp->free;
 		sp->free = r->slot;
 		h->st.small_live -= r->q;
-		h->st.small_slots -= s;
-		struct group_ctr *g = &h->gc[sp->group];
+			struct group_ctr *g = &h->gc[sp->group];
 		g->dealloc_bytes += r->q;
 		g->dealloc_objs++;
 		ev(h, TALLY_EV_FREE, 0, sp->group, (uint32_t)r->q, s);
@@ -158,7 +160,7 @@ static inline void small_free(struct heap *h, struct small_ref *r)
 		heap_tick(h);
 }
 
-static void tally_free(void *p, size_t expect_q)
+__attribute__((noinline)) static void tally_free(void *p, size_t expect_q)
 {
 	if (!p)
 		return;
@@ -214,14 +216,60 @@ static bool pow2(size_t a)
 	return a && !(a & (a - 1));
 }
 
+/* The fast path: a small request whose bin has a slot ready. Everything else
+ * (first call of a thread, refills, large blocks) goes through tally_malloc. */
 TALLY_API void *TA(malloc)(size_t n)
 {
+	struct heap *h = tally_tls_heap;
+	if (likely(h && n <= 1024)) {
+		struct span *sp = h->direct[(n + 7) >> 3];
+		if (likely(sp && sp->free))
+			return span_pop(h, sp, n, 0);
+	}
 	return tally_malloc(n, false);
 }
 
+/*
+ * The fast path: a block of the calling thread's heap, freed exactly once,
+ * not aligned. Anything else, and every check that fails, takes tally_free,
+ * which sorts out which it was (and stops on a bad pointer).
+ */
 TALLY_API void TA(free)(void *p)
 {
-	tally_free(p, SIZE_MAX);
+	if (unlikely(!seg_map_has(p))) {
+		tally_free(p, SIZE_MAX);
+		return;
+	}
+	struct span *sp = span_of(p);
+	struct heap *h = tally_tls_heap;
+	uint32_t off = (uint32_t)((uintptr_t)p & (SPAN_SIZE - 1)) - sp->slot_off;
+	uint32_t i = (uint32_t)(((uint64_t)off * sp->recip) >> 32);
+	/* below bump (unassigned spans have bump 0; an offset below slot_off
+	 * wraps to an index beyond any bump), at a slot's start, ours */
+	if (unlikely(i >= sp->bump || i * sp->size != off || sp->heap != h)) {
+		tally_free(p, SIZE_MAX);
+		return;
+	}
+	uint16_t m = sp->meta[i];
+	/* allocated, not aligned, no foreign free in flight: 1 .. META_ROUND_MASK */
+	if (unlikely((uint16_t)(m - 1) >= META_ROUND_MASK)) {
+		tally_free(p, SIZE_MAX);
+		return;
+	}
+	uint32_t s = sp->size;
+	uint32_t q = s + 1 - m;
+	sp->meta[i] = META_FREE;
+	*(void **)p = sp->free;
+	sp->free = p;
+	h->st.small_live -= q;
+	struct group_ctr *g = &h->gc[sp->group];
+	g->dealloc_bytes += q;
+	g->dealloc_objs++;
+	ev(h, TALLY_EV_FREE, 0, sp->group, q, s);
+	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
+		span_free_slow(h, sp);
+	if (unlikely(--h->tick <= 0))
+		heap_tick(h);
 }
 
 TALLY_API void *TA(calloc)(size_t n, size_t size)

@@ -57,6 +57,20 @@ static void list_remove(struct span **head, struct span *sp)
 	sp->next = sp->prev = NULL;
 }
 
+/* The active list of a bin; its head is the current span, which the heap's
+ * direct table mirrors for the current group. */
+static void bin_push(struct heap *h, struct bin *b, struct span *sp)
+{
+	list_push(&b->head, sp);
+	heap_direct_sync(h, b);
+}
+
+static void bin_remove(struct heap *h, struct bin *b, struct span *sp)
+{
+	list_remove(&b->head, sp);
+	heap_direct_sync(h, b);
+}
+
 void heap_lru_remove(struct heap *h, struct span *sp)
 {
 	if (sp->lru_prev)
@@ -209,7 +223,7 @@ static void span_refill(struct heap *h, struct span *sp)
 	h->st.pool += free_bytes;
 	h->st.segment_overhead += sp->slot_off;
 	ev(h, TALLY_EV_SPAN_REFILL, 0, 0, sp->slot_off, free_bytes);
-	list_push(&b->head, sp);
+	bin_push(h, b, sp);
 }
 
 void span_make_empty(struct heap *h, struct span *sp)
@@ -218,7 +232,7 @@ void span_make_empty(struct heap *h, struct span *sp)
 	uint64_t free_bytes = ((uint64_t)sp->bump * sp->size - sp->ret);
 
 	if (!(sp->flags & SPAN_FULL))
-		list_remove(&b->head, sp);
+		bin_remove(h, b, sp);
 	sp->flags &= ~SPAN_FULL;
 	sp->state = SPAN_EMPTY;
 	sp->stamp_ms = h->now_ms;
@@ -246,6 +260,7 @@ void span_retire(struct heap *h, struct span *sp)
 	sp->state = SPAN_UNASSIGNED;
 	sp->src_term = TALLY_TERM_RETURNED;
 	sp->free = NULL;
+	sp->bump = 0; /* the free path's bound check then refuses any pointer into it */
 	h->st.hysteresis -= hyst;
 	h->st.virgin -= virgin;
 	h->st.returned += hyst + virgin;
@@ -334,12 +349,12 @@ void span_free_slow(struct heap *h, struct span *sp)
 	struct bin *b = span_bin(h, sp);
 	if (sp->flags & SPAN_FULL) {
 		sp->flags &= ~SPAN_FULL;
-		list_push(&b->head, sp);
+		bin_push(h, b, sp);
 		/* keep the current span current */
 		if (sp->next) {
 			struct span *cur = sp->next;
-			list_remove(&b->head, cur);
-			list_push(&b->head, cur);
+			bin_remove(h, b, cur);
+			bin_push(h, b, cur);
 		}
 	}
 	/* The bin's current span stays active when it empties: a pattern that
@@ -372,7 +387,7 @@ struct span *span_acquire(struct heap *h, unsigned cls)
 		if (span_refill_free(h, sp))
 			return sp;
 		/* full: out of the list until a free brings it back */
-		list_remove(&b->head, sp);
+		bin_remove(h, b, sp);
 		sp->flags |= SPAN_FULL;
 	}
 	if ((sp = b->empty)) {
@@ -383,7 +398,7 @@ struct span *span_acquire(struct heap *h, unsigned cls)
 	if (!sp)
 		return NULL;
 	span_init(h, sp, cls);
-	list_push(&b->head, sp);
+	bin_push(h, b, sp);
 	span_bump(h, sp);
 	return sp;
 }

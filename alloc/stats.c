@@ -13,6 +13,7 @@
 TALLY_API int tally_alloc_stats(struct tally_stats *out)
 {
 	struct heap_stats t = { 0 };
+	int64_t slots = 0; /* see struct heap_stats */
 
 	if (!out)
 		return -EINVAL;
@@ -26,19 +27,21 @@ TALLY_API int tally_alloc_stats(struct tally_stats *out)
 		t.cache += LOAD(h->st.cache);
 		t.pool += LOAD(h->st.pool);
 		t.small_live += LOAD(h->st.small_live);
-		t.small_slots += LOAD(h->st.small_slots);
 		t.large_live += LOAD(h->st.large_live);
 		t.large_round += LOAD(h->st.large_round);
 		t.large_count += LOAD(h->st.large_count);
 		t.spans_assigned += LOAD(h->st.spans_assigned);
+		for (struct segment *seg = h->segs; seg; seg = seg->next)
+			for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++)
+				slots += (int64_t)LOAD(seg->spans[i].used) * LOAD(seg->spans[i].size);
 	}
 	pthread_mutex_unlock(&tally_heaps_lock);
 	*out = (struct tally_stats){
 		.mapped = (uint64_t)t.mapped,
 		.live = (uint64_t)(t.small_live + t.large_live),
-		.rounding = (uint64_t)(t.small_slots - t.small_live + t.large_round),
+		.rounding = (uint64_t)(slots - t.cache - t.small_live + t.large_round),
 		.cache = (uint64_t)t.cache,
-		.span_free = (uint64_t)(t.pool - t.small_slots - t.cache),
+		.span_free = (uint64_t)(t.pool - slots),
 		.returned = (uint64_t)t.returned,
 		.virgin = (uint64_t)t.virgin,
 		.hysteresis = (uint64_t)t.hysteresis,
