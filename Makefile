@@ -41,7 +41,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc
 
 .PHONY: all clean test test-build setup bench bench-alloc format-check demo
-all: $(PRODUCTS)
+all: $(PRODUCTS) $(BUILD)/demo_workload
 
 setup:
 	@scripts/setup.sh
@@ -125,3 +125,14 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# The demo workload: threads in resource groups (demo/workload.c), run with
+# the allocator and the SDK. The tracer's live view joins it with its issue.
+$(BUILD)/demo_workload: demo/workload.c $(BUILD)/libtally.so $(BUILD)/libtally_alloc.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -pthread -o $@ $< -L$(BUILD) -l:libtally_alloc.so -l:libtally.so \
+		-Wl,-rpath,'$$ORIGIN' -ldl
+
+demo: setup
+	@$(MAKE) --no-print-directory all $(BUILD)/demo_workload
+	$(BUILD)/demo_workload -s 3

@@ -42,7 +42,7 @@
 #define PAGES_PER_SPAN (SPAN_SIZE / OS_PAGE) /* 16: one bit each in span.discarded */
 #define SPAN_INLINE_SLOTS 16
 
-#define CLASS_COUNT 79	/* 16..128 step 8 (15), then 8 per doubling to 32 KiB (64) */
+#define CLASS_COUNT 72	/* 16..128 step 16 (8), then 8 per doubling to 32 KiB (64) */
 #define CLASS_MAX 32768 /* larger requests are mapped directly */
 
 #define META_FREE 0
@@ -195,7 +195,7 @@ static inline unsigned size_to_class(size_t q)
 	unsigned k = 63 - __builtin_clzl(q - 1); /* 2^k < q <= 2^(k+1) */
 	size_t step = 1UL << (k - 3);
 	unsigned j = (unsigned)((q - (1UL << k) + step - 1) / step); /* 1..8 */
-	return 15 + (k - 7) * 8 + (j - 1);
+	return 8 + (k - 7) * 8 + (j - 1);
 }
 
 /* os.c */

@@ -188,12 +188,11 @@ static void *tally_aligned(size_t align, size_t q)
 
 	if (unlikely(!h))
 		goto out;
-	if (align <= 8 ||
-	    (align == 16 && q <= CLASS_MAX && tally_classes[size_to_class(q)].size % 16 == 0))
+	if (align <= 16)
 		return tally_malloc(q, false);
-	/* slots of the 8-step classes are 8-aligned, all others 16-aligned */
-	/* the pointer must stay inside its slot even for q == 0 */
-	size_t need = (q ? q : 1) + align - 8;
+	/* every slot is 16-aligned: at most align - 16 bytes of padding; the
+	 * pointer must stay inside its slot even for q == 0 */
+	size_t need = (q ? q : 1) + align - 16;
 	if (need >= q && need <= CLASS_MAX) {
 		unsigned cls = size_to_class(need);
 		size_t s = tally_classes[cls].size;

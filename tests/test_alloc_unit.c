@@ -38,9 +38,9 @@ static void classes__cover_every_size_with_the_smallest_class(void **state)
 	assert_int_equal(tally_classes[CLASS_COUNT - 1].size, CLASS_MAX);
 	for (unsigned c = 1; c < CLASS_COUNT; c++) {
 		assert_true(tally_classes[c].size > tally_classes[c - 1].size);
-		assert_int_equal(tally_classes[c].size % 8, 0);
+		assert_int_equal(tally_classes[c].size % 16, 0);
 		if (tally_classes[c].size <= 128)
-			assert_int_equal(tally_classes[c].size - tally_classes[c - 1].size, 8);
+			assert_int_equal(tally_classes[c].size - tally_classes[c - 1].size, 16);
 	}
 	for (size_t q = 0; q <= CLASS_MAX; q++) {
 		unsigned c = size_to_class(q);
@@ -86,10 +86,14 @@ static void segment__blocks_live_in_aligned_segments(void **state)
 	struct segment *seg = segment_of(p);
 	assert_int_equal((uintptr_t)seg % SEGMENT_SIZE, 0);
 	struct span *sp = span_of(p);
-	assert_int_equal(sp->size, 104);
+	assert_int_equal(sp->size, 112);
 	assert_true(sp->index >= 1);
-	assert_int_equal(((uintptr_t)p - (uintptr_t)span_base(sp) - sp->slot_off) % 104, 0);
-	assert_int_equal((uintptr_t)p % 8, 0);
+	assert_int_equal(((uintptr_t)p - (uintptr_t)span_base(sp) - sp->slot_off) % 112, 0);
+	for (size_t q = 16; q <= CLASS_MAX; q += 8) {
+		void *b = T(malloc)(q);
+		assert_int_equal((uintptr_t)b % 16, 0);
+		T(free)(b);
+	}
 	assert_false(seg_map_has(&seg));
 	T(free)(p);
 }
