@@ -129,11 +129,12 @@ struct bin {
 /*
  * Per-heap counters, written only by the heap's owner (plain adds, read with
  * relaxed loads and merged). Signed: a foreign free adds to the freeing heap
- * what the allocating heap subtracts. The eleven public terms are derived,
- * with slots = the sum over active spans of used * size (slots allocated or
- * waiting in a foreign-free list), which the fast paths need not count:
- *   live      = small_live + large_live
- *   rounding  = slots - cache - small_live + large_round
+ * what the allocating heap subtracts. The eleven public terms are derived, so
+ * that the fast paths count as little as they can:
+ *   live      = the sum over groups of allocated - deallocated bytes
+ *   slots     = the sum over spans of used * size (allocated or in a
+ *               foreign-free list)
+ *   rounding  = slots - cache - (live - large_live) + large_round
  *   span_free = pool - slots
  */
 struct heap_stats {
@@ -144,7 +145,6 @@ struct heap_stats {
 	int64_t hysteresis;
 	int64_t cache;
 	int64_t pool;	     /* resident slot bytes below bump cursors: free, live or cached */
-	int64_t small_live;  /* requested bytes of live slots */
 	int64_t large_live;
 	int64_t large_round;
 	int64_t large_count;

@@ -24,19 +24,25 @@ void free_aligned_sized(void *p, size_t align, size_t n);
 #define TA(name) name
 #endif
 
-/* Take the head slot of a span whose free list is not empty. */
-static inline void *span_pop(struct heap *h, struct span *sp, size_t q, uint16_t flag)
+/* Take the head slot of a span whose free list is not empty. The fast path
+ * records nothing: it is not taken while a tracer is attached. */
+static inline void *span_pop_quiet(struct heap *h, struct span *sp, size_t q, uint16_t flag)
 {
 	void *p = sp->free;
 	sp->free = *(void **)p;
 	uint32_t s = sp->size;
 	sp->meta[span_slot_index(sp, p)] = (uint16_t)((s - q + 1) | flag);
 	sp->used++;
-	h->st.small_live += q;
 	struct group_ctr *g = &h->gc[sp->group];
 	g->alloc_bytes += q;
 	g->alloc_objs++;
-	ev(h, TALLY_EV_ALLOC, 0, sp->group, (uint32_t)q, s);
+	return p;
+}
+
+static inline void *span_pop(struct heap *h, struct span *sp, size_t q, uint16_t flag)
+{
+	void *p = span_pop_quiet(h, sp, q, flag);
+	ev(h, TALLY_EV_ALLOC, 0, sp->group, (uint32_t)q, sp->size);
 	return p;
 }
 
@@ -129,7 +135,6 @@ static void small_free_foreign(struct heap *h, struct small_ref *r)
 								 memory_order_relaxed));
 	}
 	uint32_t s = sp->size;
-	h->st.small_live -= r->q;
 	h->st.cache += s;
 	struct group_ctr *g = &h->gc[sp->group];
 	g->dealloc_bytes += r->q;
@@ -148,8 +153,7 @@ static inline void small_free(struct heap *h, struct small_ref *r)
 		sp->meta[r->idx] = META_FREE;
 		*(void **)r->slot = sp->free;
 		sp->free = r->slot;
-		h->st.small_live -= r->q;
-			struct group_ctr *g = &h->gc[sp->group];
+		struct group_ctr *g = &h->gc[sp->group];
 		g->dealloc_bytes += r->q;
 		g->dealloc_objs++;
 		ev(h, TALLY_EV_FREE, 0, sp->group, (uint32_t)r->q, s);
@@ -220,10 +224,10 @@ static bool pow2(size_t a)
 TALLY_API void *TA(malloc)(size_t n)
 {
 	struct heap *h = tally_tls_heap;
-	if (likely(h && n <= 1024)) {
+	if (likely(h && n <= 1024 && !ev_tracing())) {
 		struct span *sp = h->direct[(n + 7) >> 3];
 		if (likely(sp && sp->free))
-			return span_pop(h, sp, n, 0);
+			return span_pop_quiet(h, sp, n, 0);
 	}
 	return tally_malloc(n, false);
 }
@@ -235,7 +239,7 @@ TALLY_API void *TA(malloc)(size_t n)
  */
 TALLY_API void TA(free)(void *p)
 {
-	if (unlikely(!seg_map_has(p))) {
+	if (unlikely(!seg_map_has(p) || ev_tracing())) {
 		tally_free(p, SIZE_MAX);
 		return;
 	}
@@ -260,14 +264,12 @@ TALLY_API void TA(free)(void *p)
 	sp->meta[i] = META_FREE;
 	*(void **)p = sp->free;
 	sp->free = p;
-	h->st.small_live -= q;
 	struct group_ctr *g = &h->gc[sp->group];
 	g->dealloc_bytes += q;
-	g->dealloc_objs++;
-	ev(h, TALLY_EV_FREE, 0, sp->group, q, s);
 	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
 		span_free_slow(h, sp);
-	if (unlikely(--h->tick <= 0))
+	/* the object count doubles as the tick counter */
+	if (unlikely((++g->dealloc_objs & (TICK_OPS - 1)) == 0))
 		heap_tick(h);
 }
 
@@ -304,7 +306,6 @@ TALLY_API void *TA(realloc)(void *p, size_t n)
 			/* same slot: live and rounding trade bytes; the meta word is
 			 * the caller's while the block is live */
 			sp->meta[r.idx] = (uint16_t)(sp->size - n + 1);
-			h->st.small_live += (int64_t)n - (int64_t)r.q;
 			struct group_ctr *g = &h->gc[sp->group];
 			g->alloc_bytes += n;
 			g->alloc_objs++;

@@ -13,7 +13,7 @@
 TALLY_API int tally_alloc_stats(struct tally_stats *out)
 {
 	struct heap_stats t = { 0 };
-	int64_t slots = 0; /* see struct heap_stats */
+	int64_t slots = 0, live = 0; /* see struct heap_stats */
 
 	if (!out)
 		return -EINVAL;
@@ -26,11 +26,12 @@ TALLY_API int tally_alloc_stats(struct tally_stats *out)
 		t.hysteresis += LOAD(h->st.hysteresis);
 		t.cache += LOAD(h->st.cache);
 		t.pool += LOAD(h->st.pool);
-		t.small_live += LOAD(h->st.small_live);
 		t.large_live += LOAD(h->st.large_live);
 		t.large_round += LOAD(h->st.large_round);
 		t.large_count += LOAD(h->st.large_count);
 		t.spans_assigned += LOAD(h->st.spans_assigned);
+		for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
+			live += LOAD(h->gc[g].alloc_bytes) - LOAD(h->gc[g].dealloc_bytes);
 		for (struct segment *seg = h->segs; seg; seg = seg->next)
 			for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++)
 				slots += (int64_t)LOAD(seg->spans[i].used) * LOAD(seg->spans[i].size);
@@ -38,8 +39,8 @@ TALLY_API int tally_alloc_stats(struct tally_stats *out)
 	pthread_mutex_unlock(&tally_heaps_lock);
 	*out = (struct tally_stats){
 		.mapped = (uint64_t)t.mapped,
-		.live = (uint64_t)(t.small_live + t.large_live),
-		.rounding = (uint64_t)(slots - t.cache - t.small_live + t.large_round),
+		.live = (uint64_t)live,
+		.rounding = (uint64_t)(slots - t.cache - (live - t.large_live) + t.large_round),
 		.cache = (uint64_t)t.cache,
 		.span_free = (uint64_t)(t.pool - slots),
 		.returned = (uint64_t)t.returned,
