@@ -200,6 +200,7 @@ static inline unsigned size_to_class(size_t q)
 
 /* os.c */
 void *os_map(size_t len);
+void *os_map_flags(size_t len, int flags);
 void *os_map_aligned(size_t len, size_t align);
 int os_unmap(void *p, size_t len);
 void os_discard(void *p, size_t len);

@@ -13,9 +13,14 @@
 
 #include "internal.h"
 
-#define POOL_SLOTS 8
+/* A mapping costs system calls and a page fault per page touched, so a
+ * workload that churns large blocks must find freed ones here: enough
+ * entries to cover a working set of a few dozen, a best fit within twice
+ * the request (the slack is counted as rounding), a cap on what is kept. */
+#define POOL_SLOTS 64
 #define POOL_ENTRY_MAX (32UL << 20) /* larger mappings are unmapped at free */
-#define POOL_TOTAL_MAX (64UL << 20)
+#define POOL_TOTAL_MAX (128UL << 20)
+#define POPULATE_MAX (1UL << 20)
 
 struct large_ent {
 	uintptr_t ptr; /* 0: empty table slot */
@@ -107,13 +112,13 @@ static int tab_reserve(struct heap *h)
 	return 0;
 }
 
-/* A pooled mapping of len..len+len/4 bytes, best fit; NULL when none. */
+/* A pooled mapping of len..2*len bytes, best fit; NULL when none. */
 static struct pool_ent *pool_take(size_t len)
 {
 	struct pool_ent *best = NULL;
 	for (int i = 0; i < POOL_SLOTS; i++) {
 		struct pool_ent *e = &pool[i];
-		if (e->ptr && e->len >= len && e->len - len <= len / 4 && (!best || e->len < best->len))
+		if (e->ptr && e->len >= len && e->len / 2 <= len && (!best || e->len < best->len))
 			best = e;
 	}
 	return best;
@@ -173,7 +178,12 @@ void *large_alloc(struct heap *h, size_t q, size_t align, bool zero)
 		if (zero)
 			memset((void *)e.ptr, 0, q);
 	} else {
-		void *p = os_map_aligned(len, align > OS_PAGE ? align : OS_PAGE);
+		/* Populate blocks up to POPULATE_MAX in one go: a fault per page costs
+		 * microseconds here, the kernel fills a page in a fraction of that,
+		 * and a block this size is nearly always written whole. Pooled
+		 * reuse then never faults, and resident is what the identity says. */
+		void *p = align > OS_PAGE ? os_map_aligned(len, align)
+					  : os_map_flags(len, len <= POPULATE_MAX ? MAP_POPULATE : 0);
 		if (!p)
 			goto fail;
 		e.ptr = (uintptr_t)p;
