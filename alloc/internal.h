@@ -238,6 +238,23 @@ static inline uint32_t span_slot_index(const struct span *sp, const void *p)
 	uint32_t off = (uint32_t)((uintptr_t)p & (SPAN_SIZE - 1)) - sp->slot_off;
 	return (uint32_t)(((uint64_t)off * sp->recip) >> 32);
 }
+/*
+ * A free slot holds its free-list link and its own index (slots are at least
+ * 16 bytes), so that malloc finds the slot's metadata without a division.
+ */
+struct free_slot {
+	struct free_slot *next;
+	uint32_t idx;
+};
+
+static inline void span_push_free(struct span *sp, void *p, uint32_t i)
+{
+	struct free_slot *f = p;
+	f->next = sp->free;
+	f->idx = i;
+	sp->free = f;
+}
+
 static inline char *span_slot(const struct span *sp, uint32_t i)
 {
 	return span_base(sp) + sp->slot_off + (size_t)i * sp->size;

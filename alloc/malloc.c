@@ -28,10 +28,10 @@ void free_aligned_sized(void *p, size_t align, size_t n);
  * records nothing: it is not taken while a tracer is attached. */
 static inline void *span_pop_quiet(struct heap *h, struct span *sp, size_t q, uint16_t flag)
 {
-	void *p = sp->free;
-	sp->free = *(void **)p;
+	struct free_slot *p = sp->free;
+	sp->free = p->next;
 	uint32_t s = sp->size;
-	sp->meta[span_slot_index(sp, p)] = (uint16_t)((s - q + 1) | flag);
+	sp->meta[p->idx] = (uint16_t)((s - q + 1) | flag);
 	sp->used++;
 	struct group_ctr *g = &h->gc[sp->group];
 	g->alloc_bytes += q;
@@ -151,8 +151,7 @@ static inline void small_free(struct heap *h, struct small_ref *r)
 	} else {
 		uint32_t s = sp->size;
 		sp->meta[r->idx] = META_FREE;
-		*(void **)r->slot = sp->free;
-		sp->free = r->slot;
+		span_push_free(sp, r->slot, r->idx);
 		struct group_ctr *g = &h->gc[sp->group];
 		g->dealloc_bytes += r->q;
 		g->dealloc_objs++;
@@ -246,10 +245,13 @@ TALLY_API void TA(free)(void *p)
 	struct span *sp = span_of(p);
 	struct heap *h = tally_tls_heap;
 	uint32_t off = (uint32_t)((uintptr_t)p & (SPAN_SIZE - 1)) - sp->slot_off;
-	uint32_t i = (uint32_t)(((uint64_t)off * sp->recip) >> 32);
+	uint64_t prod = (uint64_t)off * sp->recip;
+	uint32_t i = (uint32_t)(prod >> 32);
 	/* below bump (unassigned spans have bump 0; an offset below slot_off
-	 * wraps to an index beyond any bump), at a slot's start, ours */
-	if (unlikely(i >= sp->bump || i * sp->size != off || sp->heap != h)) {
+	 * wraps to an index beyond any bump), at a slot's start (with recip =
+	 * ceil(2^32 / size), the low half of the product is below recip exactly
+	 * when size divides off, for any offset inside a span), ours */
+	if (unlikely(i >= sp->bump || (uint32_t)prod >= sp->recip || sp->heap != h)) {
 		tally_free(p, SIZE_MAX);
 		return;
 	}
@@ -262,8 +264,7 @@ TALLY_API void TA(free)(void *p)
 	uint32_t s = sp->size;
 	uint32_t q = s + 1 - m;
 	sp->meta[i] = META_FREE;
-	*(void **)p = sp->free;
-	sp->free = p;
+	span_push_free(sp, p, i);
 	struct group_ctr *g = &h->gc[sp->group];
 	g->dealloc_bytes += q;
 	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))

@@ -105,9 +105,9 @@ static void lru_append(struct heap *h, struct span *sp)
 static uint32_t span_rebuild_free(struct span *sp)
 {
 	char *base = span_base(sp);
-	void *list = NULL;
 	uint32_t ret = 0, npark = 0;
 
+	sp->free = NULL;
 	for (uint32_t i = sp->bump; i-- > 0;) {
 		if (sp->meta[i] != META_FREE)
 			continue;
@@ -124,10 +124,8 @@ static uint32_t span_rebuild_free(struct span *sp)
 			}
 			continue;
 		}
-		*(void **)(base + off) = list;
-		list = base + off;
+		span_push_free(sp, base + off, i);
 	}
-	sp->free = list;
 	sp->npark = npark;
 	return ret;
 }
@@ -145,12 +143,8 @@ static bool span_bump(struct heap *h, struct span *sp)
 	if (end > sp->nslots)
 		end = sp->nslots;
 	char *base = span_base(sp) + sp->slot_off;
-	void *list = sp->free;
-	for (uint32_t i = end; i-- > start;) {
-		*(void **)(base + (size_t)i * s) = list;
-		list = base + (size_t)i * s;
-	}
-	sp->free = list;
+	for (uint32_t i = end; i-- > start;)
+		span_push_free(sp, base + (size_t)i * s, i);
 	sp->bump = end;
 	uint64_t bytes = (uint64_t)(end - start) * s;
 	term_add(h, sp->src_term, -(int64_t)bytes);
@@ -318,18 +312,16 @@ void span_drain(struct heap *h, struct span *sp)
 {
 	void *list = atomic_exchange_explicit(&sp->xfree, NULL, memory_order_acquire);
 	uint32_t n = 0;
-	void *last = NULL;
 
-	for (void *p = list; p; p = *(void **)p) {
+	for (void *p = list, *next; p; p = next) {
 		uint32_t i = span_slot_index(sp, p);
+		next = *(void **)p;
 		sp->meta[i] = META_FREE;
-		last = p;
+		span_push_free(sp, p, i);
 		n++;
 	}
 	if (!n)
 		return;
-	*(void **)last = sp->free;
-	sp->free = list;
 	sp->used -= n;
 	uint64_t bytes = (uint64_t)n * sp->size;
 	h->st.cache -= bytes;
