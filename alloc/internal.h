@@ -98,6 +98,16 @@ struct span {
 	uint8_t flags;	    /* enum span_flags */
 	uint8_t src_term;   /* term of bytes at or above bump: virgin or returned */
 	uint8_t index;	    /* span number inside its segment */
+	/*
+	 * The span's share of its group's counters (struct group_ctr), kept
+	 * here so that the fast paths touch no other line: allocations, and the
+	 * owner's frees. Objects freed by the owner = nalloc - used - ndrained.
+	 * Folded into the heap's counters when the span is retired.
+	 */
+	uint64_t abytes;    /* requested bytes allocated */
+	uint64_t dbytes;    /* requested bytes freed by the owner */
+	uint64_t nalloc;    /* allocations */
+	uint64_t ndrained;  /* foreign frees drained (counted by the freeing heap) */
 	/* cold: slow paths */
 	uint32_t nslots;    /* slots in this span */
 	uint32_t ret;	    /* bytes of free slots on discarded pages: `returned` */
@@ -151,6 +161,8 @@ struct heap_stats {
 	int64_t spans_assigned;
 };
 
+/* A group's lifetime counters: a heap's, plus the shares of its spans
+ * (struct span: abytes ...), which stats.c adds when it reads them. */
 struct group_ctr {
 	int64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs;
 };

@@ -33,9 +33,10 @@ static inline void *span_pop_quiet(struct heap *h, struct span *sp, size_t q, ui
 	uint32_t s = sp->size;
 	sp->meta[p->idx] = (uint16_t)((s - q + 1) | flag);
 	sp->used++;
-	struct group_ctr *g = &h->gc[sp->group];
-	g->alloc_bytes += q;
-	g->alloc_objs++;
+	sp->abytes += q;
+	/* the allocation count doubles as the tick counter */
+	if (unlikely((++sp->nalloc & (TICK_OPS - 1)) == 0))
+		heap_tick(h);
 	return p;
 }
 
@@ -152,9 +153,7 @@ static inline void small_free(struct heap *h, struct small_ref *r)
 		uint32_t s = sp->size;
 		sp->meta[r->idx] = META_FREE;
 		span_push_free(sp, r->slot, r->idx);
-		struct group_ctr *g = &h->gc[sp->group];
-		g->dealloc_bytes += r->q;
-		g->dealloc_objs++;
+		sp->dbytes += r->q;
 		ev(h, TALLY_EV_FREE, 0, sp->group, (uint32_t)r->q, s);
 		if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
 			span_free_slow(h, sp);
@@ -265,13 +264,9 @@ TALLY_API void TA(free)(void *p)
 	uint32_t q = s + 1 - m;
 	sp->meta[i] = META_FREE;
 	span_push_free(sp, p, i);
-	struct group_ctr *g = &h->gc[sp->group];
-	g->dealloc_bytes += q;
+	sp->dbytes += q;
 	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
 		span_free_slow(h, sp);
-	/* the object count doubles as the tick counter */
-	if (unlikely((++g->dealloc_objs & (TICK_OPS - 1)) == 0))
-		heap_tick(h);
 }
 
 TALLY_API void *TA(calloc)(size_t n, size_t size)

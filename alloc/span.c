@@ -238,6 +238,17 @@ void span_make_empty(struct heap *h, struct span *sp)
 	ev(h, TALLY_EV_SPAN_EMPTY, 0, 0, sp->slot_off, free_bytes);
 }
 
+/* Move the span's share of its group's counters into the heap's. */
+static void span_fold_counters(struct heap *h, struct span *sp)
+{
+	struct group_ctr *g = &h->gc[sp->group];
+	g->alloc_bytes += sp->abytes;
+	g->alloc_objs += sp->nalloc;
+	g->dealloc_bytes += sp->dbytes;
+	g->dealloc_objs += sp->nalloc - sp->used - sp->ndrained;
+	sp->abytes = sp->dbytes = sp->nalloc = sp->ndrained = 0;
+}
+
 /* Hand an empty span back to the OS and to its segment: hysteresis and virgin
  * -> returned. */
 void span_retire(struct heap *h, struct span *sp)
@@ -250,6 +261,7 @@ void span_retire(struct heap *h, struct span *sp)
 		virgin = SPAN_SIZE - sp->slot_off - (uint64_t)sp->bump * sp->size;
 	list_remove(&b->empty, sp);
 	heap_lru_remove(h, sp);
+	span_fold_counters(h, sp);
 	os_discard(span_base(sp), SPAN_SIZE);
 	sp->state = SPAN_UNASSIGNED;
 	sp->src_term = TALLY_TERM_RETURNED;
@@ -323,6 +335,7 @@ void span_drain(struct heap *h, struct span *sp)
 	if (!n)
 		return;
 	sp->used -= n;
+	sp->ndrained += n;
 	uint64_t bytes = (uint64_t)n * sp->size;
 	h->st.cache -= bytes;
 	ev(h, TALLY_EV_DRAIN, 0, 0, 0, bytes);

@@ -32,9 +32,13 @@ TALLY_API int tally_alloc_stats(struct tally_stats *out)
 		t.spans_assigned += LOAD(h->st.spans_assigned);
 		for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
 			live += LOAD(h->gc[g].alloc_bytes) - LOAD(h->gc[g].dealloc_bytes);
-		for (struct segment *seg = h->segs; seg; seg = seg->next)
-			for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++)
-				slots += (int64_t)LOAD(seg->spans[i].used) * LOAD(seg->spans[i].size);
+		for (struct segment *seg = h->segs; seg; seg = seg->next) {
+			for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++) {
+				struct span *sp = &seg->spans[i];
+				slots += (int64_t)LOAD(sp->used) * LOAD(sp->size);
+				live += (int64_t)(LOAD(sp->abytes) - LOAD(sp->dbytes));
+			}
+		}
 	}
 	pthread_mutex_unlock(&tally_heaps_lock);
 	*out = (struct tally_stats){
@@ -65,6 +69,19 @@ TALLY_API int tally_alloc_group_stats(uint32_t group, struct tally_group_stats *
 		ao += LOAD(h->gc[group].alloc_objs);
 		db += LOAD(h->gc[group].dealloc_bytes);
 		dobj += LOAD(h->gc[group].dealloc_objs);
+		/* and the shares of the spans of that group (struct span) */
+		for (struct segment *seg = h->segs; seg; seg = seg->next) {
+			for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++) {
+				struct span *sp = &seg->spans[i];
+				if (LOAD(sp->group) != group || LOAD(sp->state) == SPAN_UNASSIGNED)
+					continue;
+				uint64_t n = LOAD(sp->nalloc);
+				ab += (int64_t)LOAD(sp->abytes);
+				ao += (int64_t)n;
+				db += (int64_t)LOAD(sp->dbytes);
+				dobj += (int64_t)(n - LOAD(sp->used) - LOAD(sp->ndrained));
+			}
+		}
 	}
 	pthread_mutex_unlock(&tally_heaps_lock);
 	*out = (struct tally_group_stats){ (uint64_t)ab, (uint64_t)ao, (uint64_t)db,
