@@ -40,7 +40,7 @@ CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc
 
-.PHONY: all clean test test-build setup bench bench-alloc format-check demo
+.PHONY: all clean test test-build setup bench bench-alloc format-check demo stress
 all: $(PRODUCTS) $(BUILD)/demo_workload
 
 setup:
@@ -114,12 +114,20 @@ test: setup
 	@$(MAKE) --no-print-directory test-build
 	@scripts/run-tests.sh
 
+# The stress suites ten times in a row, with ten seeds.
+stress: test-build
+	@fails=0; for i in 1 2 3 4 5 6 7 8 9 10; do \
+		$(BUILD)/tests/test_alloc_stress $$i >/dev/null 2>&1 && \
+		$(BUILD)/tests/test_alloc_unit >/dev/null 2>&1 && echo "stress round $$i: passed" || \
+		{ echo "stress round $$i: FAILED"; fails=$$((fails + 1)); }; \
+	done; echo "$$((10 - fails)) passed, $$fails failed"; [ $$fails -eq 0 ]
+
 bench-alloc: setup all
 	@scripts/bench-alloc.sh
 bench: bench-alloc
 
 format-check:
-	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h') && echo "format: clean"
 
 clean:
 	rm -rf $(BUILD)

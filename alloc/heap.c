@@ -15,10 +15,10 @@
 __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec")));
 uint32_t tally_purge_ms = PURGE_MS_DEFAULT;
 pthread_mutex_t tally_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
-struct heap *tally_heaps;	/* every heap ever made, under the lock */
-static struct heap *orphans;	/* heaps without a thread, under the lock */
-static pthread_key_t heap_key;	/* its destructor orphans the heap */
-static bool heaps_ready;	/* global init done, under the lock */
+struct heap *tally_heaps;      /* every heap ever made, under the lock */
+static struct heap *orphans;   /* heaps without a thread, under the lock */
+static pthread_key_t heap_key; /* its destructor orphans the heap */
+static bool heaps_ready;       /* global init done, under the lock */
 static uint64_t heap_next_id = 1;
 
 static void heap_thread_exit(void *arg);
@@ -150,7 +150,8 @@ static void heap_sweep_dirty(struct heap *h, bool force)
 	h->dirty = NULL;
 	while (sp) {
 		struct span *next = sp->dirty_next;
-		if (sp->state == SPAN_ACTIVE && !force && h->now_ms - sp->stamp_ms < tally_purge_ms) {
+		if (sp->state == SPAN_ACTIVE && !force &&
+		    h->now_ms - sp->stamp_ms < tally_purge_ms) {
 			sp->dirty_next = keep;
 			keep = sp;
 		} else {

@@ -42,7 +42,7 @@
 #define PAGES_PER_SPAN (SPAN_SIZE / OS_PAGE) /* 16: one bit each in span.discarded */
 #define SPAN_INLINE_SLOTS 16
 
-#define CLASS_COUNT 72	/* 16..128 step 16 (8), then 8 per doubling to 32 KiB (64) */
+#define CLASS_COUNT 80 /* 16..512 step 16 (32), then 8 per doubling to 32 KiB (48) */
 #define CLASS_MAX 32768 /* larger requests are mapped directly */
 
 #define META_FREE 0
@@ -84,37 +84,37 @@ struct heap;
  */
 struct span {
 	/* hot: malloc and free */
-	void *free;	    /* local free list: free slots none of whose pages is discarded */
-	uint16_t *meta;	    /* per-slot metadata (in the span's head or inline_meta) */
-	struct heap *heap;  /* owner (read by any thread) */
-	uint32_t size;	    /* slot size (copy of the class's) */
-	uint32_t recip;	    /* copy of the class's reciprocal */
-	uint32_t slot_off;  /* offset of slot 0 (== metadata bytes counted as overhead) */
-	uint32_t bump;	    /* slots ever handed to the free list: [0, bump); 0 when unassigned */
-	uint32_t used;	    /* slots allocated or waiting in xfree: nonzero while not empty */
-	uint16_t group;	    /* resource group of every slot */
-	uint16_t cls;	    /* class index */
-	uint8_t state;	    /* enum span_state */
-	uint8_t flags;	    /* enum span_flags */
-	uint8_t src_term;   /* term of bytes at or above bump: virgin or returned */
-	uint8_t index;	    /* span number inside its segment */
+	void *free;	   /* local free list: free slots none of whose pages is discarded */
+	uint16_t *meta;	   /* per-slot metadata (in the span's head or inline_meta) */
+	struct heap *heap; /* owner (read by any thread) */
+	uint32_t size;	   /* slot size (copy of the class's) */
+	uint32_t recip;	   /* copy of the class's reciprocal */
+	uint32_t slot_off; /* offset of slot 0 (== metadata bytes counted as overhead) */
+	uint32_t bump;	   /* slots ever handed to the free list: [0, bump); 0 when unassigned */
+	uint32_t used;	   /* slots allocated or waiting in xfree: nonzero while not empty */
+	uint16_t group;	   /* resource group of every slot */
+	uint16_t cls;	   /* class index */
+	uint8_t state;	   /* enum span_state */
+	uint8_t flags;	   /* enum span_flags */
+	uint8_t src_term;  /* term of bytes at or above bump: virgin or returned */
+	uint8_t index;	   /* span number inside its segment */
 	/*
 	 * The span's share of its group's counters (struct group_ctr), kept
 	 * here so that the fast paths touch no other line: allocations, and the
 	 * owner's frees. Objects freed by the owner = nalloc - used - ndrained.
 	 * Folded into the heap's counters when the span is retired.
 	 */
-	uint64_t abytes;    /* requested bytes allocated */
-	uint64_t dbytes;    /* requested bytes freed by the owner */
-	uint64_t nalloc;    /* allocations */
-	uint64_t ndrained;  /* foreign frees drained (counted by the freeing heap) */
+	uint64_t abytes;   /* requested bytes allocated */
+	uint64_t dbytes;   /* requested bytes freed by the owner */
+	uint64_t nalloc;   /* allocations */
+	uint64_t ndrained; /* foreign frees drained (counted by the freeing heap) */
 	/* cold: slow paths */
-	uint32_t nslots;    /* slots in this span */
-	uint32_t ret;	    /* bytes of free slots on discarded pages: `returned` */
-	uint32_t npark;	    /* free slots with a discarded page: not in the free list */
-	uint16_t discarded; /* page bitmap: pages handed back with madvise */
-	uint64_t stamp_ms;  /* SPAN_EMPTY: empty since; dirty: dirty since */
-	struct span *next, *prev;	  /* bin list (active or empty) */
+	uint32_t nslots;	  /* slots in this span */
+	uint32_t ret;		  /* bytes of free slots on discarded pages: `returned` */
+	uint32_t npark;		  /* free slots with a discarded page: not in the free list */
+	uint16_t discarded;	  /* page bitmap: pages handed back with madvise */
+	uint64_t stamp_ms;	  /* SPAN_EMPTY: empty since; dirty: dirty since */
+	struct span *next, *prev; /* bin list (active or empty) */
 	struct span *lru_next, *lru_prev; /* heap's empty-span list, oldest first */
 	struct span *dirty_next;	  /* heap's dirty list */
 	uint16_t inline_meta[SPAN_INLINE_SLOTS];
@@ -154,7 +154,7 @@ struct heap_stats {
 	int64_t returned;
 	int64_t hysteresis;
 	int64_t cache;
-	int64_t pool;	     /* resident slot bytes below bump cursors: free, live or cached */
+	int64_t pool; /* resident slot bytes below bump cursors: free, live or cached */
 	int64_t large_live;
 	int64_t large_round;
 	int64_t large_count;
@@ -204,10 +204,10 @@ static inline unsigned size_to_class(size_t q)
 {
 	if (q <= 1024)
 		return tally_class_small[(q + 7) >> 3];
-	unsigned k = 63 - __builtin_clzl(q - 1); /* 2^k < q <= 2^(k+1) */
+	unsigned k = 63 - __builtin_clzl(q - 1); /* 2^k < q <= 2^(k+1), k >= 10 */
 	size_t step = 1UL << (k - 3);
 	unsigned j = (unsigned)((q - (1UL << k) + step - 1) / step); /* 1..8 */
-	return 8 + (k - 7) * 8 + (j - 1);
+	return 32 + (k - 9) * 8 + (j - 1);
 }
 
 /* os.c */

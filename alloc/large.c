@@ -182,8 +182,9 @@ void *large_alloc(struct heap *h, size_t q, size_t align, bool zero)
 		 * microseconds here, the kernel fills a page in a fraction of that,
 		 * and a block this size is nearly always written whole. Pooled
 		 * reuse then never faults, and resident is what the identity says. */
-		void *p = align > OS_PAGE ? os_map_aligned(len, align)
-					  : os_map_flags(len, len <= POPULATE_MAX ? MAP_POPULATE : 0);
+		void *p = align > OS_PAGE ?
+				  os_map_aligned(len, align) :
+				  os_map_flags(len, len <= POPULATE_MAX ? MAP_POPULATE : 0);
 		if (!p)
 			goto fail;
 		e.ptr = (uintptr_t)p;

@@ -123,17 +123,16 @@ static void small_free_foreign(struct heap *h, struct small_ref *r)
 	void *head = atomic_load_explicit(&sp->xfree, memory_order_relaxed);
 	do {
 		*(void **)r->slot = head;
-	} while (!atomic_compare_exchange_weak_explicit(&sp->xfree, &head, r->slot,
-							 memory_order_release, memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+		&sp->xfree, &head, r->slot, memory_order_release, memory_order_relaxed));
 	if (!head) {
 		/* the list went non-empty: tell the owner which span to drain */
 		struct heap *owner = sp->heap;
 		struct span *top = atomic_load_explicit(&owner->xspans, memory_order_relaxed);
 		do {
 			sp->xnext = top;
-		} while (!atomic_compare_exchange_weak_explicit(&owner->xspans, &top, sp,
-								 memory_order_release,
-								 memory_order_relaxed));
+		} while (!atomic_compare_exchange_weak_explicit(
+			&owner->xspans, &top, sp, memory_order_release, memory_order_relaxed));
 	}
 	uint32_t s = sp->size;
 	h->st.cache += s;

@@ -27,7 +27,8 @@ void *os_map(size_t len)
 
 void *os_map_flags(size_t len, int flags)
 {
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+	void *p =
+		mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
 	madvise(p, len, MADV_NOHUGEPAGE);

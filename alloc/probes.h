@@ -14,7 +14,12 @@
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
 #undef _SDT_NOP
-#define _SDT_NOP .byte 0x0f; .byte 0x1f; .byte 0x44; .byte 0x00; .byte 0x00
+#define _SDT_NOP                                                                                   \
+	.byte 0x0f;                                                                                \
+	.byte 0x1f;                                                                                \
+	.byte 0x44;                                                                                \
+	.byte 0x00;                                                                                \
+	.byte 0x00
 
 #define TALLY_SEMAPHORE(name)                                                                      \
 	__attribute__((section(".probes"), used)) unsigned short tally_##name##_semaphore

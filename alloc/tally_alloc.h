@@ -22,14 +22,14 @@ extern "C" {
 #endif
 
 struct tally_stats {
-	uint64_t mapped;	   /* bytes mapped from the OS: segments, large mappings, metadata */
-	uint64_t live;		   /* bytes requested by callers and not yet freed */
-	uint64_t rounding;	   /* slot (or page-rounded mapping) minus requested, over live blocks */
-	uint64_t cache;		   /* freed by another thread, parked until the owner drains it */
-	uint64_t span_free;	   /* free slots below the bump cursor whose pages are resident */
-	uint64_t returned;	   /* free slots and retired spans handed back with madvise */
-	uint64_t virgin;	   /* never touched: above bump cursors, unclaimed spans, tails */
-	uint64_t hysteresis;	   /* empty spans and pooled large mappings kept for reuse */
+	uint64_t mapped;     /* bytes mapped from the OS: segments, large mappings, metadata */
+	uint64_t live;	     /* bytes requested by callers and not yet freed */
+	uint64_t rounding;   /* slot (or page-rounded mapping) minus requested, over live blocks */
+	uint64_t cache;	     /* freed by another thread, parked until the owner drains it */
+	uint64_t span_free;  /* free slots below the bump cursor whose pages are resident */
+	uint64_t returned;   /* free slots and retired spans handed back with madvise */
+	uint64_t virgin;     /* never touched: above bump cursors, unclaimed spans, tails */
+	uint64_t hysteresis; /* empty spans and pooled large mappings kept for reuse */
 	uint64_t segment_overhead; /* segment headers and allocator metadata */
 	uint64_t large_count;	   /* live direct mappings */
 	uint64_t spans_assigned;   /* spans currently assigned to a size class */

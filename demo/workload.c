@@ -103,7 +103,8 @@ static void *decode(void *arg)
 			continue;
 		/* scratch space of its own while decoding */
 		size_t n = 32 + rnd(&s) % 512;
-		char *volatile scratch = malloc(n); /* volatile: keep the compiler from eliding it */
+		char *volatile scratch =
+			malloc(n); /* volatile: keep the compiler from eliding it */
 		if (scratch)
 			memset(scratch, 'd', n);
 		free(scratch);
@@ -185,13 +186,15 @@ static void report(void)
 	printf("the allocator's figures at the end:\n");
 	printf("  %-17s %14s\n", "term", "bytes");
 #define ROW(f) printf("  %-17s %14llu\n", #f, (unsigned long long)st.f);
-	ROW(mapped) ROW(live) ROW(rounding) ROW(cache) ROW(span_free) ROW(returned) ROW(virgin)
-	ROW(hysteresis) ROW(segment_overhead)
+	ROW(mapped)
+	ROW(live) ROW(rounding) ROW(cache) ROW(span_free) ROW(returned) ROW(virgin) ROW(hysteresis)
+		ROW(segment_overhead)
 #undef ROW
-	uint64_t acc = st.live + st.rounding + st.cache + st.span_free + st.returned + st.virgin +
-		       st.hysteresis + st.segment_overhead;
-	printf("  mapped %s the sum of the eight terms (%llu)\n", acc == st.mapped ? "==" : "!=",
-	       (unsigned long long)acc);
+			uint64_t acc =
+				st.live + st.rounding + st.cache + st.span_free + st.returned +
+				st.virgin + st.hysteresis + st.segment_overhead;
+	printf("  mapped %s the sum of the eight terms (%llu)\n",
+	       acc == st.mapped ? "==" : "!=", (unsigned long long)acc);
 	printf("  %-10s %14s %14s %10s\n", "group", "allocated", "live", "objects");
 	static const char *names[] = { "root", "ingest", "decode", "render", "layout", "cache" };
 	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -226,7 +229,8 @@ int main(int argc, char **argv)
 			errno = 0;
 			seconds = strtod(optarg, &end);
 			if (errno || *end || seconds <= 0 || seconds > 86400) {
-				fprintf(stderr, "demo_workload: -s wants seconds in (0, 86400]: %s\n",
+				fprintf(stderr,
+					"demo_workload: -s wants seconds in (0, 86400]: %s\n",
 					optarg);
 				return 2;
 			}

@@ -28,7 +28,8 @@ void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes)
 }
 
 #define FIELDS(X)                                                                                  \
-	X(mapped) X(live) X(rounding) X(cache) X(span_free) X(returned) X(virgin) X(hysteresis)    \
+	X(mapped)                                                                                  \
+	X(live) X(rounding) X(cache) X(span_free) X(returned) X(virgin) X(hysteresis)              \
 		X(segment_overhead) X(large_count) X(spans_assigned)
 
 static struct tally_stats last;
@@ -60,10 +61,12 @@ void oracle_check(const char *where)
 		tally_replay_group(&replay, g, &b);
 		pthread_mutex_unlock(&sink_lock);
 		if (memcmp(&a, &b, sizeof(a)))
-			fail_msg("%s: group %u counters differ: in-process %lu/%lu replayed %lu/%lu",
-				 where, g, (unsigned long)a.allocated_bytes,
-				 (unsigned long)a.deallocated_bytes, (unsigned long)b.allocated_bytes,
-				 (unsigned long)b.deallocated_bytes);
+			fail_msg(
+				"%s: group %u counters differ: in-process %lu/%lu replayed %lu/%lu",
+				where, g, (unsigned long)a.allocated_bytes,
+				(unsigned long)a.deallocated_bytes,
+				(unsigned long)b.allocated_bytes,
+				(unsigned long)b.deallocated_bytes);
 	}
 }
 

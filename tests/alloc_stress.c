@@ -120,7 +120,8 @@ static void blk_alloc(struct blk *b, uint64_t *s)
 		size_t align = (size_t)16 << (rnd(s) % 10); /* 16 .. 8192 */
 		void *p = NULL;
 		if (op == 1)
-			CHECK(!T(posix_memalign)(&p, align, q), "posix_memalign(%zu, %zu)", align, q);
+			CHECK(!T(posix_memalign)(&p, align, q), "posix_memalign(%zu, %zu)", align,
+			      q);
 		else
 			p = T(aligned_alloc)(align, q);
 		b->p = p;

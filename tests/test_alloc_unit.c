@@ -39,7 +39,7 @@ static void classes__cover_every_size_with_the_smallest_class(void **state)
 	for (unsigned c = 1; c < CLASS_COUNT; c++) {
 		assert_true(tally_classes[c].size > tally_classes[c - 1].size);
 		assert_int_equal(tally_classes[c].size % 16, 0);
-		if (tally_classes[c].size <= 128)
+		if (tally_classes[c].size <= 512)
 			assert_int_equal(tally_classes[c].size - tally_classes[c - 1].size, 16);
 	}
 	for (size_t q = 0; q <= CLASS_MAX; q++) {

@@ -15,12 +15,16 @@
 
 #include "../user/replay.h"
 
-static struct tally_ev E(uint8_t type, uint8_t term, uint16_t group, uint32_t n, uint64_t bytes)
-{
-	return (struct tally_ev){ .type = type, .term = term, .group = group, .n = n, .bytes = bytes };
+static struct tally_ev E(uint8_t type, uint8_t term, uint16_t group, uint32_t n, uint64_t bytes) {
+	return (struct tally_ev){ .type = type,
+				  .term = term,
+				  .group = group,
+				  .n = n,
+				  .bytes = bytes };
 }
 
-static struct tally_stats apply(const struct tally_ev *evs, size_t n)
+static struct tally_stats
+apply(const struct tally_ev *evs, size_t n)
 {
 	struct tally_replay r;
 	struct tally_stats s;
@@ -81,7 +85,9 @@ static void replay__reclaim_empty_retire_and_reuse(void **state)
 {
 	(void)state;
 	struct tally_ev seq[] = {
-		base_seq[0], base_seq[1], base_seq[2],
+		base_seq[0],
+		base_seq[1],
+		base_seq[2],
 		E(TALLY_EV_RECLAIM, 0, 0, 0, 1000),
 		E(TALLY_EV_UNRECLAIM, 0, 0, 0, 400),
 		E(TALLY_EV_SPAN_EMPTY, 0, 0, 1248, 2808 - 600),
@@ -122,7 +128,9 @@ static void replay__large_fresh_pool_and_unmap(void **state)
 	assert_int_equal(s.large_count, 1);
 	assert_true(tally_stats_balanced(&s));
 	struct tally_ev more[] = {
-		seq[0], seq[1], seq[2],
+		seq[0],
+		seq[1],
+		seq[2],
 		E(TALLY_EV_LARGE_FREE, TALLY_LARGE_POOL, 5, 56, 45000),
 		E(TALLY_EV_POOL_UNMAP, 0, 0, 0, 45056),
 	};

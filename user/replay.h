@@ -32,7 +32,6 @@ int tally_replay_record(struct tally_replay *r, const struct tally_ev *e);
 /* A whole batch as handed over (header and records); -EINVAL when malformed. */
 int tally_replay_batch(struct tally_replay *r, const void *data, size_t bytes);
 void tally_replay_stats(const struct tally_replay *r, struct tally_stats *out);
-int tally_replay_group(const struct tally_replay *r, uint32_t group,
-		       struct tally_group_stats *out);
+int tally_replay_group(const struct tally_replay *r, uint32_t group, struct tally_group_stats *out);
 
 #endif /* TALLY_REPLAY_H */

@@ -1,0 +1,373 @@
+#!/usr/bin/env bash
+# Allocator benchmark: runs every bench/alloc_bench workload under glibc, tally and the usual
+# alternatives, then prints the medians as a markdown table followed by tally's acceptance
+# checks.
+#
+# usage: scripts/bench-alloc.sh [--quick]
+#
+#   --quick        one round with a tenth of the work: a smoke test, not a measurement
+#   BENCH_RUNS     rounds (default 3); the table shows the median of the rounds
+#   BENCH_BIN      a prebuilt alloc_bench to use instead of building one
+#   BENCH_TIMEOUT  seconds before a single run counts as hung (default 120)
+#
+# Raw output stays in build/bench-alloc/: one log per run, results.txt (every figure parsed)
+# and summary.md (what this script printed).
+#
+# The checks report, they do not gate: the exit status is 0 even when one fails. It is
+# non-zero when a run crashes, hangs, prints no result, or ran under the wrong malloc.
+#
+# EXAMPLES:
+#   scripts/bench-alloc.sh --quick
+#   BENCH_RUNS=5 scripts/bench-alloc.sh
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$PWD
+start_s=$SECONDS
+
+quick=
+runs=${BENCH_RUNS:-3}
+run_timeout=${BENCH_TIMEOUT:-120}
+case "${1:-}" in
+--quick) quick=-q; runs=1 ;;
+'') ;;
+*) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+esac
+if ! [[ $runs =~ ^[1-9][0-9]*$ ]]; then
+	echo "bench-alloc: BENCH_RUNS must be a positive integer, not '$runs'" >&2
+	exit 2
+fi
+
+outdir=$root/build/bench-alloc
+mkdir -p "$outdir"
+# Stale logs from an earlier run would be indistinguishable from this one's.
+rm -f "$outdir"/*.log "$outdir"/results.txt "$outdir"/summary.md
+
+if [ -n "${BENCH_BIN:-}" ]; then
+	bin=$BENCH_BIN
+else
+	bin=$root/build/alloc_bench
+	cc -O2 -g -pthread -Wall -Wextra -Werror bench/alloc_bench.c -o "$bin"
+fi
+
+# Comparison allocators come from the distribution; look where the multiarch layout puts them.
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+libdirs=("/usr/lib/$multiarch" /usr/lib64 /usr/lib)
+find_lib()
+{
+	local name dir
+
+	for name in "$@"; do
+		for dir in "${libdirs[@]}"; do
+			if [ -e "$dir/$name" ]; then
+				echo "$dir/$name"
+				return 0
+			fi
+		done
+	done
+	echo "$1"	# not found: keep a path for the "skipped" note
+}
+
+# Column order of the table. glibc is the baseline and always present.
+allocs=(glibc tally tally-noprobes jemalloc mimalloc tcmalloc)
+declare -A lib=(
+	[glibc]=""
+	[tally]=$root/build/libtally_alloc.so
+	[tally-noprobes]=$root/build/libtally_alloc_noprobes.so
+	[jemalloc]=$(find_lib libjemalloc.so.2)
+	[mimalloc]=$(find_lib libmimalloc.so.2 libmimalloc.so.2.0 libmimalloc.so)
+	[tcmalloc]=$(find_lib libtcmalloc.so.4 libtcmalloc_minimal.so.4)
+)
+
+present=()
+skipped=()
+for a in "${allocs[@]}"; do
+	if [ -z "${lib[$a]}" ] || [ -e "${lib[$a]}" ]; then
+		present+=("$a")
+	else
+		skipped+=("$a (${lib[$a]#"$root"/} not found)")
+	fi
+done
+
+workloads=(churn-1t churn-2t prodcons mixed shrink halffree)
+declare -A wargs=(
+	[churn-1t]="churn 1" [churn-2t]="churn 2" [prodcons]=prodcons [mixed]=mixed
+	[shrink]=shrink [halffree]=halffree
+)
+
+results=$outdir/results.txt
+: >"$results"
+failures=0
+pin_cpu=$(($(nproc) - 1))
+declare -A failed	# runs that failed, per "workload,allocator"
+
+# The object that must provide malloc in a run: a preload that fails to load only warns, and
+# the run would silently measure glibc under another allocator's name.
+expected_malloc()
+{
+	if [ -z "${lib[$1]}" ]; then
+		echo libc.so.6
+	else
+		basename "${lib[$1]}"
+	fi
+}
+
+# Runs one workload under one allocator; appends "workload allocator key value" lines to
+# results.txt and returns non-zero if the run did not produce a trustworthy result.
+run_one()
+{
+	local w=$1 a=$2 round=$3 log rc line from kv
+	local -a cmd
+
+	log=$outdir/$w.$a.$round.log
+	if [ -z "${lib[$a]}" ]; then
+		cmd=(env -u LD_PRELOAD)
+	else
+		cmd=(env "LD_PRELOAD=${lib[$a]}")
+	fi
+	# Single-threaded workloads run pinned to one CPU, the same for every allocator: the
+	# vCPUs of these VMs differ by up to a third in speed, which would otherwise decide
+	# more than the allocator does.
+	case $w in
+	churn-1t | mixed | shrink | halffree) cmd+=(taskset -c "$pin_cpu") ;;
+	esac
+	# shellcheck disable=SC2206 # split on purpose: a flag, a workload and its argument
+	cmd+=(timeout "$run_timeout" "$bin" $quick ${wargs[$w]})
+
+	rc=0
+	"${cmd[@]}" >"$log" 2>&1 || rc=$?
+	if [ $rc -ne 0 ]; then
+		[ $rc -eq 124 ] && echo "(timed out after ${run_timeout}s)" >>"$log"
+		echo "bench-alloc: $w under $a failed (exit $rc), see ${log#"$root"/}:" >&2
+		tail -n 5 "$log" | sed 's/^/    /' >&2
+		return 1
+	fi
+	line=$(grep "^result $w " "$log" | tail -n 1) || true
+	if [ -z "$line" ]; then
+		echo "bench-alloc: $w under $a printed no result line, see ${log#"$root"/}" >&2
+		return 1
+	fi
+	from=$(sed -n 's/.* malloc_from=\([^ ]*\).*/\1/p' <<<"$line")
+	if [ "$from" != "$(expected_malloc "$a")" ]; then
+		echo "bench-alloc: $w under $a ran with malloc from '$from', not" \
+		     "$(expected_malloc "$a"); see ${log#"$root"/}" >&2
+		return 1
+	fi
+	for kv in $line; do
+		case $kv in
+		ops_per_s=* | rss_over_live=* | floor=* | within_floor=*)
+			echo "$w $a ${kv%%=*} ${kv#*=}" >>"$results"
+			;;
+		esac
+	done
+}
+
+echo "bench-alloc: ${#present[@]} allocators, ${#workloads[@]} workloads, $runs round(s)" \
+     "${quick:+(quick)}" >&2
+for s in "${skipped[@]}"; do
+	echo "bench-alloc: skipping $s" >&2
+done
+
+for ((round = 1; round <= runs; round++)); do
+	# Every allocator runs each workload in the same round, so a noisy minute on the VM hits
+	# them alike; the order rotates between rounds so that none always goes first.
+	order=()
+	for ((i = 0; i < ${#present[@]}; i++)); do
+		order+=("${present[(i + round - 1) % ${#present[@]}]}")
+	done
+	for w in "${workloads[@]}"; do
+		echo "bench-alloc: round $round/$runs: $w" >&2
+		for a in "${order[@]}"; do
+			if ! run_one "$w" "$a" "$round"; then
+				failures=$((failures + 1))
+				failed[$w,$a]=$((${failed[$w,$a]:-0} + 1))
+			fi
+		done
+	done
+done
+
+# Every round's value of one figure (workload, allocator, key), in ascending order.
+values()
+{
+	awk -v w="$1" -v a="$2" -v k="$3" '$1 == w && $2 == a && $3 == k { print $4 }' \
+		"$results" | sort -g
+}
+
+# Median over the rounds; empty when no run produced the figure.
+median()
+{
+	values "$@" | awk '{ v[NR] = $1 }
+		END { if (NR) printf "%.6g\n", (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'
+}
+
+# Best (highest) of the rounds; empty when no run produced the figure.
+best()
+{
+	values "$@" | tail -n 1
+}
+
+# Float arithmetic and formatting: calc EXPR [FORMAT]
+calc()
+{
+	awk "BEGIN { printf \"${2:-%.2f}\\n\", $1 }"
+}
+
+declare -A med
+for w in "${workloads[@]}"; do
+	for a in "${present[@]}"; do
+		for k in ops_per_s rss_over_live floor within_floor; do
+			med[$w,$a,$k]=$(median "$w" "$a" "$k")
+		done
+	done
+done
+
+# One table row: label, then a cell per present allocator from the function named in $2.
+# A failed run leaves no figure, so a median over the rest would hide it: say so in the cell.
+row()
+{
+	local label=$1 cell=$2 w=$3 a out v n
+
+	out="| $label |"
+	for a in "${present[@]}"; do
+		v=$($cell "$w" "$a")
+		n=${failed[$w,$a]:-0}
+		if [ "$n" -gt 0 ]; then
+			[ "$v" = "-" ] && v="FAILED" || v+=" ($n failed)"
+		fi
+		out+=" $v |"
+	done
+	echo "$out"
+}
+
+speed_ratio()
+{
+	local v=${med[$1,$2,ops_per_s]} base=${med[$1,glibc,ops_per_s]}
+
+	if [ -z "$v" ] || [ -z "$base" ]; then echo "-"; else calc "$v / $base"; fi
+}
+
+speed_abs()
+{
+	local v=${med[$1,$2,ops_per_s]}
+
+	if [ -z "$v" ]; then echo "-"; else calc "$v / 1e6" "%.1f"; fi
+}
+
+figure()
+{
+	local v=${med[$1,$2,$3]}
+
+	if [ -z "$v" ]; then echo "-"; else calc "$v"; fi
+}
+
+rss_cell() { figure "$1" "$2" rss_over_live; }
+floor_cell() { figure "$1" "$2" floor; }
+within_cell() { figure "$1" "$2" within_floor; }
+
+header()
+{
+	local a out="| $1 |" rule="| --- |"
+
+	for a in "${present[@]}"; do
+		out+=" $a |"
+		rule+=" ---: |"
+	done
+	echo "$out"
+	echo "$rule"
+}
+
+# ok_if COND: PASS or FAIL from an awk condition.
+ok_if()
+{
+	awk "BEGIN { exit !($1) }" && echo PASS || echo FAIL
+}
+
+# The acceptance checks; each prints SKIP when a figure it needs is missing.
+checks()
+{
+	local t1=${med[churn-1t,tally,ops_per_s]:-} m1=${med[churn-1t,mimalloc,ops_per_s]:-}
+	local t2=${med[churn-2t,tally,ops_per_s]:-} m2=${med[churn-2t,mimalloc,ops_per_s]:-}
+	local tp=${med[prodcons,tally,ops_per_s]:-} gp=${med[prodcons,glibc,ops_per_s]:-}
+	local tw=${med[shrink,tally,within_floor]:-} tr=${med[shrink,tally,rss_over_live]:-}
+	local tf=${med[shrink,tally,floor]:-}
+	local th=${med[halffree,tally,rss_over_live]:-} gh=${med[halffree,glibc,rss_over_live]:-}
+	local n1=${med[churn-1t,tally-noprobes,ops_per_s]:-}
+	local r r2 pct best_pct b_n b_t
+
+	echo "Acceptance checks (medians of $runs round(s)):"
+	if [ -n "$quick" ]; then
+		echo "(quick run: a smoke test. Its idle phase after the free is 0.5 s, shorter"
+		echo "than a purge delay, so the memory checks below mean little.)"
+	fi
+	if [ -n "$t1" ] && [ -n "$m1" ]; then
+		r=$(calc "$t1 / $m1")
+		r2=$([ -n "$t2" ] && [ -n "$m2" ] && calc "$t2 / $m2" || echo "-")
+		echo "- $(ok_if "$r >= 0.9") tally churn-1t = $r x mimalloc (need >= 0.90)" \
+		     "[2t: $r2 x mimalloc]"
+	else
+		echo "- SKIP tally churn-1t >= 0.9 x mimalloc (no tally or mimalloc figure)"
+	fi
+	if [ -n "$tp" ] && [ -n "$gp" ]; then
+		r=$(calc "$tp / $gp")
+		echo "- $(ok_if "$r >= 2") tally prodcons = $r x glibc (need >= 2.00)"
+	else
+		echo "- SKIP tally prodcons >= 2 x glibc (no tally or glibc figure)"
+	fi
+	if [ -n "$tw" ]; then
+		echo "- $(ok_if "$tw <= 1.2") tally shrink rss/live = $(calc "$tr") with floor" \
+		     "$(calc "$tf"): $(calc "$tw" "%.3f") x floor (need <= 1.200)"
+	else
+		echo "- SKIP tally shrink within 20% of the 4 KiB-page floor (no tally figure)"
+	fi
+	if [ -n "$th" ] && [ -n "$gh" ]; then
+		echo "- $(ok_if "$th <= $gh") tally halffree rss/live = $(calc "$th" "%.3f")," \
+		     "glibc $(calc "$gh" "%.3f") (need tally <= glibc)"
+	else
+		echo "- SKIP tally halffree rss/live <= glibc (no tally or glibc figure)"
+	fi
+	if [ -n "$n1" ] && [ -n "$t1" ]; then
+		pct=$(calc "($n1 / $t1 - 1) * 100" "%.1f")
+		# 3% is inside this VM's run-to-run noise; the best runs are the least disturbed
+		# ones, so they are shown beside the medians as a second opinion.
+		b_n=$(best churn-1t tally-noprobes ops_per_s)
+		b_t=$(best churn-1t tally ops_per_s)
+		best_pct=$(calc "($b_n / $b_t - 1) * 100" "%.1f")
+		echo "- $(ok_if "$pct < 3") probe cost: tally-noprobes / tally churn-1t - 1" \
+		     "= ${pct}% (need < 3%) [best runs: ${best_pct}%]"
+	else
+		echo "- SKIP probe cost < 3% (needs tally and tally-noprobes)"
+	fi
+}
+
+report()
+{
+	echo "## Allocator benchmark ($runs round(s)${quick:+, quick}; median per cell)"
+	echo
+	header "workload (speed: x glibc, higher is faster; memory: RSS/live, lower is better)"
+	for w in churn-1t churn-2t prodcons mixed; do
+		row "$w" speed_ratio "$w"
+	done
+	row "shrink: rss/live" rss_cell shrink
+	row "shrink: within_floor (rss/floor)" within_cell shrink
+	row "halffree: rss/live" rss_cell halffree
+	echo
+	header "absolute figures"
+	for w in churn-1t churn-2t prodcons mixed; do
+		row "$w (M ops/s)" speed_abs "$w"
+	done
+	row "shrink: 4 KiB-page floor / live" floor_cell shrink
+	row "halffree: 4 KiB-page floor / live" floor_cell halffree
+	echo
+	for s in "${skipped[@]}"; do
+		echo "Skipped: $s"
+	done
+	[ ${#skipped[@]} -eq 0 ] || echo
+	checks
+	echo
+	echo "Runs failed: $failures. Total time: $((SECONDS - start_s)) s." \
+	     "Logs: ${outdir#"$root"/}/"
+}
+
+report | tee "$outdir/summary.md"
+
+[ "$failures" -eq 0 ]
