@@ -42,7 +42,7 @@
 #define PAGES_PER_SPAN (SPAN_SIZE / OS_PAGE) /* 16: one bit each in span.discarded */
 #define SPAN_INLINE_SLOTS 16
 
-#define CLASS_COUNT 80 /* 16..512 step 16 (32), then 8 per doubling to 32 KiB (48) */
+#define CLASS_COUNT 80	/* 16..512 step 16 (32), then 8 per doubling to 32 KiB (48) */
 #define CLASS_MAX 32768 /* larger requests are mapped directly */
 
 #define META_FREE 0

@@ -39,7 +39,7 @@
 #define CHURN_RING 4096
 #define MIXED_RING 512
 #define PC_QUEUE 1024
-#define PC_BATCH 32	/* objects per index update; divides PC_QUEUE */
+#define PC_BATCH 32 /* objects per index update; divides PC_QUEUE */
 
 /* The floor is defined on 4 KiB pages whatever the kernel's page size. */
 #define FLOOR_PAGE_SHIFT 12
@@ -55,12 +55,12 @@
  * stretch the whole benchmark. -q cuts everything to a tenth (and the carry-on to 0.5 s).
  */
 struct bench_params {
-	uint64_t churn_iters;	/* malloc+free pairs per churn thread */
-	uint64_t pc_objects;	/* objects passed producer -> consumer */
-	uint64_t mixed_iters;	/* malloc+free pairs in mixed */
-	uint64_t max_ns;	/* prodcons and mixed stop early after this long */
-	uint32_t fill_objects;	/* objects allocated by shrink and halffree */
-	uint64_t carry_ns;	/* length of the light phase after the mass free */
+	uint64_t churn_iters;  /* malloc+free pairs per churn thread */
+	uint64_t pc_objects;   /* objects passed producer -> consumer */
+	uint64_t mixed_iters;  /* malloc+free pairs in mixed */
+	uint64_t max_ns;       /* prodcons and mixed stop early after this long */
+	uint32_t fill_objects; /* objects allocated by shrink and halffree */
+	uint64_t carry_ns;     /* length of the light phase after the mass free */
 };
 
 static struct bench_params params = {
@@ -190,7 +190,7 @@ static void *object_new(uint64_t *rng, uint32_t lo, uint32_t hi)
 struct churn_arg {
 	pthread_barrier_t *start;
 	uint64_t seed;
-	uint64_t end_ns;	/* when this thread finished its timed loop */
+	uint64_t end_ns; /* when this thread finished its timed loop */
 };
 
 static void *churn_thread(void *data)
@@ -235,7 +235,7 @@ static int run_churn(unsigned int nthreads)
 	for (i = 0; i < nthreads; i++) {
 		args[i] = (struct churn_arg){
 			.start = &start,
-			.seed = 0x9e3779b97f4a7c15ull * (i + 1),	/* distinct, nonzero */
+			.seed = 0x9e3779b97f4a7c15ull * (i + 1), /* distinct, nonzero */
 		};
 		errno = pthread_create(&tids[i], NULL, churn_thread, &args[i]);
 		if (errno)
@@ -266,13 +266,13 @@ static int run_churn(unsigned int nthreads)
  * spinning producer, which kept it full, and throughput fell threefold for the whole run.
  */
 struct pc_queue {
-	_Alignas(64) _Atomic uint64_t head;	/* objects published by the producer */
-	_Alignas(64) _Atomic uint64_t tail;	/* objects released by the consumer */
-	_Alignas(64) void *slot[PC_QUEUE];	/* object n sits in slot[n % PC_QUEUE] */
+	_Alignas(64) _Atomic uint64_t head; /* objects published by the producer */
+	_Alignas(64) _Atomic uint64_t tail; /* objects released by the consumer */
+	_Alignas(64) void *slot[PC_QUEUE];  /* object n sits in slot[n % PC_QUEUE] */
 	pthread_barrier_t *start;
-	_Atomic uint64_t end;	/* objects in the whole run, once the producer has stopped */
-	uint64_t checksum;	/* sum of first bytes: the consumer really reads each object */
-	bool pinned[2];		/* producer, consumer: each got a CPU of its own */
+	_Atomic uint64_t end; /* objects in the whole run, once the producer has stopped */
+	uint64_t checksum;    /* sum of first bytes: the consumer really reads each object */
+	bool pinned[2];	      /* producer, consumer: each got a CPU of its own */
 };
 
 /* Spin briefly, then give the CPU away in case the peer shares it. */
@@ -401,8 +401,9 @@ static int run_prodcons(void)
 	secs = (double)(t1 - t0) / NSEC_PER_SEC;
 	n = atomic_load(&q.end);
 	printf("result prodcons ops_per_s=%.0f secs=%.3f objects=%llu checksum=%llu pinned=%d "
-	       "malloc_from=%s\n", (double)n / secs, secs, (unsigned long long)n,
-	       (unsigned long long)q.checksum, q.pinned[0] && q.pinned[1], malloc_from());
+	       "malloc_from=%s\n",
+	       (double)n / secs, secs, (unsigned long long)n, (unsigned long long)q.checksum,
+	       q.pinned[0] && q.pinned[1], malloc_from());
 	return 0;
 }
 
@@ -614,9 +615,9 @@ static int run_fill_free(const char *name, unsigned int keep_permille)
 	floor_ratio = (double)floor / (double)live;
 	/* samples: seconds after the free, then RSS/live at that moment. */
 	printf("result %s rss_over_live=%.3f floor=%.3f within_floor=%.3f live_mib=%.1f "
-	       "peak_mib=%.1f samples=0:%.3f", name, ratio, floor_ratio, ratio / floor_ratio,
-	       live / MIB, ((double)peak - (double)base) / MIB,
-	       rss_per_live(after_free, base, live));
+	       "peak_mib=%.1f samples=0:%.3f",
+	       name, ratio, floor_ratio, ratio / floor_ratio, live / MIB,
+	       ((double)peak - (double)base) / MIB, rss_per_live(after_free, base, live));
 	for (i = 0; i < CARRY_SAMPLES; i++)
 		printf(",%g:%.3f", (double)params.carry_ns * (i + 1) / CARRY_SAMPLES / NSEC_PER_SEC,
 		       rss_per_live(samples[i], base, live));
@@ -630,21 +631,20 @@ static int run_fill_free(const char *name, unsigned int keep_permille)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: alloc_bench [-q] WORKLOAD\n"
-		"\n"
-		"Workloads (each prints one 'result NAME key=value...' line):\n"
-		"  churn THREADS  ring of 4096 objects per thread, 16..256 B  ops_per_s\n"
-		"  prodcons       malloc in one thread, free in another       ops_per_s\n"
-		"  mixed          one thread, sizes 16 B..1 MiB log-uniform   ops_per_s\n"
-		"  shrink         fill ~800 MB, free 95%%, idle 2 s            rss_over_live\n"
-		"  halffree       fill ~800 MB, free 50%%, idle 2 s            rss_over_live\n"
-		"\n"
-		"  -q  quick: a tenth of the work and a 0.5 s idle phase (smoke test)\n"
-		"\n"
-		"EXAMPLES:\n"
-		"  alloc_bench churn 2\n"
-		"  LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 alloc_bench shrink\n");
+	fprintf(f, "usage: alloc_bench [-q] WORKLOAD\n"
+		   "\n"
+		   "Workloads (each prints one 'result NAME key=value...' line):\n"
+		   "  churn THREADS  ring of 4096 objects per thread, 16..256 B  ops_per_s\n"
+		   "  prodcons       malloc in one thread, free in another       ops_per_s\n"
+		   "  mixed          one thread, sizes 16 B..1 MiB log-uniform   ops_per_s\n"
+		   "  shrink         fill ~800 MB, free 95%%, idle 2 s            rss_over_live\n"
+		   "  halffree       fill ~800 MB, free 50%%, idle 2 s            rss_over_live\n"
+		   "\n"
+		   "  -q  quick: a tenth of the work and a 0.5 s idle phase (smoke test)\n"
+		   "\n"
+		   "EXAMPLES:\n"
+		   "  alloc_bench churn 2\n"
+		   "  LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 alloc_bench shrink\n");
 }
 
 int main(int argc, char **argv)

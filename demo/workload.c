@@ -185,14 +185,19 @@ static void report(void)
 	}
 	printf("the allocator's figures at the end:\n");
 	printf("  %-17s %14s\n", "term", "bytes");
-#define ROW(f) printf("  %-17s %14llu\n", #f, (unsigned long long)st.f);
-	ROW(mapped)
-	ROW(live) ROW(rounding) ROW(cache) ROW(span_free) ROW(returned) ROW(virgin) ROW(hysteresis)
-		ROW(segment_overhead)
+#define ROW(f) printf("  %-17s %14llu\n", #f, (unsigned long long)st.f)
+	ROW(mapped);
+	ROW(live);
+	ROW(rounding);
+	ROW(cache);
+	ROW(span_free);
+	ROW(returned);
+	ROW(virgin);
+	ROW(hysteresis);
+	ROW(segment_overhead);
 #undef ROW
-			uint64_t acc =
-				st.live + st.rounding + st.cache + st.span_free + st.returned +
-				st.virgin + st.hysteresis + st.segment_overhead;
+	uint64_t acc = st.live + st.rounding + st.cache + st.span_free + st.returned + st.virgin +
+		       st.hysteresis + st.segment_overhead;
 	printf("  mapped %s the sum of the eight terms (%llu)\n",
 	       acc == st.mapped ? "==" : "!=", (unsigned long long)acc);
 	printf("  %-10s %14s %14s %10s\n", "group", "allocated", "live", "objects");

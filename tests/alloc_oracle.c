@@ -27,10 +27,10 @@ void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes)
 	pthread_mutex_unlock(&sink_lock);
 }
 
-#define FIELDS(X)                                                                                  \
-	X(mapped)                                                                                  \
-	X(live) X(rounding) X(cache) X(span_free) X(returned) X(virgin) X(hysteresis)              \
-		X(segment_overhead) X(large_count) X(spans_assigned)
+/* clang-format off */
+#define FIELDS(X) X(mapped) X(live) X(rounding) X(cache) X(span_free) X(returned) X(virgin) \
+	X(hysteresis) X(segment_overhead) X(large_count) X(spans_assigned)
+/* clang-format on */
 
 static struct tally_stats last;
 
