@@ -38,6 +38,7 @@ PRODUCTS := $(BUILD)/libtally_alloc.so $(BUILD)/libtally_alloc.a $(BUILD)/libtal
 
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
+	$(BUILD)/tests/test_alloc_fastpath \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc
 
 .PHONY: all clean test test-build setup bench bench-alloc format-check demo stress
@@ -89,6 +90,17 @@ $(BUILD)/tests/test_alloc_stress: $(BUILD)/tests/test_alloc_stress.o $(BUILD)/te
 		$(BUILD)/tests/alloc_stress.o \
 		$(BUILD)/tests/replay_plain.o $(ALLOC_SINK_OBJS)
 	@echo "  CC $@"; $(CC) -pthread -o $@ $^ $(CMOCKA_LIBS)
+# The same stress suite against the product library, untraced, so that its
+# fast paths (which record nothing) run: the identity and exact group figures.
+$(BUILD)/tests/fast/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) -DTALLY_ORACLE_NO_REPLAY -c $< -o $@
+$(BUILD)/tests/test_alloc_fastpath: $(BUILD)/tests/fast/test_alloc_stress.o \
+		$(BUILD)/tests/fast/alloc_oracle.o $(BUILD)/tests/fast/alloc_stress.o \
+		$(BUILD)/tests/replay_plain.o $(BUILD)/libtally_alloc.so
+	$(CC) -pthread -o $@ $(filter %.o,$^) -L$(BUILD) -l:libtally_alloc.so \
+		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS)
+
 $(BUILD)/tests/replay_plain.o: user/replay.c
 	@mkdir -p $(dir $@)
 	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) -c $< -o $@
@@ -118,6 +130,7 @@ test: setup
 stress: test-build
 	@fails=0; for i in 1 2 3 4 5 6 7 8 9 10; do \
 		$(BUILD)/tests/test_alloc_stress $$i >/dev/null 2>&1 && \
+		$(BUILD)/tests/test_alloc_fastpath $$i >/dev/null 2>&1 && \
 		$(BUILD)/tests/test_alloc_unit >/dev/null 2>&1 && echo "stress round $$i: passed" || \
 		{ echo "stress round $$i: FAILED"; fails=$$((fails + 1)); }; \
 	done; echo "$$((10 - fails)) passed, $$fails failed"; [ $$fails -eq 0 ]

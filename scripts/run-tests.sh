@@ -43,6 +43,8 @@ run sdk 60 "$BUILD/tests/test_sdk"
 run sdk_with_tally_alloc 60 "$BUILD/tests/test_sdk_alloc"
 for i in $(seq 1 "$STRESS_RUNS"); do
 	run "alloc_stress (seed $i)" 300 "$BUILD/tests/test_alloc_stress" "$i"
+	run "alloc_stress, product library untraced (seed $i)" 300 \
+		"$BUILD/tests/test_alloc_fastpath" "$i"
 done
 run alloc_probes 60 tests/test_probes.sh "$BUILD"
 run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"
