@@ -194,6 +194,17 @@ void heap_sweep(struct heap *h, bool force)
 	large_sweep(h, force);
 }
 
+/* Sweep a heap no thread owns, on behalf of `by` (its clock and thread id),
+ * under the heaps lock. */
+static void orphan_sweep(struct heap *o, const struct heap *by, bool force)
+{
+	o->now_ms = by->now_ms;
+	o->tid = by->tid;
+	heap_sweep(o, force);
+	if (ev_tracing())
+		ev_flush(o);
+}
+
 /* An orphan's foreign frees and retained spans would wait for an adopter
  * forever; live threads sweep them at their ticks, one at a time. */
 static void heap_sweep_an_orphan(struct heap *self)
@@ -209,11 +220,7 @@ static void heap_sweep_an_orphan(struct heap *self)
 		while (*tail)
 			tail = &(*tail)->orphan_next;
 		*tail = o;
-		o->now_ms = self->now_ms;
-		o->tid = self->tid;
-		heap_sweep(o, false);
-		if (ev_tracing())
-			ev_flush(o);
+		orphan_sweep(o, self, false);
 	}
 	pthread_mutex_unlock(&tally_heaps_lock);
 }
@@ -240,13 +247,8 @@ TALLY_API void tally_alloc_collect(int force)
 	heap_sweep(h, force != 0);
 	if (force) {
 		pthread_mutex_lock(&tally_heaps_lock);
-		for (struct heap *o = orphans; o; o = o->orphan_next) {
-			o->now_ms = h->now_ms;
-			o->tid = h->tid;
-			heap_sweep(o, true);
-			if (ev_tracing())
-				ev_flush(o);
-		}
+		for (struct heap *o = orphans; o; o = o->orphan_next)
+			orphan_sweep(o, h, true);
 		pthread_mutex_unlock(&tally_heaps_lock);
 	}
 	if (ev_tracing())
