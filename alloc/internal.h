@@ -99,14 +99,18 @@ struct span {
 	uint8_t src_term;  /* term of bytes at or above bump: virgin or returned */
 	uint8_t index;	   /* span number inside its segment */
 	/*
-	 * The span's share of its group's counters (struct group_ctr), kept
-	 * here so that the fast paths touch no other line: allocations, and the
-	 * owner's frees. Objects freed by the owner = nalloc - used - ndrained.
-	 * Folded into the heap's counters when the span is retired.
+	 * The span's share of its group's counters (struct group_ctr). The
+	 * allocation path counts in one word (acc), folded into abytes and
+	 * nalloc every ACC_FOLD allocations (the span's tick); frees by the owner
+	 * are not counted as they happen: what was allocated and is no longer
+	 * in the metadata, less what other threads freed, was freed by the owner
+	 * (span_owner_frees). All of it goes to the heap's counters when the
+	 * span is retired.
 	 */
-	uint64_t abytes;   /* requested bytes allocated */
-	uint64_t dbytes;   /* requested bytes freed by the owner */
-	uint64_t nalloc;   /* allocations */
+	uint64_t acc;	   /* allocations since the last fold: count << 40 | requested bytes */
+	uint64_t abytes;   /* requested bytes allocated, folded from acc */
+	uint64_t nalloc;   /* allocations, folded from acc */
+	uint64_t xbytes;   /* requested bytes freed by other threads and drained */
 	uint64_t ndrained; /* foreign frees drained (counted by the freeing heap) */
 	/* cold: slow paths */
 	uint32_t nslots;	  /* slots in this span */
@@ -281,6 +285,23 @@ void span_retire(struct heap *h, struct span *sp);
 void span_reclaim(struct heap *h, struct span *sp);
 void span_drain(struct heap *h, struct span *sp);
 void span_free_slow(struct heap *h, struct span *sp);
+#define ACC_SHIFT 40
+#define ACC_BYTES ((1ULL << ACC_SHIFT) - 1)
+#define ACC_FOLD 1024 /* allocations between folds: 1024 * 32 KiB < 2^40 */
+static inline void span_fold_acc(struct span *sp)
+{
+	sp->abytes += sp->acc & ACC_BYTES;
+	sp->nalloc += sp->acc >> ACC_SHIFT;
+	sp->acc = 0;
+}
+struct span_frees {
+	uint64_t abytes, nalloc; /* allocated: bytes and objects */
+	uint64_t bytes, objs;	 /* freed by the owner */
+};
+/* The span's allocations and what the owner has freed of them, from its
+ * counters and a scan of its metadata. Any thread may call it; exact when
+ * the owner is not inside the allocator. */
+struct span_frees span_owner_frees(const struct span *sp);
 
 /* heap.c */
 extern __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec")));
@@ -324,7 +345,7 @@ void large_lock_release(void);
 #elif defined(TALLY_NO_PROBES)
 #define ev_tracing() 0
 #else
-extern unsigned short tally_batch_semaphore;
+extern unsigned short tally_batch_semaphore __attribute__((visibility("hidden")));
 #define ev_tracing() unlikely(tally_batch_semaphore != 0)
 #endif
 void ev_flush(struct heap *h);

@@ -25,8 +25,10 @@ void free_aligned_sized(void *p, size_t align, size_t n);
 #endif
 
 /* A tail call, so that the fast path saves no register for it. */
-__attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, void *p)
+__attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, struct span *sp,
+								void *p)
 {
+	span_fold_acc(sp);
 	heap_tick(h);
 	return p;
 }
@@ -40,10 +42,11 @@ static inline void *span_pop_quiet(struct heap *h, struct span *sp, size_t q, ui
 	uint32_t s = sp->size;
 	sp->meta[p->idx] = (uint16_t)((s - q + 1) | flag);
 	sp->used++;
-	sp->abytes += q;
-	/* the allocation count doubles as the tick counter */
-	if (unlikely((++sp->nalloc & (TICK_OPS - 1)) == 0))
-		return tick_and_return(h, p);
+	uint64_t acc = sp->acc + ((1ULL << ACC_SHIFT) | q);
+	sp->acc = acc;
+	/* every ACC_FOLD allocations: fold the counter, and the heap's tick */
+	if (unlikely(((acc >> ACC_SHIFT) & (ACC_FOLD - 1)) == 0))
+		return tick_and_return(h, sp, p);
 	return p;
 }
 
@@ -159,7 +162,6 @@ static inline void small_free(struct heap *h, struct small_ref *r)
 		uint32_t s = sp->size;
 		sp->meta[r->idx] = META_FREE;
 		span_push_free(sp, r->slot, r->idx);
-		sp->dbytes += r->q;
 		ev(h, TALLY_EV_FREE, 0, sp->group, (uint32_t)r->q, s);
 		if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
 			span_free_slow(h, sp);
@@ -266,11 +268,8 @@ TALLY_API void TA(free)(void *p)
 		tally_free(p, SIZE_MAX);
 		return;
 	}
-	uint32_t s = sp->size;
-	uint32_t q = s + 1 - m;
 	sp->meta[i] = META_FREE;
 	span_push_free(sp, p, i);
-	sp->dbytes += q;
 	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
 		span_free_slow(h, sp);
 }
@@ -304,15 +303,13 @@ TALLY_API void *TA(realloc)(void *p, size_t n)
 		small_lookup(p, &r);
 		struct span *sp = r.sp;
 		if (n <= CLASS_MAX && size_to_class(n) == sp->cls && sp->group == h->group &&
-		    !(r.meta & META_ALIGNED)) {
-			/* same slot: live and rounding trade bytes; the meta word is
-			 * the caller's while the block is live */
+		    sp->heap == h && !(r.meta & META_ALIGNED)) {
+			/* same slot: live and rounding trade bytes. As an allocation
+			 * of n and a free of the old size by the owner: the span's
+			 * counters take the allocation, the metadata the free. */
 			sp->meta[r.idx] = (uint16_t)(sp->size - n + 1);
-			struct group_ctr *g = &h->gc[sp->group];
-			g->alloc_bytes += n;
-			g->alloc_objs++;
-			g->dealloc_bytes += r.q;
-			g->dealloc_objs++;
+			sp->abytes += n;
+			sp->nalloc++;
 			ev(h, TALLY_EV_REALLOC, 0, sp->group, (uint32_t)r.q, n);
 			return p;
 		}

@@ -238,15 +238,37 @@ void span_make_empty(struct heap *h, struct span *sp)
 	ev(h, TALLY_EV_SPAN_EMPTY, 0, 0, sp->slot_off, free_bytes);
 }
 
+struct span_frees span_owner_frees(const struct span *sp)
+{
+	uint64_t held = 0; /* requested bytes live, or freed by another thread but not drained */
+	uint32_t bump = __atomic_load_n(&sp->bump, __ATOMIC_RELAXED);
+	uint32_t size = __atomic_load_n(&sp->size, __ATOMIC_RELAXED);
+
+	for (uint32_t i = 0; i < bump; i++) {
+		uint16_t m = __atomic_load_n(&sp->meta[i], __ATOMIC_RELAXED);
+		if (m != META_FREE)
+			held += size - ((m & META_ROUND_MASK) - 1);
+	}
+	uint64_t acc = __atomic_load_n(&sp->acc, __ATOMIC_RELAXED);
+	uint64_t abytes = __atomic_load_n(&sp->abytes, __ATOMIC_RELAXED) + (acc & ACC_BYTES);
+	uint64_t nalloc = __atomic_load_n(&sp->nalloc, __ATOMIC_RELAXED) + (acc >> ACC_SHIFT);
+	uint64_t xbytes = __atomic_load_n(&sp->xbytes, __ATOMIC_RELAXED);
+	uint64_t used = __atomic_load_n(&sp->used, __ATOMIC_RELAXED);
+	uint64_t ndrained = __atomic_load_n(&sp->ndrained, __ATOMIC_RELAXED);
+	return (struct span_frees){ abytes, nalloc, abytes - held - xbytes,
+				    nalloc - used - ndrained };
+}
+
 /* Move the span's share of its group's counters into the heap's. */
 static void span_fold_counters(struct heap *h, struct span *sp)
 {
 	struct group_ctr *g = &h->gc[sp->group];
-	g->alloc_bytes += sp->abytes;
-	g->alloc_objs += sp->nalloc;
-	g->dealloc_bytes += sp->dbytes;
-	g->dealloc_objs += sp->nalloc - sp->used - sp->ndrained;
-	sp->abytes = sp->dbytes = sp->nalloc = sp->ndrained = 0;
+	struct span_frees fr = span_owner_frees(sp);
+	g->alloc_bytes += fr.abytes;
+	g->alloc_objs += fr.nalloc;
+	g->dealloc_bytes += fr.bytes;
+	g->dealloc_objs += fr.objs;
+	sp->acc = sp->abytes = sp->nalloc = sp->xbytes = sp->ndrained = 0;
 }
 
 /* Hand an empty span back to the OS and to its segment: hysteresis and virgin
@@ -328,6 +350,7 @@ void span_drain(struct heap *h, struct span *sp)
 	for (void *p = list, *next; p; p = next) {
 		uint32_t i = span_slot_index(sp, p);
 		next = *(void **)p;
+		sp->xbytes += sp->size - ((sp->meta[i] & META_ROUND_MASK) - 1);
 		sp->meta[i] = META_FREE;
 		span_push_free(sp, p, i);
 		n++;

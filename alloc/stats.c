@@ -35,8 +35,11 @@ TALLY_API int tally_alloc_stats(struct tally_stats *out)
 		for (struct segment *seg = h->segs; seg; seg = seg->next) {
 			for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++) {
 				struct span *sp = &seg->spans[i];
+				if (LOAD(sp->state) == SPAN_UNASSIGNED)
+					continue;
+				struct span_frees fr = span_owner_frees(sp);
 				slots += (int64_t)LOAD(sp->used) * LOAD(sp->size);
-				live += (int64_t)(LOAD(sp->abytes) - LOAD(sp->dbytes));
+				live += (int64_t)(fr.abytes - fr.bytes);
 			}
 		}
 	}
@@ -75,11 +78,11 @@ TALLY_API int tally_alloc_group_stats(uint32_t group, struct tally_group_stats *
 				struct span *sp = &seg->spans[i];
 				if (LOAD(sp->group) != group || LOAD(sp->state) == SPAN_UNASSIGNED)
 					continue;
-				uint64_t n = LOAD(sp->nalloc);
-				ab += (int64_t)LOAD(sp->abytes);
-				ao += (int64_t)n;
-				db += (int64_t)LOAD(sp->dbytes);
-				dobj += (int64_t)(n - LOAD(sp->used) - LOAD(sp->ndrained));
+				struct span_frees fr = span_owner_frees(sp);
+				ab += (int64_t)fr.abytes;
+				ao += (int64_t)fr.nalloc;
+				db += (int64_t)fr.bytes;
+				dobj += (int64_t)fr.objs;
 			}
 		}
 	}
