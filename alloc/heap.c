@@ -12,7 +12,12 @@
 
 #include "internal.h"
 
-__thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec")));
+/* A thread without a heap points at this one: its direct table is empty, so
+ * the malloc fast path falls through to the slow path without a NULL test,
+ * and no span names it as owner, so the free fast path does too. */
+struct heap tally_heap_none;
+__thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec"))) =
+	&tally_heap_none;
 uint32_t tally_purge_ms = PURGE_MS_DEFAULT;
 pthread_mutex_t tally_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 struct heap *tally_heaps;      /* every heap ever made, under the lock */
@@ -108,7 +113,7 @@ static void heap_thread_exit(void *arg)
 	heap_drain_xspans(h);
 	if (ev_tracing())
 		ev_flush(h);
-	tally_tls_heap = NULL;
+	tally_tls_heap = &tally_heap_none;
 	pthread_mutex_lock(&tally_heaps_lock);
 	h->orphaned = true;
 	h->orphan_next = orphans;
@@ -284,7 +289,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	struct heap *self = tally_tls_heap;
+	struct heap *self = tally_tls_heap != &tally_heap_none ? tally_tls_heap : NULL;
 
 	large_lock_release();
 	for (struct heap *h = tally_heaps; h; h = h->all_next) {

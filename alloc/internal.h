@@ -305,6 +305,7 @@ struct span_frees span_owner_frees(const struct span *sp);
 
 /* heap.c */
 extern __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec")));
+extern struct heap tally_heap_none;
 extern uint32_t tally_purge_ms;
 extern pthread_mutex_t tally_heaps_lock;
 extern struct heap *tally_heaps; /* registry, under tally_heaps_lock */
@@ -312,7 +313,7 @@ struct heap *heap_get_slow(void);
 static inline struct heap *heap_get(void)
 {
 	struct heap *h = tally_tls_heap;
-	return likely(h) ? h : heap_get_slow();
+	return likely(h != &tally_heap_none) ? h : heap_get_slow();
 }
 struct bin *heap_bins_for(struct heap *h, uint32_t group);
 void heap_drain_xspans(struct heap *h);

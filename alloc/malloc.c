@@ -230,7 +230,7 @@ static bool pow2(size_t a)
 TALLY_API void *TA(malloc)(size_t n)
 {
 	struct heap *h = tally_tls_heap;
-	if (likely(h && n <= 1024 && !ev_tracing())) {
+	if (likely(n <= 1024 && !ev_tracing())) {
 		struct span *sp = h->direct[(n + 7) >> 3];
 		if (likely(sp && sp->free))
 			return span_pop_quiet(h, sp, n, 0);
