@@ -101,13 +101,13 @@ struct span {
 	/*
 	 * The span's share of its group's counters (struct group_ctr). The
 	 * allocation path counts in one word (acc), folded into abytes and
-	 * nalloc every ACC_FOLD allocations (the span's tick); frees by the owner
+	 * nalloc every 512 allocations (the span's tick); frees by the owner
 	 * are not counted as they happen: what was allocated and is no longer
 	 * in the metadata, less what other threads freed, was freed by the owner
 	 * (span_owner_frees). All of it goes to the heap's counters when the
 	 * span is retired.
 	 */
-	uint64_t acc;	   /* allocations since the last fold: count << 40 | requested bytes */
+	uint64_t acc;	   /* allocations since the last fold: count << 54 | requested bytes */
 	uint64_t abytes;   /* requested bytes allocated, folded from acc */
 	uint64_t nalloc;   /* allocations, folded from acc */
 	uint64_t xbytes;   /* requested bytes freed by other threads and drained */
@@ -246,8 +246,11 @@ static inline char *span_base(const struct span *sp)
 static inline struct span *span_of(const void *p)
 {
 	_Static_assert(sizeof(struct span) == 256, "span descriptors are 256 bytes");
-	struct segment *seg = segment_of(p);
-	return &seg->spans[((uintptr_t)p >> SPAN_SHIFT) & (SPANS_PER_SEGMENT - 1)];
+	/* span i's descriptor is at offsetof(spans) + i * 256: the span number
+	 * shifted into place by one shift and one mask */
+	uintptr_t a = (uintptr_t)p;
+	return (struct span *)((a & ~(SEGMENT_SIZE - 1)) + offsetof(struct segment, spans) +
+			       ((a >> (SPAN_SHIFT - 8)) & ((SPANS_PER_SEGMENT - 1) << 8)));
 }
 static inline uint32_t span_slot_index(const struct span *sp, const void *p)
 {
@@ -285,9 +288,11 @@ void span_retire(struct heap *h, struct span *sp);
 void span_reclaim(struct heap *h, struct span *sp);
 void span_drain(struct heap *h, struct span *sp);
 void span_free_slow(struct heap *h, struct span *sp);
-#define ACC_SHIFT 40
+/* acc counts allocations in its top 10 bits: the 512th makes it negative,
+ * which the add itself tells (the sign flag), and that is the fold. The
+ * bytes of 512 allocations stay below 2^54. */
+#define ACC_SHIFT 54
 #define ACC_BYTES ((1ULL << ACC_SHIFT) - 1)
-#define ACC_FOLD 1024 /* allocations between folds: 1024 * 32 KiB < 2^40 */
 static inline void span_fold_acc(struct span *sp)
 {
 	sp->abytes += sp->acc & ACC_BYTES;

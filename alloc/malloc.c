@@ -42,10 +42,11 @@ static inline void *span_pop_quiet(struct heap *h, struct span *sp, size_t q, ui
 	uint32_t s = sp->size;
 	sp->meta[p->idx] = (uint16_t)((s - q + 1) | flag);
 	sp->used++;
+	/* every 512 allocations the counter turns negative: fold it, and the
+	 * heap's tick */
 	uint64_t acc = sp->acc + ((1ULL << ACC_SHIFT) | q);
 	sp->acc = acc;
-	/* every ACC_FOLD allocations: fold the counter, and the heap's tick */
-	if (unlikely(((acc >> ACC_SHIFT) & (ACC_FOLD - 1)) == 0))
+	if (unlikely((int64_t)acc < 0))
 		return tick_and_return(h, sp, p);
 	return p;
 }
