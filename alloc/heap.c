@@ -15,7 +15,8 @@
 /* A thread without a heap points at this one: its direct table is empty, so
  * the malloc fast path falls through to the slow path without a NULL test,
  * and no span names it as owner, so the free fast path does too. */
-struct heap tally_heap_none;
+struct span tally_span_none;
+struct heap tally_heap_none = { .direct = { [0 ... 128] = &tally_span_none } };
 __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec"))) =
 	&tally_heap_none;
 uint32_t tally_purge_ms = PURGE_MS_DEFAULT;
@@ -123,8 +124,10 @@ static void heap_thread_exit(void *arg)
 
 void heap_direct_fill(struct heap *h)
 {
-	for (unsigned i = 0; i <= 128; i++)
-		h->direct[i] = h->bins[tally_class_small[i]].head;
+	for (unsigned i = 0; i <= 128; i++) {
+		struct span *sp = h->bins[tally_class_small[i]].head;
+		h->direct[i] = sp ? sp : &tally_span_none;
+	}
 }
 
 struct bin *heap_bins_for(struct heap *h, uint32_t group)

@@ -98,6 +98,7 @@ struct span {
 	uint8_t flags;	   /* enum span_flags */
 	uint8_t src_term;  /* term of bytes at or above bump: virgin or returned */
 	uint8_t index;	   /* span number inside its segment */
+	uint16_t size1;	   /* size + 1: malloc stores size1 - requested in the metadata */
 	/*
 	 * The span's share of its group's counters (struct group_ctr). The
 	 * allocation path counts in one word (acc), folded into abytes and
@@ -173,7 +174,8 @@ struct group_ctr {
 
 struct heap {
 	/* the current span of the current group's bin for every request of at
-	 * most 1024 bytes, by (size + 7) / 8: one load from size to span */
+	 * most 1024 bytes, by (size + 7) / 8: one load from size to span; never
+	 * NULL (tally_span_none, whose free list is empty, stands for none) */
 	struct span *direct[129];
 	struct bin *bins;     /* the current group's bins */
 	uint32_t group;	      /* the current group */
@@ -226,14 +228,16 @@ uint32_t os_gettid(void);
 void tally_fatal(const char *what, const void *ptr) __attribute__((noreturn));
 
 /* segment.c */
-extern _Atomic uint64_t tally_seg_map[];
+/* A byte per 4 MiB of the 47-bit user address space: 1 where a segment of
+ * ours is. 32 MiB of .bss, of which only the pages covering our segments are
+ * ever touched; a byte (not a bit) so that the free path tests it with one
+ * compare. */
+#define SEG_MAP_LEN (1UL << (47 - SEGMENT_SHIFT))
+extern _Atomic uint8_t tally_seg_map[SEG_MAP_LEN];
 static inline bool seg_map_has(const void *p)
 {
-	uintptr_t a = (uintptr_t)p;
-	if (a >> 47)
-		return false;
-	uintptr_t i = a >> SEGMENT_SHIFT;
-	return (atomic_load_explicit(&tally_seg_map[i >> 6], memory_order_relaxed) >> (i & 63)) & 1;
+	uintptr_t i = (uintptr_t)p >> SEGMENT_SHIFT;
+	return i < SEG_MAP_LEN && atomic_load_explicit(&tally_seg_map[i], memory_order_relaxed);
 }
 static inline struct segment *segment_of(const void *p)
 {
@@ -311,6 +315,7 @@ struct span_frees span_owner_frees(const struct span *sp);
 /* heap.c */
 extern __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec")));
 extern struct heap tally_heap_none;
+extern struct span tally_span_none;
 extern uint32_t tally_purge_ms;
 extern pthread_mutex_t tally_heaps_lock;
 extern struct heap *tally_heaps; /* registry, under tally_heaps_lock */
@@ -332,7 +337,7 @@ static inline void heap_direct_sync(struct heap *h, struct bin *b)
 		return;
 	unsigned c = (unsigned)(b - h->bins);
 	for (unsigned i = tally_class_direct_lo[c]; i <= tally_class_direct_hi[c]; i++)
-		h->direct[i] = b->head;
+		h->direct[i] = b->head ? b->head : &tally_span_none;
 }
 void *heap_meta_alloc(struct heap *h, size_t len);
 

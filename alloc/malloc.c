@@ -39,8 +39,7 @@ static inline void *span_pop_quiet(struct heap *h, struct span *sp, size_t q, ui
 {
 	struct free_slot *p = sp->free;
 	sp->free = p->next;
-	uint32_t s = sp->size;
-	sp->meta[p->idx] = (uint16_t)((s - q + 1) | flag);
+	sp->meta[p->idx] = (uint16_t)((sp->size1 - q) | flag);
 	sp->used++;
 	/* every 512 allocations the counter turns negative: fold it, and the
 	 * heap's tick */
@@ -233,7 +232,7 @@ TALLY_API void *TA(malloc)(size_t n)
 	struct heap *h = tally_tls_heap;
 	if (likely(n <= 1024 && !ev_tracing())) {
 		struct span *sp = h->direct[(n + 7) >> 3];
-		if (likely(sp && sp->free))
+		if (likely(sp->free))
 			return span_pop_quiet(h, sp, n, 0);
 	}
 	return tally_malloc(n, false);

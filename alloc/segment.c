@@ -8,18 +8,12 @@
 
 #include "internal.h"
 
-/* One bit per 4 MiB of the 47-bit user address space (4 MiB of .bss, touched
- * only where segments live): is this address inside one of our segments? */
-_Atomic uint64_t tally_seg_map[(1UL << (47 - SEGMENT_SHIFT)) / 64];
+_Atomic uint8_t tally_seg_map[SEG_MAP_LEN];
 
 static void seg_map_set(struct segment *seg, bool on)
 {
-	uintptr_t i = (uintptr_t)seg >> SEGMENT_SHIFT;
-	uint64_t bit = 1ULL << (i & 63);
-	if (on)
-		atomic_fetch_or_explicit(&tally_seg_map[i >> 6], bit, memory_order_release);
-	else
-		atomic_fetch_and_explicit(&tally_seg_map[i >> 6], ~bit, memory_order_release);
+	atomic_store_explicit(&tally_seg_map[(uintptr_t)seg >> SEGMENT_SHIFT], on,
+			      memory_order_release);
 }
 
 static struct segment *segment_new(struct heap *h)

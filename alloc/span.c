@@ -178,6 +178,7 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 	char *base = span_base(sp);
 
 	sp->size = k->size;
+	sp->size1 = (uint16_t)(k->size + 1);
 	sp->recip = k->recip;
 	sp->slot_off = k->slot_off;
 	sp->nslots = k->nslots;
