@@ -4,7 +4,8 @@
  * at thread exit it is orphaned (its live blocks stay valid, frees to them go
  * to its foreign lists) and the next new thread adopts it, so nothing leaks
  * or is stranded. Time-driven work (purge delay, partial batches) runs at
- * ticks: every TICK_OPS frees or slow paths the heap reads the clock.
+ * ticks: every 512 allocations from a span, and every TICK_OPS slow-path
+ * operations, the heap reads the clock.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -52,7 +52,7 @@
 #define META_ROUND_MAX (META_ROUND_MASK - 1) /* largest rounding a slot can record */
 
 #define PURGE_MS_DEFAULT 1000
-#define TICK_OPS 1024 /* frees and slow paths between two looks at the clock */
+#define TICK_OPS 1024 /* slow-path operations between two looks at the clock */
 #define FLUSH_MS 50   /* a partial batch waits at most about this long when traced */
 
 struct tally_class {
