@@ -18,8 +18,7 @@
  * and no span names it as owner, so the free fast path does too. */
 struct span tally_span_none;
 struct heap tally_heap_none = { .direct = { [0 ... 128] = &tally_span_none } };
-__thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec"))) =
-	&tally_heap_none;
+__thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec"))) = &tally_heap_none;
 uint32_t tally_purge_ms = PURGE_MS_DEFAULT;
 pthread_mutex_t tally_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 struct heap *tally_heaps;      /* every heap ever made, under the lock */

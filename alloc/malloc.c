@@ -26,7 +26,7 @@ void free_aligned_sized(void *p, size_t align, size_t n);
 
 /* A tail call, so that the fast path saves no register for it. */
 __attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, struct span *sp,
-								void *p)
+							     void *p)
 {
 	span_fold_acc(sp);
 	heap_tick(h);

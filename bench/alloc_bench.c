@@ -189,6 +189,7 @@ static void *object_new(uint64_t *rng, uint32_t lo, uint32_t hi)
 
 struct churn_arg {
 	pthread_barrier_t *start;
+	bool init; /* write each object whole, as a program initializing it would */
 	uint64_t seed;
 	uint64_t end_ns; /* when this thread finished its timed loop */
 };
@@ -212,7 +213,17 @@ static void *churn_thread(void *data)
 		uint32_t slot = i & (CHURN_RING - 1);
 
 		free(ring[slot]);
-		ring[slot] = object_new(&rng, 16, 256);
+		if (arg->init) {
+			uint32_t size = rng_range(&rng, 16, 256);
+			char *p = malloc(size);
+
+			if (!p)
+				oom();
+			memset(p, (int)size, size);
+			ring[slot] = p;
+		} else {
+			ring[slot] = object_new(&rng, 16, 256);
+		}
 	}
 	arg->end_ns = now_ns();
 
@@ -222,7 +233,7 @@ static void *churn_thread(void *data)
 	return NULL;
 }
 
-static int run_churn(unsigned int nthreads)
+static int run_churn(unsigned int nthreads, bool init)
 {
 	struct churn_arg args[nthreads];
 	pthread_t tids[nthreads];
@@ -235,6 +246,7 @@ static int run_churn(unsigned int nthreads)
 	for (i = 0; i < nthreads; i++) {
 		args[i] = (struct churn_arg){
 			.start = &start,
+			.init = init,
 			.seed = 0x9e3779b97f4a7c15ull * (i + 1), /* distinct, nonzero */
 		};
 		errno = pthread_create(&tids[i], NULL, churn_thread, &args[i]);
@@ -251,8 +263,8 @@ static int run_churn(unsigned int nthreads)
 	pthread_barrier_destroy(&start);
 
 	secs = (double)(end - t0) / NSEC_PER_SEC;
-	printf("result churn-%ut ops_per_s=%.0f secs=%.3f malloc_from=%s\n", nthreads,
-	       (double)params.churn_iters * nthreads / secs, secs, malloc_from());
+	printf("result churn%s-%ut ops_per_s=%.0f secs=%.3f malloc_from=%s\n", init ? "-init" : "",
+	       nthreads, (double)params.churn_iters * nthreads / secs, secs, malloc_from());
 	return 0;
 }
 
@@ -635,6 +647,7 @@ static void usage(FILE *f)
 		   "\n"
 		   "Workloads (each prints one 'result NAME key=value...' line):\n"
 		   "  churn THREADS  ring of 4096 objects per thread, 16..256 B  ops_per_s\n"
+		   "  churn-init THREADS  the same, each object written whole   ops_per_s\n"
 		   "  prodcons       malloc in one thread, free in another       ops_per_s\n"
 		   "  mixed          one thread, sizes 16 B..1 MiB log-uniform   ops_per_s\n"
 		   "  shrink         fill ~800 MB, free 95%%, idle 2 s            rss_over_live\n"
@@ -676,14 +689,14 @@ int main(int argc, char **argv)
 	}
 	workload = argv[optind];
 
-	if (!strcmp(workload, "churn")) {
+	if (!strcmp(workload, "churn") || !strcmp(workload, "churn-init")) {
 		long nthreads = optind + 1 < argc ? strtol(argv[optind + 1], NULL, 10) : 0;
 
 		if (nthreads < 1 || nthreads > 256) {
-			fprintf(stderr, "alloc_bench: churn needs THREADS in 1..256\n");
+			fprintf(stderr, "alloc_bench: %s needs THREADS in 1..256\n", workload);
 			return 2;
 		}
-		return run_churn((unsigned int)nthreads);
+		return run_churn((unsigned int)nthreads, workload[5] == '-');
 	}
 	if (!strcmp(workload, "prodcons"))
 		return run_prodcons();
