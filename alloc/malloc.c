@@ -24,18 +24,31 @@ void free_aligned_sized(void *p, size_t align, size_t n);
 #define TA(name) name
 #endif
 
-/* A tail call, so that the fast path saves no register for it. */
-__attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, struct span *sp,
-							     void *p)
+/*
+ * What the fast paths leave to a tail call, so that they save no register:
+ * the span's fold and the heap's tick every 512 allocations, the span's slow
+ * free cases, and the record when a tracer is attached.
+ */
+__attribute__((noinline)) static void *malloc_tail(struct heap *h, struct span *sp, void *p,
+						   size_t q)
 {
-	span_fold_acc(sp);
-	heap_tick(h);
+	if ((int64_t)sp->acc < 0) {
+		span_fold_acc(sp);
+		heap_tick(h);
+	}
+	ev(h, TALLY_EV_ALLOC, 0, sp->group, (uint32_t)q, sp->size);
 	return p;
 }
 
-/* Take the head slot of a span whose free list is not empty. The fast path
- * records nothing: it is not taken while a tracer is attached. */
-static inline void *span_pop_quiet(struct heap *h, struct span *sp, size_t q, uint16_t flag)
+__attribute__((noinline)) static void free_tail(struct heap *h, struct span *sp, uint32_t q)
+{
+	ev(h, TALLY_EV_FREE, 0, sp->group, q, sp->size);
+	if (sp->used == 0 || sp->flags != SPAN_DIRTY)
+		span_free_slow(h, sp);
+}
+
+/* Take the head slot of a span whose free list is not empty. */
+static inline void *span_pop(struct heap *h, struct span *sp, size_t q, uint16_t flag)
 {
 	struct free_slot *p = sp->free;
 	sp->free = p->next;
@@ -45,15 +58,8 @@ static inline void *span_pop_quiet(struct heap *h, struct span *sp, size_t q, ui
 	 * heap's tick */
 	uint64_t acc = sp->acc + ((1ULL << ACC_SHIFT) | q);
 	sp->acc = acc;
-	if (unlikely((int64_t)acc < 0))
-		return tick_and_return(h, sp, p);
-	return p;
-}
-
-static inline void *span_pop(struct heap *h, struct span *sp, size_t q, uint16_t flag)
-{
-	void *p = span_pop_quiet(h, sp, q, flag);
-	ev(h, TALLY_EV_ALLOC, 0, sp->group, (uint32_t)q, sp->size);
+	if (unlikely((int64_t)acc < 0 || ev_tracing()))
+		return malloc_tail(h, sp, p, q);
 	return p;
 }
 
@@ -230,10 +236,10 @@ static bool pow2(size_t a)
 TALLY_API void *TA(malloc)(size_t n)
 {
 	struct heap *h = tally_tls_heap;
-	if (likely(n <= 1024 && !ev_tracing())) {
+	if (likely(n <= 1024)) {
 		struct span *sp = h->direct[(n + 7) >> 3];
 		if (likely(sp->free))
-			return span_pop_quiet(h, sp, n, 0);
+			return span_pop(h, sp, n, 0);
 	}
 	return tally_malloc(n, false);
 }
@@ -245,7 +251,7 @@ TALLY_API void *TA(malloc)(size_t n)
  */
 TALLY_API void TA(free)(void *p)
 {
-	if (unlikely(!seg_map_has(p) || ev_tracing())) {
+	if (unlikely(!seg_map_has(p))) {
 		tally_free(p, SIZE_MAX);
 		return;
 	}
@@ -270,8 +276,8 @@ TALLY_API void TA(free)(void *p)
 	}
 	sp->meta[i] = META_FREE;
 	span_push_free(sp, p, i);
-	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
-		span_free_slow(h, sp);
+	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY || ev_tracing()))
+		free_tail(h, sp, sp->size1 - m);
 }
 
 TALLY_API void *TA(calloc)(size_t n, size_t size)
