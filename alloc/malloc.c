@@ -24,43 +24,39 @@ void free_aligned_sized(void *p, size_t align, size_t n);
 #define TA(name) name
 #endif
 
-/*
- * What the fast paths leave to a tail call, so that they save no register:
- * the span's fold and the heap's tick every 512 allocations, the span's slow
- * free cases, and the record when a tracer is attached.
- */
-__attribute__((noinline)) static void *malloc_tail(struct heap *h, struct span *sp, void *p,
-						   size_t q)
+/* The span's fold and the heap's tick, every 512 allocations: a tail call, so
+ * that the fast path saves no register for it. */
+__attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, struct span *sp,
+							     void *p)
 {
-	if ((int64_t)sp->acc < 0) {
-		span_fold_acc(sp);
-		heap_tick(h);
-	}
-	ev(h, TALLY_EV_ALLOC, 0, sp->group, (uint32_t)q, sp->size);
+	span_fold_acc(sp);
+	heap_tick(h);
 	return p;
 }
 
-__attribute__((noinline)) static void free_tail(struct heap *h, struct span *sp, uint32_t q)
-{
-	ev(h, TALLY_EV_FREE, 0, sp->group, q, sp->size);
-	if (sp->used == 0 || sp->flags != SPAN_DIRTY)
-		span_free_slow(h, sp);
-}
-
-/* Take the head slot of a span whose free list is not empty. */
-static inline void *span_pop(struct heap *h, struct span *sp, size_t q, uint16_t flag)
+/* Take the head slot of a span whose free list is not empty; `traced` is a
+ * constant at each call site, so the untraced fast path carries no record. */
+static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, struct span *sp,
+							       size_t q, uint16_t flag, bool traced)
 {
 	struct free_slot *p = sp->free;
 	sp->free = p->next;
 	sp->meta[p->idx] = (uint16_t)((sp->size1 - q) | flag);
 	sp->used++;
+	if (traced)
+		ev(h, TALLY_EV_ALLOC, 0, sp->group, (uint32_t)q, sp->size);
 	/* every 512 allocations the counter turns negative: fold it, and the
 	 * heap's tick */
 	uint64_t acc = sp->acc + ((1ULL << ACC_SHIFT) | q);
 	sp->acc = acc;
-	if (unlikely((int64_t)acc < 0 || ev_tracing()))
-		return malloc_tail(h, sp, p, q);
+	if (unlikely((int64_t)acc < 0))
+		return tick_and_return(h, sp, p);
 	return p;
+}
+
+static inline void *span_pop(struct heap *h, struct span *sp, size_t q, uint16_t flag)
+{
+	return span_pop_as(h, sp, q, flag, true);
 }
 
 static void *small_alloc(struct heap *h, unsigned cls, size_t q, uint16_t flag)
@@ -233,15 +229,28 @@ static bool pow2(size_t a)
 
 /* The fast path: a small request whose bin has a slot ready. Everything else
  * (first call of a thread, refills, large blocks) goes through tally_malloc. */
-TALLY_API void *TA(malloc)(size_t n)
+static inline __attribute__((always_inline)) void *malloc_as(size_t n, bool traced)
 {
 	struct heap *h = tally_tls_heap;
 	if (likely(n <= 1024)) {
 		struct span *sp = h->direct[(n + 7) >> 3];
 		if (likely(sp->free))
-			return span_pop(h, sp, n, 0);
+			return span_pop_as(h, sp, n, 0, traced);
 	}
 	return tally_malloc(n, false);
+}
+
+/* While a tracer is attached: the same fast path, with its records. */
+__attribute__((noinline)) static void *malloc_traced(size_t n)
+{
+	return malloc_as(n, true);
+}
+
+TALLY_API void *TA(malloc)(size_t n)
+{
+	if (unlikely(ev_tracing()))
+		return malloc_traced(n);
+	return malloc_as(n, false);
 }
 
 /*
@@ -249,7 +258,7 @@ TALLY_API void *TA(malloc)(size_t n)
  * not aligned. Anything else, and every check that fails, takes tally_free,
  * which sorts out which it was (and stops on a bad pointer).
  */
-TALLY_API void TA(free)(void *p)
+static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 {
 	if (unlikely(!seg_map_has(p))) {
 		tally_free(p, SIZE_MAX);
@@ -274,10 +283,27 @@ TALLY_API void TA(free)(void *p)
 		tally_free(p, SIZE_MAX);
 		return;
 	}
+	if (traced)
+		ev(h, TALLY_EV_FREE, 0, sp->group, sp->size1 - m, sp->size);
 	sp->meta[i] = META_FREE;
 	span_push_free(sp, p, i);
-	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY || ev_tracing()))
-		free_tail(h, sp, sp->size1 - m);
+	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
+		span_free_slow(h, sp);
+}
+
+/* While a tracer is attached: the same fast path, with its records. */
+__attribute__((noinline)) static void free_traced(void *p)
+{
+	free_as(p, true);
+}
+
+TALLY_API void TA(free)(void *p)
+{
+	if (unlikely(ev_tracing())) {
+		free_traced(p);
+		return;
+	}
+	free_as(p, false);
 }
 
 TALLY_API void *TA(calloc)(size_t n, size_t size)
