@@ -28,6 +28,7 @@ static bool heaps_ready;       /* global init done, under the lock */
 static uint64_t heap_next_id = 1;
 
 static void heap_thread_exit(void *arg);
+static void heap_direct_fill(struct heap *h);
 
 static void heaps_init(void)
 {
@@ -122,7 +123,7 @@ static void heap_thread_exit(void *arg)
 	pthread_mutex_unlock(&tally_heaps_lock);
 }
 
-void heap_direct_fill(struct heap *h)
+static void heap_direct_fill(struct heap *h)
 {
 	for (unsigned i = 0; i <= 128; i++) {
 		struct span *sp = h->bins[tally_class_small[i]].head;
@@ -130,7 +131,7 @@ void heap_direct_fill(struct heap *h)
 	}
 }
 
-struct bin *heap_bins_for(struct heap *h, uint32_t group)
+static struct bin *heap_bins_for(struct heap *h, uint32_t group)
 {
 	if (group >= TALLY_MAX_GROUPS)
 		return NULL;
@@ -191,7 +192,7 @@ static void heap_sweep_all(struct heap *h)
 		span_retire(h, h->lru_head);
 }
 
-void heap_sweep(struct heap *h, bool force)
+static void heap_sweep(struct heap *h, bool force)
 {
 	heap_drain_xspans(h);
 	heap_sweep_dirty(h, force);

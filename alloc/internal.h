@@ -325,12 +325,8 @@ static inline struct heap *heap_get(void)
 	struct heap *h = tally_tls_heap;
 	return likely(h != &tally_heap_none) ? h : heap_get_slow();
 }
-struct bin *heap_bins_for(struct heap *h, uint32_t group);
 void heap_drain_xspans(struct heap *h);
 void heap_tick(struct heap *h);
-void heap_sweep(struct heap *h, bool force);
-void heap_lru_remove(struct heap *h, struct span *sp);
-void heap_direct_fill(struct heap *h);
 static inline void heap_direct_sync(struct heap *h, struct bin *b)
 {
 	if (b < h->bins || b >= h->bins + CLASS_COUNT)

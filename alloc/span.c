@@ -71,7 +71,7 @@ static void bin_remove(struct heap *h, struct bin *b, struct span *sp)
 	heap_direct_sync(h, b);
 }
 
-void heap_lru_remove(struct heap *h, struct span *sp)
+static void lru_remove(struct heap *h, struct span *sp)
 {
 	if (sp->lru_prev)
 		sp->lru_prev->lru_next = sp->lru_next;
@@ -212,7 +212,7 @@ static void span_refill(struct heap *h, struct span *sp)
 	uint64_t free_bytes = ((uint64_t)sp->bump * sp->size - sp->ret);
 
 	list_remove(&b->empty, sp);
-	heap_lru_remove(h, sp);
+	lru_remove(h, sp);
 	sp->state = SPAN_ACTIVE;
 	h->st.hysteresis -= free_bytes + sp->slot_off;
 	h->st.pool += free_bytes;
@@ -283,7 +283,7 @@ void span_retire(struct heap *h, struct span *sp)
 	if (sp->src_term == TALLY_TERM_VIRGIN)
 		virgin = SPAN_SIZE - sp->slot_off - (uint64_t)sp->bump * sp->size;
 	list_remove(&b->empty, sp);
-	heap_lru_remove(h, sp);
+	lru_remove(h, sp);
 	span_fold_counters(h, sp);
 	os_discard(span_base(sp), SPAN_SIZE);
 	sp->state = SPAN_UNASSIGNED;
