@@ -34,12 +34,13 @@ ALLOC_SAN_OBJS := $(call obj,san,$(ALLOC_SRCS))
 SDK_OBJS := $(call obj,pic,$(SDK_SRCS))
 
 PRODUCTS := $(BUILD)/libtally_alloc.so $(BUILD)/libtally_alloc.a $(BUILD)/libtally.so \
-	$(BUILD)/libtally_alloc_noprobes.so
+	$(BUILD)/libtally_alloc_noprobes.so $(BUILD)/tally
 
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
 	$(BUILD)/tests/test_alloc_fastpath \
-	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc
+	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model \
+	$(BUILD)/tests/test_json $(BUILD)/tests/tracer_workload
 
 .PHONY: all clean test test-build setup bench bench-alloc format-check demo stress
 all: $(PRODUCTS) $(BUILD)/demo_workload
@@ -68,6 +69,38 @@ $(BUILD)/libtally_alloc.a: $(ALLOC_OBJS)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/libtally.so: $(SDK_OBJS)
 	$(CC) -shared -pthread -o $@ $^
+
+# The tracer: BPF objects and their skeletons (vmlinux.h from the running
+# kernel's BTF), then the CLI.
+ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD)/bpf -Ibpf \
+	-I/usr/include/$(shell uname -m)-linux-gnu
+BPF_OBJS := tally glibc
+SKELS := $(patsubst %,$(BUILD)/bpf/%.skel.h,$(BPF_OBJS))
+USER_SRCS := user/main.c user/session.c user/snapshot.c user/model.c user/remote.c \
+	user/target.c user/loader.c user/json.c user/replay.c user/glibc.c
+USER_OBJS := $(call obj,user,$(USER_SRCS)) $(BUILD)/user/stats_identity.o
+USER_CFLAGS := $(CFLAGS_BASE) -I$(BUILD)/bpf -Ibpf
+USER_LIBS := -lbpf -lelf -lz
+
+$(BUILD)/bpf/vmlinux.h:
+	@mkdir -p $(dir $@)
+	@if [ ! -r /sys/kernel/btf/vmlinux ]; then \
+		echo "build: this kernel has no BTF (/sys/kernel/btf/vmlinux); the tracer needs it" >&2; \
+		exit 1; fi
+	@echo "  GEN $@"; bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/bpf/vmlinux.h
+	@echo "  BPF $@"; clang $(BPF_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	@echo "  SKEL $@"; bpftool gen skeleton $< name $*_bpf > $@.tmp && mv $@.tmp $@
+$(BUILD)/user/%.o: %.c | $(SKELS)
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(USER_CFLAGS) -c $< -o $@
+$(BUILD)/user/stats_identity.o: alloc/stats_identity.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $@"; $(CC) $(USER_CFLAGS) -DTALLY_IDENTITY_API= -c $< -o $@
+$(BUILD)/tally: $(USER_OBJS)
+	@echo "  LD $@"; $(CC) -o $@ $^ $(USER_LIBS)
 
 # Tests
 $(BUILD)/tests/%.o: tests/%.c
@@ -119,6 +152,16 @@ $(BUILD)/tests/test_sdk_alloc: $(BUILD)/tests/sdk_alloc/test_sdk.o $(BUILD)/libt
 		$(BUILD)/libtally_alloc.so
 	$(CC) -pthread -o $@ $< -L$(BUILD) -l:libtally_alloc.so -l:libtally.so \
 		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS)
+
+# The tracer's pure parts under the sanitizers, and the integration tests' workload.
+$(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(BUILD)/tests/san/user/model.o \
+		$(BUILD)/tests/san/user/replay.o $(BUILD)/tests/san/alloc/stats_identity.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/json.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/tracer_workload: tests/tracer/workload.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -pthread -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/..' -ldl
 
 test-build: all $(TESTS)
 

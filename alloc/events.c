@@ -17,6 +17,7 @@ void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes);
 #elif !defined(TALLY_NO_PROBES)
 #include "probes.h"
 TALLY_SEMAPHORE(batch);
+TALLY_SEMAPHORE(stats);
 #endif
 
 void ev_flush(struct heap *h)
@@ -54,5 +55,58 @@ void tally_alloc_test_flush_all(void)
 	for (struct heap *h = tally_heaps; h; h = h->all_next)
 		ev_flush(h);
 	pthread_mutex_unlock(&tally_heaps_lock);
+}
+#endif
+
+#if !defined(TALLY_ALLOC_TEST_SINK) && !defined(TALLY_NO_PROBES)
+/* Resident bytes of all the allocator's mappings: heaps, their bin tables,
+ * segments, large mappings; the figure /proc/PID/smaps gives over them. */
+static uint64_t ev_resident(void)
+{
+	size_t hlen = (sizeof(struct heap) + OS_PAGE - 1) & ~(OS_PAGE - 1);
+	size_t blen = (sizeof(struct bin) * CLASS_COUNT + OS_PAGE - 1) & ~(OS_PAGE - 1);
+	uint64_t bytes = large_resident();
+
+	for (struct heap *h = tally_heaps; h; h = h->all_next) {
+		bytes += os_resident(h, hlen);
+		for (unsigned g = 1; g < TALLY_MAX_GROUPS; g++)
+			if (h->gbins[g])
+				bytes += os_resident(h->gbins[g], blen);
+		for (struct segment *seg = h->segs; seg; seg = seg->next)
+			bytes += os_resident(seg, SEGMENT_SIZE);
+	}
+	return bytes;
+}
+
+/*
+ * At exit, while traced: hand over the pending records of the calling
+ * thread's heap and of every orphaned heap (threads still running keep
+ * theirs), then the allocator's own figures, which the tracer reports as
+ * stats_inprocess beside its rebuild. The library is preloaded or linked, so
+ * this destructor runs after the program's own.
+ */
+__attribute__((destructor)) static void ev_exit_handover(void)
+{
+	struct heap *self = tally_tls_heap;
+	struct tally_stats st;
+	uint64_t resident;
+
+	if (!TALLY_TRACED(stats) && !ev_tracing())
+		return;
+	pthread_mutex_lock(&tally_heaps_lock);
+	for (struct heap *h = tally_heaps; h; h = h->all_next)
+		if (h == self || h->orphaned)
+			ev_flush(h);
+	pthread_mutex_unlock(&tally_heaps_lock);
+	if (tally_alloc_stats(&st))
+		return;
+	pthread_mutex_lock(&tally_heaps_lock);
+	resident = ev_resident();
+	pthread_mutex_unlock(&tally_heaps_lock);
+	uint64_t v[TALLY_STATS_FIELDS] = { st.mapped,	  st.live,	st.rounding,
+					   st.cache,	  st.span_free, st.returned,
+					   st.virgin,	  st.hysteresis, st.segment_overhead,
+					   st.large_count, st.spans_assigned };
+	STAP_PROBE2(tally, stats, v, resident);
 }
 #endif

@@ -224,6 +224,7 @@ int os_unmap(void *p, size_t len);
 void os_discard(void *p, size_t len);
 void os_touch(void *p, size_t len);
 uint64_t os_now_ms(void);
+uint64_t os_resident(const void *p, size_t len);
 uint32_t os_gettid(void);
 void tally_fatal(const char *what, const void *ptr) __attribute__((noreturn));
 
@@ -345,6 +346,7 @@ void *large_realloc(struct heap *h, void *p, size_t q);
 void large_sweep(struct heap *h, bool force);
 void large_lock_prepare(void);
 void large_lock_release(void);
+uint64_t large_resident(void);
 
 /* events.c: one record, when someone traces (else one branch) */
 #if defined(TALLY_ALLOC_TEST_SINK)

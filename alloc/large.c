@@ -313,3 +313,21 @@ void large_lock_release(void)
 {
 	pthread_mutex_unlock(&large_lock);
 }
+
+/* Resident bytes of every large mapping, pooled ones and the table's. */
+uint64_t large_resident(void)
+{
+	uint64_t bytes = 0;
+
+	pthread_mutex_lock(&large_lock);
+	for (size_t i = 0; i < tab_cap; i++)
+		if (tab[i].ptr)
+			bytes += os_resident((void *)tab[i].ptr, tab[i].len);
+	for (size_t i = 0; i < POOL_SLOTS; i++)
+		if (pool[i].ptr)
+			bytes += os_resident(pool[i].ptr, pool[i].len);
+	if (tab)
+		bytes += os_resident(tab, (tab_cap * sizeof(*tab) + OS_PAGE - 1) & ~(OS_PAGE - 1));
+	pthread_mutex_unlock(&large_lock);
+	return bytes;
+}

@@ -97,3 +97,23 @@ void tally_fatal(const char *what, const void *ptr)
 		(void)!write(2, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 	abort();
 }
+
+/* Resident bytes of [p, p + len) (page-aligned), by mincore(2): the figure
+ * /proc/PID/smaps would give as Rss for these anonymous private pages. */
+uint64_t os_resident(const void *p, size_t len)
+{
+	unsigned char vec[256];
+	uint64_t bytes = 0;
+	const char *a = p;
+
+	while (len) {
+		size_t chunk = len < sizeof(vec) * OS_PAGE ? len : sizeof(vec) * OS_PAGE;
+		if (mincore((void *)a, chunk, vec))
+			return bytes;
+		for (size_t i = 0; i < chunk / OS_PAGE; i++)
+			bytes += (vec[i] & 1) * OS_PAGE;
+		a += chunk;
+		len -= chunk;
+	}
+	return bytes;
+}

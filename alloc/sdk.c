@@ -143,16 +143,28 @@ SDK_API void tally_group_exit(struct tally_group_guard guard)
 		STAP_PROBE2(tally, group_exit, guard.prev, left);
 }
 
+/* Probe arguments in registers: a thread-local operand would be described
+ * as %fs:(...), which USDT readers (libbpf among them) cannot fetch. */
+#define IN_REGISTER(x) __asm__("" : "+r"(x))
+
 SDK_API void tally_yield(void)
 {
-	__atomic_fetch_add(&tally_registry.yields[cur_group], 1, __ATOMIC_RELAXED);
-	if (TALLY_TRACED(yield))
-		STAP_PROBE1(tally, yield, cur_group);
+	uint32_t g = cur_group;
+
+	__atomic_fetch_add(&tally_registry.yields[g], 1, __ATOMIC_RELAXED);
+	if (TALLY_TRACED(yield)) {
+		IN_REGISTER(g);
+		STAP_PROBE1(tally, yield, g);
+	}
 }
 
 SDK_API void tally_reject(void)
 {
-	__atomic_fetch_add(&tally_registry.rejects[cur_group], 1, __ATOMIC_RELAXED);
-	if (TALLY_TRACED(reject))
-		STAP_PROBE1(tally, reject, cur_group);
+	uint32_t g = cur_group;
+
+	__atomic_fetch_add(&tally_registry.rejects[g], 1, __ATOMIC_RELAXED);
+	if (TALLY_TRACED(reject)) {
+		IN_REGISTER(g);
+		STAP_PROBE1(tally, reject, g);
+	}
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "stats_walk.h"
 
 /* Pages [first, last] covered by the byte range [off, off + len) as a mask. */
 static inline uint16_t page_mask(uint32_t off, uint32_t len)
@@ -241,23 +242,7 @@ void span_make_empty(struct heap *h, struct span *sp)
 
 struct span_frees span_owner_frees(const struct span *sp)
 {
-	uint64_t held = 0; /* requested bytes live, or freed by another thread but not drained */
-	uint32_t bump = __atomic_load_n(&sp->bump, __ATOMIC_RELAXED);
-	uint32_t size = __atomic_load_n(&sp->size, __ATOMIC_RELAXED);
-
-	for (uint32_t i = 0; i < bump; i++) {
-		uint16_t m = __atomic_load_n(&sp->meta[i], __ATOMIC_RELAXED);
-		if (m != META_FREE)
-			held += size - ((m & META_ROUND_MASK) - 1);
-	}
-	uint64_t acc = __atomic_load_n(&sp->acc, __ATOMIC_RELAXED);
-	uint64_t abytes = __atomic_load_n(&sp->abytes, __ATOMIC_RELAXED) + (acc & ACC_BYTES);
-	uint64_t nalloc = __atomic_load_n(&sp->nalloc, __ATOMIC_RELAXED) + (acc >> ACC_SHIFT);
-	uint64_t xbytes = __atomic_load_n(&sp->xbytes, __ATOMIC_RELAXED);
-	uint64_t used = __atomic_load_n(&sp->used, __ATOMIC_RELAXED);
-	uint64_t ndrained = __atomic_load_n(&sp->ndrained, __ATOMIC_RELAXED);
-	return (struct span_frees){ abytes, nalloc, abytes - held - xbytes,
-				    nalloc - used - ndrained };
+	return stats_span_frees(sp, sp->meta);
 }
 
 /* Move the span's share of its group's counters into the heap's. */

@@ -119,4 +119,76 @@ struct tally_batch {
 };
 _Static_assert(sizeof(struct tally_batch) == 32 + 16 * TALLY_BATCH_RECS, "batch layout");
 
+
+/*
+ * What the BPF programs put in the ring buffer: every message starts with
+ * struct tally_msg; `kind` says which payload follows. The allocator's
+ * batches are copied whole (struct tally_msg_batch); the SDK's probes, the
+ * scheduler's thread events and the allocator's exit hand-over are small
+ * fixed messages.
+ */
+enum tally_msg_kind {
+	TALLY_MSG_BATCH = 1,	      /* struct tally_msg_batch */
+	TALLY_MSG_GROUP_REGISTER = 2, /* struct tally_msg_group: group, name */
+	TALLY_MSG_GROUP_ENTER = 3,    /* struct tally_msg_group: group entered, other = previous */
+	TALLY_MSG_GROUP_EXIT = 4,     /* struct tally_msg_group: group restored, other = left */
+	TALLY_MSG_YIELD = 5,	      /* struct tally_msg_group: group */
+	TALLY_MSG_REJECT = 6,	      /* struct tally_msg_group: group */
+	TALLY_MSG_THREAD_NEW = 7,     /* struct tally_msg_thread: the new thread */
+	TALLY_MSG_THREAD_EXIT = 8,    /* struct tally_msg_thread: group_dead set when the last */
+	TALLY_MSG_THREAD_NAME = 9,    /* struct tally_msg_thread: comm after a rename or exec */
+	TALLY_MSG_STATS = 10,	      /* struct tally_msg_stats: the allocator's figures at exit */
+};
+
+struct tally_msg {
+	__u16 kind;  /* enum tally_msg_kind */
+	__u16 flags; /* per kind */
+	__u32 tid;   /* the thread the message is about */
+	__u64 ts_ns; /* CLOCK_MONOTONIC */
+};
+_Static_assert(sizeof(struct tally_msg) == 16, "tally_msg is 16 bytes");
+
+struct tally_msg_batch {
+	struct tally_msg hdr;
+	__u32 bytes; /* bytes of batch that are valid: header and count records */
+	__u32 pad;
+	struct tally_batch batch;
+};
+
+struct tally_msg_group {
+	struct tally_msg hdr;
+	__u32 group;
+	__u32 other;
+	char name[TALLY_GROUP_NAME_MAX]; /* GROUP_REGISTER only */
+};
+_Static_assert(sizeof(struct tally_msg_group) == 56, "tally_msg_group layout");
+
+#define TALLY_COMM_LEN 16
+#define TALLY_THREAD_GROUP_DEAD 1 /* flags of THREAD_EXIT: the whole process is gone */
+struct tally_msg_thread {
+	struct tally_msg hdr;
+	__u32 pid; /* thread group */
+	__u32 parent_tid;
+	char comm[TALLY_COMM_LEN];
+};
+_Static_assert(sizeof(struct tally_msg_thread) == 40, "tally_msg_thread layout");
+
+/* The allocator's own figures as it hands them over at exit (probe
+ * tally:stats): struct tally_stats's eleven fields in order, and the bytes
+ * of its mappings that were resident then (mincore). */
+#define TALLY_STATS_FIELDS 11
+struct tally_msg_stats {
+	struct tally_msg hdr;
+	__u64 stats[TALLY_STATS_FIELDS];
+	__u64 resident;
+};
+_Static_assert(sizeof(struct tally_msg_stats) == 16 + 8 * 12, "tally_msg_stats layout");
+
+/* Per-CPU counters of what the BPF side could not carry (map `lost`). */
+struct tally_lost {
+	__u64 msgs;    /* messages whose ring reservation failed */
+	__u64 records; /* allocator records inside lost batches */
+	__u64 bad;     /* malformed batches refused by the BPF program */
+};
+
 #endif /* TALLY_EVENTS_H */

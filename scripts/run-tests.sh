@@ -40,6 +40,8 @@ run() {
 run replay 60 "$BUILD/tests/test_replay"
 run alloc_unit 300 "$BUILD/tests/test_alloc_unit"
 run sdk 60 "$BUILD/tests/test_sdk"
+run model 60 "$BUILD/tests/test_model"
+run json 60 "$BUILD/tests/test_json"
 run sdk_with_tally_alloc 60 "$BUILD/tests/test_sdk_alloc"
 for i in $(seq 1 "$STRESS_RUNS"); do
 	run "alloc_stress (seed $i)" 300 "$BUILD/tests/test_alloc_stress" "$i"
@@ -48,6 +50,7 @@ for i in $(seq 1 "$STRESS_RUNS"); do
 done
 run alloc_probes 60 tests/test_probes.sh "$BUILD"
 run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"
+run tracer 600 tests/tracer/run.sh
 
 echo
 [ ${#broken[@]} -gt 0 ] && echo "suites that exited abnormally: ${broken[*]}"

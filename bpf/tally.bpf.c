@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * tally's kernel side for one target process (DESIGN.md §3, §5):
+ * - tally:batch, the allocator's hand-over of a batch of records: copied
+ *   whole into the ring buffer;
+ * - the SDK's probes (group register/enter/exit, yield, reject): passed on,
+ *   and a group change splits the thread's CPU time at that instant;
+ * - scheduler switches of the target's threads: each on-CPU interval is
+ *   charged to the group current on the thread, so CPU is exclusive per group
+ *   and costs the program nothing extra per enter/exit;
+ * - thread creation, exit, rename and exec of the target;
+ * - tally:stats, the allocator's own figures handed over at exit.
+ * Every message is submitted without a wakeup: the consumer polls on a short
+ * timer (a wakeup costs about 4 us a message here, DESIGN.md §5).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/usdt.bpf.h>
+
+#include "tally_events.h"
+#include "tally_bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* set before load */
+const volatile __u32 target_tgid = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 << 20); /* resized by the loader (--ring-mb) */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tally_lost);
+} lost SEC(".maps");
+
+/* The target's threads: current group and the start of the interval being timed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TALLY_BPF_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct tally_bpf_thread);
+} threads SEC(".maps");
+
+/* CPU nanoseconds per group, all threads together. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TALLY_MAX_GROUPS);
+	__type(key, __u32);
+	__type(value, __u64);
+} group_cpu SEC(".maps");
+
+/* Set by the loader when the sched programs are attached: intervals of
+ * threads first seen switching out start here. */
+__u64 attach_ns = 0;
+
+static __always_inline void count_lost(__u64 records, bool bad)
+{
+	__u32 zero = 0;
+	struct tally_lost *l = bpf_map_lookup_elem(&lost, &zero);
+
+	if (!l)
+		return;
+	if (bad) {
+		l->bad++;
+		return;
+	}
+	l->msgs++;
+	l->records += records;
+}
+
+static __always_inline bool in_target(void)
+{
+	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
+}
+
+static __always_inline void fill_hdr(struct tally_msg *m, __u16 kind, __u32 tid, __u64 now)
+{
+	m->kind = kind;
+	m->flags = 0;
+	m->tid = tid;
+	m->ts_ns = now;
+}
+
+SEC("usdt")
+int BPF_USDT(tally_batch, void *batch, long bytes)
+{
+	__u64 hdr = offsetof(struct tally_batch, recs);
+	struct tally_msg_batch *m;
+	__u32 n;
+
+	if (!in_target())
+		return 0;
+	if (bytes < (long)hdr || bytes > (long)sizeof(struct tally_batch)) {
+		count_lost(0, true);
+		return 0;
+	}
+	/* a fixed size, so that the verifier knows the copy fits */
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		count_lost(((__u64)bytes - hdr) / sizeof(struct tally_ev), false);
+		return 0;
+	}
+	fill_hdr(&m->hdr, TALLY_MSG_BATCH, (__u32)bpf_get_current_pid_tgid(), bpf_ktime_get_ns());
+	n = (__u32)bytes;
+	m->bytes = n;
+	m->pad = 0;
+	if (n > sizeof(struct tally_batch) || bpf_probe_read_user(&m->batch, n, batch)) {
+		bpf_ringbuf_discard(m, BPF_RB_NO_WAKEUP);
+		count_lost(0, true);
+		return 0;
+	}
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* Charge the interval since `t->last_ns` to the thread's group. */
+static __always_inline void charge(struct tally_bpf_thread *t, __u64 now)
+{
+	if (t->running && now > t->last_ns && t->group < TALLY_MAX_GROUPS) {
+		__u32 g = t->group;
+		__u64 *c = bpf_map_lookup_elem(&group_cpu, &g);
+		if (c)
+			__sync_fetch_and_add(c, now - t->last_ns);
+	}
+	t->last_ns = now;
+}
+
+/* A thread of the target we have no entry for yet: it runs now (it is in a
+ * probe), in the group the probe says it was in. */
+static __always_inline struct tally_bpf_thread *thread_get(__u32 tid, __u32 group, __u64 now)
+{
+	struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (t)
+		return t;
+	struct tally_bpf_thread fresh = { .last_ns = now, .group = group, .running = 1 };
+	bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline int group_msg(__u16 kind, __u32 group, __u32 other, const char *name)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct tally_msg_group *m;
+
+	if (kind == TALLY_MSG_GROUP_ENTER || kind == TALLY_MSG_GROUP_EXIT) {
+		/* enter: other is the group left; exit: other is the group left too */
+		struct tally_bpf_thread *t = thread_get(tid, other, now);
+		if (t) {
+			charge(t, now);
+			t->running = 1;
+			t->group = group;
+		}
+	}
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		count_lost(0, false);
+		return 0;
+	}
+	fill_hdr(&m->hdr, kind, tid, now);
+	m->group = group;
+	m->other = other;
+	m->name[0] = 0;
+	if (name)
+		bpf_probe_read_user_str(m->name, sizeof(m->name), name);
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(tally_group_register, unsigned int id, const char *name)
+{
+	if (!in_target())
+		return 0;
+	return group_msg(TALLY_MSG_GROUP_REGISTER, id, 0, name);
+}
+
+SEC("usdt")
+int BPF_USDT(tally_group_enter, unsigned int id, unsigned int prev)
+{
+	if (!in_target())
+		return 0;
+	return group_msg(TALLY_MSG_GROUP_ENTER, id, prev, NULL);
+}
+
+SEC("usdt")
+int BPF_USDT(tally_group_exit, unsigned int restored, unsigned int left)
+{
+	if (!in_target())
+		return 0;
+	return group_msg(TALLY_MSG_GROUP_EXIT, restored, left, NULL);
+}
+
+SEC("usdt")
+int BPF_USDT(tally_yield, unsigned int group)
+{
+	if (!in_target())
+		return 0;
+	return group_msg(TALLY_MSG_YIELD, group, 0, NULL);
+}
+
+SEC("usdt")
+int BPF_USDT(tally_reject, unsigned int group)
+{
+	if (!in_target())
+		return 0;
+	return group_msg(TALLY_MSG_REJECT, group, 0, NULL);
+}
+
+SEC("usdt")
+int BPF_USDT(tally_stats, const __u64 *stats, __u64 resident)
+{
+	struct tally_msg_stats *m;
+
+	if (!in_target())
+		return 0;
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		count_lost(0, false);
+		return 0;
+	}
+	fill_hdr(&m->hdr, TALLY_MSG_STATS, (__u32)bpf_get_current_pid_tgid(), bpf_ktime_get_ns());
+	if (bpf_probe_read_user(m->stats, sizeof(m->stats), stats)) {
+		bpf_ringbuf_discard(m, BPF_RB_NO_WAKEUP);
+		count_lost(0, true);
+		return 0;
+	}
+	m->resident = resident;
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (BPF_CORE_READ(prev, tgid) == target_tgid) {
+		__u32 tid = BPF_CORE_READ(prev, pid);
+		struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
+		if (!t) {
+			/* running since before we looked: from the attach on, in
+			 * root unless the loader seeded another group */
+			struct tally_bpf_thread fresh = { .last_ns = attach_ns, .running = 1 };
+			bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
+			t = bpf_map_lookup_elem(&threads, &tid);
+		}
+		if (t) {
+			charge(t, now);
+			t->running = 0;
+		}
+	}
+	if (BPF_CORE_READ(next, tgid) == target_tgid) {
+		__u32 tid = BPF_CORE_READ(next, pid);
+		struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
+		if (!t) {
+			struct tally_bpf_thread fresh = { .last_ns = now, .running = 1 };
+			bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
+		} else {
+			t->last_ns = now;
+			t->running = 1;
+		}
+	}
+	return 0;
+}
+
+static __always_inline void thread_msg(__u16 kind, __u16 flags, struct task_struct *task,
+				       __u32 parent)
+{
+	struct tally_msg_thread *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+
+	if (!m) {
+		count_lost(0, false);
+		return;
+	}
+	fill_hdr(&m->hdr, kind, BPF_CORE_READ(task, pid), bpf_ktime_get_ns());
+	m->hdr.flags = flags;
+	m->pid = BPF_CORE_READ(task, tgid);
+	m->parent_tid = parent;
+	BPF_CORE_READ_STR_INTO(&m->comm, task, comm);
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(tally_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (BPF_CORE_READ(child, tgid) != target_tgid)
+		return 0;
+	thread_msg(TALLY_MSG_THREAD_NEW, 0, child, BPF_CORE_READ(parent, pid));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(tally_exit, struct task_struct *p, bool group_dead)
+{
+	__u32 tid;
+
+	if (BPF_CORE_READ(p, tgid) != target_tgid)
+		return 0;
+	tid = BPF_CORE_READ(p, pid);
+	/* the exiting thread is on CPU: its last interval ends here */
+	struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	if (t) {
+		charge(t, bpf_ktime_get_ns());
+		t->running = 0;
+	}
+	thread_msg(TALLY_MSG_THREAD_EXIT, group_dead ? TALLY_THREAD_GROUP_DEAD : 0, p, 0);
+	return 0;
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(tally_rename, struct task_struct *task, const char *comm)
+{
+	struct tally_msg_thread *m;
+
+	if (BPF_CORE_READ(task, tgid) != target_tgid)
+		return 0;
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		count_lost(0, false);
+		return 0;
+	}
+	fill_hdr(&m->hdr, TALLY_MSG_THREAD_NAME, BPF_CORE_READ(task, pid), bpf_ktime_get_ns());
+	m->pid = BPF_CORE_READ(task, tgid);
+	m->parent_tid = 0;
+	bpf_probe_read_kernel_str(m->comm, sizeof(m->comm), comm);
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(tally_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if (BPF_CORE_READ(p, tgid) != target_tgid)
+		return 0;
+	thread_msg(TALLY_MSG_THREAD_NAME, 0, p, 0);
+	return 0;
+}

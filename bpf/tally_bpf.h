@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Map values of bpf/tally.bpf.c that its loader (user/loader.c) reads or
+ * seeds. Events themselves are in tally_events.h.
+ */
+#ifndef TALLY_BPF_H
+#define TALLY_BPF_H
+
+#define TALLY_BPF_MAX_THREADS 16384
+
+/* One thread of the target, key: its tid. */
+struct tally_bpf_thread {
+	__u64 last_ns; /* start of the interval not yet charged (CLOCK_MONOTONIC) */
+	__u32 group;   /* group charged for CPU now */
+	__u32 running; /* on a CPU since last_ns */
+};
+
+#endif /* TALLY_BPF_H */

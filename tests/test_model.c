@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The model (user/model.c) on synthetic message sequences: batches of several
+ * threads out of order, foreign frees, thread exit, nested groups, frees
+ * from another group, late-attach cut-offs, --group rules, malformed input.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../user/model.h"
+
+static struct tally_msg_batch *batch(uint64_t heap, uint64_t seq, uint32_t tid,
+				     const struct tally_ev *recs, uint32_t n, size_t *len)
+{
+	struct tally_msg_batch *m = calloc(1, sizeof(*m));
+	m->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, tid, 1 };
+	m->batch.magic = TALLY_BATCH_MAGIC;
+	m->batch.version = TALLY_BATCH_VERSION;
+	m->batch.source = TALLY_SRC_ALLOC;
+	m->batch.tid = tid;
+	m->batch.count = n;
+	m->batch.heap_id = heap;
+	m->batch.seq_first = seq;
+	memcpy(m->batch.recs, recs, n * sizeof(*recs));
+	m->bytes = (uint32_t)(offsetof(struct tally_batch, recs) + n * sizeof(*recs));
+	*len = sizeof(*m);
+	return m;
+}
+
+static void apply_batch(struct model *m, uint64_t heap, uint64_t seq, uint32_t tid,
+			const struct tally_ev *recs, uint32_t n)
+{
+	size_t len;
+	struct tally_msg_batch *b = batch(heap, seq, tid, recs, n, &len);
+	assert_int_equal(model_apply(m, b, len), 0);
+	free(b);
+}
+
+static void group_msg(struct model *m, uint16_t kind, uint32_t tid, uint32_t g, uint32_t other,
+		      const char *name)
+{
+	struct tally_msg_group msg = { .hdr = { kind, 0, tid, 2 }, .group = g, .other = other };
+	if (name)
+		strncpy(msg.name, name, sizeof(msg.name) - 1);
+	assert_int_equal(model_apply(m, &msg, sizeof(msg)), 0);
+}
+
+#define SEG(len, hdr) { TALLY_EV_SEG_MAP, 0, 0, hdr, len }
+#define BUMP(b) { TALLY_EV_BUMP, TALLY_TERM_VIRGIN, 0, 0, b }
+#define ALLOC(g, q, s) { TALLY_EV_ALLOC, 0, g, q, s }
+#define FREE(g, q, s) { TALLY_EV_FREE, 0, g, q, s }
+#define XFREE(g, q, s) { TALLY_EV_FREE_FOREIGN, 0, g, q, s }
+#define DRAIN(s) { TALLY_EV_DRAIN, 0, 0, 0, s }
+
+static void check_balanced(const struct model *m)
+{
+	struct tally_stats s;
+	model_stats(m, &s);
+	assert_true(tally_stats_balanced(&s));
+}
+
+static void model__batches_out_of_order__same_figures(void **state)
+{
+	(void)state;
+	struct model m;
+	struct tally_ev a[] = { SEG(4 << 20, 65536), BUMP(4096), ALLOC(1, 100, 112) };
+	struct tally_ev b[] = { SEG(4 << 20, 65536), BUMP(4096), ALLOC(2, 30, 32), FREE(2, 30, 32) };
+	struct tally_ev a2[] = { FREE(1, 100, 112), ALLOC(1, 7, 16) };
+
+	model_init(&m);
+	/* thread 11's second batch first, then thread 12's, then 11's first */
+	apply_batch(&m, 1, 3, 11, a2, 2);
+	apply_batch(&m, 2, 0, 12, b, 4);
+	apply_batch(&m, 1, 0, 11, a, 3);
+	check_balanced(&m);
+	assert_int_equal(model_group_live(&m, 1), 7);
+	assert_int_equal(model_group_live(&m, 2), 0);
+	assert_int_equal(m.records, 9);
+	assert_true(model_exact(&m));
+	model_free(&m);
+}
+
+static void model__foreign_free__charged_to_the_allocating_group(void **state)
+{
+	(void)state;
+	struct model m;
+	struct tally_ev owner[] = { SEG(4 << 20, 65536), BUMP(4096), ALLOC(3, 60, 64) };
+	/* thread 22, in group 4, frees group 3's block: the record carries 3 */
+	struct tally_ev other[] = { XFREE(3, 60, 64) };
+	struct tally_ev drain[] = { DRAIN(64) };
+	struct tally_stats s;
+
+	model_init(&m);
+	group_msg(&m, TALLY_MSG_GROUP_ENTER, 22, 4, 0, NULL);
+	apply_batch(&m, 1, 0, 21, owner, 3);
+	apply_batch(&m, 2, 0, 22, other, 1);
+	model_stats(&m, &s);
+	assert_int_equal(s.cache, 64);
+	assert_int_equal(model_group_live(&m, 3), 0);
+	assert_int_equal(m.rp.groups[4].dealloc_objs, 0);
+	apply_batch(&m, 1, 3, 21, drain, 1);
+	model_stats(&m, &s);
+	assert_int_equal(s.cache, 0);
+	check_balanced(&m);
+	model_free(&m);
+}
+
+static void model__nested_groups__thread_follows_enter_and_exit(void **state)
+{
+	(void)state;
+	struct model m;
+
+	model_init(&m);
+	group_msg(&m, TALLY_MSG_GROUP_REGISTER, 5, 1, 0, "outer");
+	group_msg(&m, TALLY_MSG_GROUP_REGISTER, 5, 2, 0, "inner");
+	group_msg(&m, TALLY_MSG_GROUP_ENTER, 5, 1, 0, NULL);
+	group_msg(&m, TALLY_MSG_GROUP_ENTER, 5, 2, 1, NULL);
+	assert_int_equal(model_thread(&m, 5, false)->group, 2);
+	group_msg(&m, TALLY_MSG_GROUP_EXIT, 5, 1, 2, NULL);
+	assert_int_equal(model_thread(&m, 5, false)->group, 1);
+	group_msg(&m, TALLY_MSG_GROUP_EXIT, 5, 0, 1, NULL);
+	assert_int_equal(model_thread(&m, 5, false)->group, 0);
+	assert_string_equal(m.groups[2].name, "inner");
+	group_msg(&m, TALLY_MSG_YIELD, 5, 2, 0, NULL);
+	group_msg(&m, TALLY_MSG_REJECT, 5, 1, 0, NULL);
+	assert_int_equal(m.groups[2].yields, 1);
+	assert_int_equal(m.groups[1].rejects, 1);
+	model_free(&m);
+}
+
+static void model__thread_exit__marks_thread_and_process(void **state)
+{
+	(void)state;
+	struct model m;
+	struct tally_msg_thread t = { .hdr = { TALLY_MSG_THREAD_NEW, 0, 9, 3 }, .pid = 8 };
+
+	model_init(&m);
+	strcpy(t.comm, "worker");
+	assert_int_equal(model_apply(&m, &t, sizeof(t)), 0);
+	assert_true(model_thread(&m, 9, false)->alive);
+	t.hdr.kind = TALLY_MSG_THREAD_EXIT;
+	assert_int_equal(model_apply(&m, &t, sizeof(t)), 0);
+	assert_false(model_thread(&m, 9, false)->alive);
+	assert_false(m.exited);
+	t.hdr.flags = TALLY_THREAD_GROUP_DEAD;
+	assert_int_equal(model_apply(&m, &t, sizeof(t)), 0);
+	assert_true(m.exited);
+	model_free(&m);
+}
+
+static void model__late_attach_cutoff__applies_only_newer_records(void **state)
+{
+	(void)state;
+	struct model m;
+	struct remote_alloc ra = { 0 };
+	struct remote_heap h = { .id = 7, .pos = 2 };
+	/* the state read had the segment and the first allocation */
+	struct tally_ev recs[] = { SEG(4 << 20, 65536), BUMP(4096), ALLOC(1, 10, 16) };
+
+	model_init(&m);
+	ra.stats = (struct tally_stats){ .mapped = 4 << 20,
+					 .segment_overhead = 65536,
+					 .virgin = (4 << 20) - 65536 - 4096,
+					 .span_free = 4096 };
+	ra.nheaps = 1;
+	ra.heaps = &h;
+	model_seed_alloc(&m, &ra);
+	apply_batch(&m, 7, 0, 1, recs, 3); /* records 0, 1 skipped; 2 applied */
+	assert_int_equal(m.skipped, 2);
+	assert_int_equal(model_group_live(&m, 1), 10);
+	check_balanced(&m);
+	/* pending records read from memory, then handed over in their batch */
+	struct tally_ev more[] = { ALLOC(1, 5, 16), FREE(1, 10, 16) };
+	model_apply_pending(&m, 7, 3, 1, more, 2);
+	assert_int_equal(model_group_live(&m, 1), 5);
+	apply_batch(&m, 7, 3, 1, more, 2);
+	assert_int_equal(model_group_live(&m, 1), 5);
+	check_balanced(&m);
+	model_free(&m);
+}
+
+static void model__group_rule__charges_root_records_of_named_threads(void **state)
+{
+	(void)state;
+	struct model m;
+	struct tally_ev recs[] = { SEG(4 << 20, 65536), BUMP(4096), ALLOC(0, 50, 64) };
+
+	model_init(&m);
+	assert_int_equal(model_add_rule(&m, "io=io-*"), 0);
+	assert_int_equal(model_add_rule(&m, "bad"), -EINVAL);
+	assert_int_equal(model_add_rule(&m, "=x"), -EINVAL);
+	int32_t g = model_thread_named(&m, 31, "io-3");
+	assert_true(g > 0);
+	assert_string_equal(m.groups[g].name, "io");
+	assert_int_equal(model_thread_named(&m, 32, "main"), -1);
+	apply_batch(&m, 1, 0, 31, recs, 3);
+	assert_int_equal(model_group_live(&m, (uint32_t)g), 50);
+	assert_int_equal(model_group_live(&m, 0), 0);
+	model_free(&m);
+}
+
+static void model__malformed_messages__counted_not_applied(void **state)
+{
+	(void)state;
+	struct model m;
+	struct tally_ev recs[] = { ALLOC(1, 10, 16) };
+	size_t len;
+
+	model_init(&m);
+	struct tally_msg_batch *b = batch(1, 0, 1, recs, 1, &len);
+	b->batch.magic = 0;
+	assert_int_equal(model_apply(&m, b, len), -EINVAL);
+	b->batch.magic = TALLY_BATCH_MAGIC;
+	b->batch.count = TALLY_BATCH_RECS + 1;
+	assert_int_equal(model_apply(&m, b, len), -EINVAL);
+	assert_int_equal(model_apply(&m, b, 8), -EINVAL);
+	struct tally_msg odd = { 99, 0, 1, 1 };
+	assert_int_equal(model_apply(&m, &odd, sizeof(odd)), -EINVAL);
+	assert_int_equal(m.malformed, 4);
+	assert_false(model_exact(&m));
+	assert_int_equal(model_group_live(&m, 1), 0);
+	free(b);
+	model_free(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(model__batches_out_of_order__same_figures),
+		cmocka_unit_test(model__foreign_free__charged_to_the_allocating_group),
+		cmocka_unit_test(model__nested_groups__thread_follows_enter_and_exit),
+		cmocka_unit_test(model__thread_exit__marks_thread_and_process),
+		cmocka_unit_test(model__late_attach_cutoff__applies_only_newer_records),
+		cmocka_unit_test(model__group_rule__charges_root_records_of_named_threads),
+		cmocka_unit_test(model__malformed_messages__counted_not_applied),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Integration tests of build/tally against the real kernel, the real allocator
+# and real processes (root). Each check prints "ok" or "FAIL" with what it
+# saw; the last line is "N passed, M failed".
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+TALLY=$PWD/$BUILD/tally
+WL=$PWD/$BUILD/tests/tracer_workload
+ALLOC=$PWD/$BUILD/libtally_alloc.so
+SDK=$PWD/$BUILD/libtally.so
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+
+check() { # NAME CONDITION-EXIT-STATUS DETAIL
+	if [ "$2" -eq 0 ]; then
+		echo "ok - $1"
+		passed=$((passed + 1))
+	else
+		echo "FAIL - $1: $3"
+		failed=$((failed + 1))
+	fi
+}
+
+# the eleven Stats fields of a snapshot's "stats"
+STATS11='.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)'
+
+wait_file() {
+	for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "tracer tests need root: skipped"
+	echo "0 passed, 0 failed"
+	exit 0
+fi
+
+# 1. a started workload: threads, nested groups, realloc, aligned blocks,
+#    cross-thread frees, threads that exit
+timeout 120 "$TALLY" snapshot -- "$WL" run "$tmp/run.json" >"$tmp/s1.json" 2>"$tmp/s1.err"
+rc=$?
+check "snapshot -- CMD exits 0 and prints JSON" "$([ $rc -eq 0 ] && jq -e . "$tmp/s1.json" >/dev/null; echo $?)" "rc=$rc $(head -c 300 "$tmp/s1.err")"
+check "snapshot -- CMD: stats equals stats_inprocess field for field" \
+	"$(jq -e "($STATS11) == .stats_inprocess" "$tmp/s1.json" >/dev/null; echo $?)" \
+	"$(jq -c "[($STATS11), .stats_inprocess]" "$tmp/s1.json" 2>&1)"
+check "snapshot -- CMD: balanced and exact" \
+	"$(jq -e '.stats.balanced and .exact and .events.lost == 0' "$tmp/s1.json" >/dev/null; echo $?)" \
+	"$(jq -c '[.stats.balanced, .exact, .events]' "$tmp/s1.json" 2>&1)"
+want=$(jq -cS '.groups' "$tmp/run.json" 2>/dev/null)
+got=$(jq -cS '[.groups[] | select(.name != "root") | {(.name): .live_bytes}] | add' "$tmp/s1.json" 2>/dev/null)
+check "snapshot -- CMD: each group's live_bytes equals the workload's own count" \
+	"$([ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "want $want got $got"
+
+# 2. late attach: the workload allocates, reports, waits
+LD_PRELOAD="$ALLOC" "$WL" wait "$tmp/wait.json" &
+wpid=$!
+pids+=("$wpid")
+wait_file "$tmp/wait.json"
+timeout 60 "$TALLY" snapshot -p "$wpid" -d 2 >"$tmp/s2.json" 2>"$tmp/s2.err"
+rc=$?
+want=$(jq -cS '.stats' "$tmp/wait.json" 2>/dev/null)
+got=$(jq -cS "$STATS11" "$tmp/s2.json" 2>/dev/null)
+check "late attach: -p PID -d 2 gives the workload's Stats exactly" \
+	"$([ $rc -eq 0 ] && [ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "rc=$rc want $want got $got $(head -c 200 "$tmp/s2.err")"
+want=$(jq -cS '.groups' "$tmp/wait.json" 2>/dev/null)
+got=$(jq -cS '[.groups[] | select(.name != "root") | {(.name): .live_bytes}] | add' "$tmp/s2.json" 2>/dev/null)
+check "late attach: each group's live_bytes" "$([ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "want $want got $got"
+check "late attach: detach leaves the target running" "$(kill -0 "$wpid" 2>/dev/null; echo $?)" "pid $wpid gone"
+# 2b. a second tally on the same PID
+timeout 30 "$TALLY" snapshot -p "$wpid" -d 3 >/dev/null 2>&1 &
+first=$!
+sleep 1
+timeout 30 "$TALLY" snapshot -p "$wpid" -d 1 >"$tmp/busy.out" 2>"$tmp/busy.err"
+rc=$?
+check "a second tally on the same PID: exit 6, one line, no JSON" \
+	"$([ $rc -eq 6 ] && [ "$(wc -l <"$tmp/busy.err")" -eq 1 ] && [ ! -s "$tmp/busy.out" ]; echo $?)" "rc=$rc $(cat "$tmp/busy.err")"
+wait "$first"
+kill "$wpid"
+wait "$wpid" 2>/dev/null
+
+# 3. CPU charged exclusively: ~300 ms in A, ~100 ms of it nested in B
+timeout 60 "$TALLY" snapshot -- "$WL" spin "$tmp/spin.json" >"$tmp/s3.json" 2>"$tmp/s3.err"
+read -r a b t < <(jq -r '"\(.a_s) \(.b_s) \(.thread_s)"' "$tmp/spin.json" 2>/dev/null)
+read -r ca cb < <(jq -r '[(.groups[] | select(.name == "A") | .cpu_ns), (.groups[] | select(.name == "B") | .cpu_ns)] | "\(.[0]) \(.[1])"' "$tmp/s3.json" 2>/dev/null)
+ok=$(awk -v a="${a:-0}" -v b="${b:-0}" -v t="${t:-0}" -v ca="${ca:-0}" -v cb="${cb:-0}" 'function abs(x) { return x < 0 ? -x : x }
+	BEGIN { ca /= 1e9; cb /= 1e9; exit !(a > 0 && abs(ca - a) <= 0.05 * a && abs(cb - b) <= 0.05 * b && abs(ca + cb - t) <= 0.02 * t) }'; echo $?)
+check "CPU: A (exclusive) and B within 5 %, A + B within 2 % of the thread's CPU" "$ok" "workload A=${a}s B=${b}s thread=${t}s; tally A=${ca}ns B=${cb}ns"
+
+# 4. drops: a 4 KiB ring under a burst
+timeout 120 "$TALLY" snapshot --ring-mb 0.004 -- "$WL" burst 300000 >"$tmp/s4.json" 2>"$tmp/s4.err"
+rc=$?
+check "a 4 KiB ring under a burst: exact false, lost > 0, said on stderr" \
+	"$([ $rc -eq 0 ] && jq -e '(.exact | not) and .events.lost > 0' "$tmp/s4.json" >/dev/null && grep -q lost "$tmp/s4.err"; echo $?)" \
+	"rc=$rc $(jq -c '[.exact, .events]' "$tmp/s4.json" 2>&1)"
+timeout 120 "$TALLY" snapshot -- "$WL" burst 300000 >"$tmp/s5.json" 2>/dev/null
+check "the default ring loses nothing on the burst" \
+	"$(jq -e '.exact and .events.lost == 0 and .stats.balanced' "$tmp/s5.json" >/dev/null; echo $?)" \
+	"$(jq -c '[.exact, .events]' "$tmp/s5.json" 2>&1)"
+
+# 5. bad input and faults: one line on stderr, a distinct status, no JSON
+bad() { # NAME WANT-STATUS CMD...
+	local name=$1 want=$2
+	shift 2
+	timeout 30 "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
+	local rc=$?
+	check "$name: exit $want, one line, no JSON" \
+		"$([ $rc -eq "$want" ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && [ ! -s "$tmp/bad.out" ]; echo $?)" \
+		"rc=$rc err=$(head -c 300 "$tmp/bad.err")"
+}
+bad "no such PID" 5 "$TALLY" snapshot -p 999999999
+bad "a bad PID" 2 "$TALLY" snapshot -p abc
+bad "no target" 2 "$TALLY" snapshot
+bad "unknown command" 2 "$TALLY" frobnicate
+bad "a CMD that does not exist" 7 "$TALLY" snapshot -- /nonexistent/cmd
+bad "a kernel without BTF" 4 env TALLY_BTF_PATH=/nonexistent "$TALLY" snapshot -- true
+bad "a bad --group" 2 "$TALLY" snapshot --group noequals -- true
+bad "a bad --ring-mb" 2 "$TALLY" snapshot --ring-mb -3 -- true
+if command -v setpriv >/dev/null; then
+	bad "not root, no CAP_BPF" 3 setpriv --reuid=65534 --regid=65534 --clear-groups \
+		--inh-caps=-all --bounding-set=-all "$TALLY" snapshot -p 1
+fi
+
+# 6. a target that exits mid-trace: the snapshot comes when it goes
+LD_PRELOAD="$ALLOC" sleep 1.5 &
+spid=$!
+pids+=("$spid")
+sleep 0.3
+timeout 30 "$TALLY" snapshot -p "$spid" >"$tmp/s6.json" 2>"$tmp/s6.err"
+rc=$?
+check "late attach to a process that exits mid-trace: a whole snapshot when it exits" \
+	"$([ $rc -eq 0 ] && jq -e '.stats.balanced' "$tmp/s6.json" >/dev/null; echo $?)" "rc=$rc $(head -c 300 "$tmp/s6.err")"
+
+# 7. threads without the SDK, grouped by name
+timeout 60 "$TALLY" snapshot --group bursty='work*' -- "$WL" burst 3000000 >"$tmp/s7.json" 2>"$tmp/s7.err"
+check "--group NAME=GLOB names a group for threads matched by name" \
+	"$(jq -e '[.groups[] | select(.name == "bursty" and .allocated_objects >= 6000000 and .cpu_ns > 100000000)] | length == 1' "$tmp/s7.json" >/dev/null; echo $?)" \
+	"$(jq -c '[.groups[] | [.name, .allocated_objects, .cpu_ns]]' "$tmp/s7.json" 2>&1)"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

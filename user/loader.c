@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Loading bpf/tally.bpf.c for one target (the libbpf-bootstrap lifecycle:
+ * open, set read-only config, load, attach, poll, one cleanup).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "../bpf/tally_bpf.h"
+#include "loader.h"
+#include "tally.skel.h"
+
+#define MAX_LINKS 32
+
+struct loader {
+	struct tally_bpf *skel;
+	struct ring_buffer *rb;
+	struct bpf_link *links[MAX_LINKS];
+	unsigned nlinks;
+	loader_msg_fn fn;
+	void *ctx;
+};
+
+static int on_ring(void *ctx, void *data, size_t len)
+{
+	struct loader *l = ctx;
+	l->fn(l->ctx, data, len);
+	return 0;
+}
+
+static uint64_t ring_size(uint64_t bytes)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), n = page;
+
+	while (n < bytes && n < (1ULL << 40))
+		n <<= 1;
+	return n;
+}
+
+int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg_fn fn,
+		void *ctx)
+{
+	struct loader *l = calloc(1, sizeof(*l));
+	int err;
+
+	if (!l)
+		return -ENOMEM;
+	l->fn = fn;
+	l->ctx = ctx;
+	l->skel = tally_bpf__open();
+	if (!l->skel) {
+		err = -errno;
+		goto fail;
+	}
+	l->skel->rodata->target_tgid = (uint32_t)tgid;
+	err = bpf_map__set_max_entries(l->skel->maps.events, (uint32_t)ring_size(ring_bytes));
+	if (err)
+		goto fail;
+	/* every program is attached by hand, each to its own file and pid */
+	struct bpf_program *prog;
+	bpf_object__for_each_program(prog, l->skel->obj)
+		bpf_program__set_autoattach(prog, false);
+	err = tally_bpf__load(l->skel);
+	if (err)
+		goto fail;
+	l->rb = ring_buffer__new(bpf_map__fd(l->skel->maps.events), on_ring, l, NULL);
+	if (!l->rb) {
+		err = -errno;
+		goto fail;
+	}
+	*out = l;
+	return 0;
+fail:
+	loader_close(l);
+	return err;
+}
+
+static int keep_link(struct loader *l, struct bpf_link *link)
+{
+	if (!link)
+		return -errno;
+	if (l->nlinks == MAX_LINKS) {
+		bpf_link__destroy(link);
+		return -ENOSPC;
+	}
+	l->links[l->nlinks++] = link;
+	return 0;
+}
+
+int loader_attach_sched(struct loader *l)
+{
+	struct tally_bpf *s = l->skel;
+	struct timespec ts;
+	int err;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	s->bss->attach_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	err = keep_link(l, bpf_program__attach(s->progs.tally_switch));
+	if (!err)
+		err = keep_link(l, bpf_program__attach(s->progs.tally_fork));
+	if (!err)
+		err = keep_link(l, bpf_program__attach(s->progs.tally_exit));
+	if (!err)
+		err = keep_link(l, bpf_program__attach(s->progs.tally_rename));
+	if (!err)
+		err = keep_link(l, bpf_program__attach(s->progs.tally_exec));
+	return err;
+}
+
+static int attach_usdt(struct loader *l, struct bpf_program *prog, pid_t pid, const char *path,
+		       const char *name)
+{
+	return keep_link(l, bpf_program__attach_usdt(prog, pid, path, "tally", name, NULL));
+}
+
+int loader_attach_alloc(struct loader *l, pid_t pid, const char *path)
+{
+	int err = attach_usdt(l, l->skel->progs.tally_batch, pid, path, "batch");
+
+	if (!err)
+		err = attach_usdt(l, l->skel->progs.tally_stats, pid, path, "stats");
+	return err;
+}
+
+int loader_attach_sdk(struct loader *l, pid_t pid, const char *path)
+{
+	struct tally_bpf *s = l->skel;
+	int err = attach_usdt(l, s->progs.tally_group_register, pid, path, "group_register");
+
+	if (!err)
+		err = attach_usdt(l, s->progs.tally_group_enter, pid, path, "group_enter");
+	if (!err)
+		err = attach_usdt(l, s->progs.tally_group_exit, pid, path, "group_exit");
+	if (!err)
+		err = attach_usdt(l, s->progs.tally_yield, pid, path, "yield");
+	if (!err)
+		err = attach_usdt(l, s->progs.tally_reject, pid, path, "reject");
+	return err;
+}
+
+int loader_consume(struct loader *l)
+{
+	return ring_buffer__consume(l->rb);
+}
+
+void loader_lost(struct loader *l, struct tally_lost *sum)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint32_t zero = 0;
+
+	memset(sum, 0, sizeof(*sum));
+	if (ncpu <= 0)
+		return;
+	struct tally_lost *v = calloc((size_t)ncpu, sizeof(*v));
+	if (!v)
+		return;
+	if (!bpf_map__lookup_elem(l->skel->maps.lost, &zero, sizeof(zero), v,
+				  (size_t)ncpu * sizeof(*v), 0)) {
+		for (int i = 0; i < ncpu; i++) {
+			sum->msgs += v[i].msgs;
+			sum->records += v[i].records;
+			sum->bad += v[i].bad;
+		}
+	}
+	free(v);
+}
+
+int loader_group_cpu(struct loader *l, uint64_t cpu[TALLY_MAX_GROUPS])
+{
+	int fd = bpf_map__fd(l->skel->maps.group_cpu);
+
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++)
+		if (bpf_map_lookup_elem(fd, &g, &cpu[g]))
+			return -errno;
+	return 0;
+}
+
+int loader_set_thread_group(struct loader *l, uint32_t tid, uint32_t group)
+{
+	int fd = bpf_map__fd(l->skel->maps.threads);
+	struct tally_bpf_thread t;
+
+	if (bpf_map_lookup_elem(fd, &tid, &t)) {
+		/* not seen yet: from the attach on, as if it had run since */
+		t = (struct tally_bpf_thread){ .last_ns = l->skel->bss->attach_ns, .running = 1 };
+	}
+	/* a racing update by the BPF side is lost at worst for one interval */
+	t.group = group;
+	if (bpf_map_update_elem(fd, &tid, &t, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int loader_threads_fd(struct loader *l)
+{
+	return bpf_map__fd(l->skel->maps.threads);
+}
+
+void loader_close(struct loader *l)
+{
+	if (!l)
+		return;
+	while (l->nlinks)
+		bpf_link__destroy(l->links[--l->nlinks]);
+	ring_buffer__free(l->rb);
+	tally_bpf__destroy(l->skel);
+	free(l);
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * bpf/tally.bpf.c's lifecycle for one target: open, size the ring, load,
+ * attach (scheduler first, then the libraries' probes), poll, read the
+ * counters, destroy.
+ */
+#ifndef TALLY_LOADER_H
+#define TALLY_LOADER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../bpf/tally_events.h"
+
+struct loader;
+typedef int (*loader_msg_fn)(void *ctx, const void *data, size_t len);
+
+/* ring_bytes is rounded up to a power of two of at least a page. */
+int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg_fn fn,
+		void *ctx);
+int loader_attach_sched(struct loader *l);
+/* USDT probes of libtally_alloc.so (batch, stats) and libtally.so (groups,
+ * yields, rejects) in the file at `path`, for `pid` only. */
+int loader_attach_alloc(struct loader *l, pid_t pid, const char *path);
+int loader_attach_sdk(struct loader *l, pid_t pid, const char *path);
+/* Hand every message in the ring to the callback; how many, or -errno. */
+int loader_consume(struct loader *l);
+void loader_lost(struct loader *l, struct tally_lost *sum);
+int loader_group_cpu(struct loader *l, uint64_t cpu[TALLY_MAX_GROUPS]);
+/* The group a thread's CPU is charged to from now on. */
+int loader_set_thread_group(struct loader *l, uint32_t tid, uint32_t group);
+int loader_threads_fd(struct loader *l);
+void loader_close(struct loader *l);
+
+#endif /* TALLY_LOADER_H */

@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The rebuild of everything tally reports, from the ring buffer's messages
+ * (bpf/tally_events.h). Allocator records go through the replay; each heap's
+ * records are numbered, so that those already counted in a state read from
+ * memory (late attach, or pending records read at the end) are applied once.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+void model_init(struct model *m)
+{
+	memset(m, 0, sizeof(*m));
+	tally_replay_init(&m->rp);
+	strcpy(m->groups[0].name, "root");
+	m->groups[0].known = true;
+}
+
+void model_free(struct model *m)
+{
+	free(m->threads);
+	free(m->heaps);
+	m->threads = NULL;
+	m->heaps = NULL;
+	m->nthreads = m->nheaps = 0;
+}
+
+static int group_by_name(const struct model *m, const char *name)
+{
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
+		if (m->groups[g].known && !strcmp(m->groups[g].name, name))
+			return (int)g;
+	return -1;
+}
+
+int model_add_rule(struct model *m, const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	struct model_rule *r;
+	int g;
+
+	if (!eq || eq == spec || !eq[1] || (size_t)(eq - spec) >= TALLY_GROUP_NAME_MAX ||
+	    strlen(eq + 1) >= sizeof(r->glob))
+		return -EINVAL;
+	if (m->nrules == MODEL_MAX_RULES)
+		return -ENOSPC;
+	r = &m->rules[m->nrules];
+	memcpy(r->name, spec, (size_t)(eq - spec));
+	r->name[eq - spec] = 0;
+	strcpy(r->glob, eq + 1);
+	g = group_by_name(m, r->name);
+	if (g < 0) {
+		/* ids from the top, where the SDK (counting up from 1) is last to reach */
+		for (g = TALLY_MAX_GROUPS - 1; g > 0 && m->groups[g].known; g--)
+			;
+		if (g == 0)
+			return -ENOSPC;
+		strcpy(m->groups[g].name, r->name);
+		m->groups[g].known = true;
+	}
+	r->group = (uint32_t)g;
+	m->nrules++;
+	return 0;
+}
+
+struct model_thread *model_thread(struct model *m, uint32_t tid, bool create)
+{
+	for (size_t i = 0; i < m->nthreads; i++)
+		if (m->threads[i].tid == tid)
+			return &m->threads[i];
+	if (!create)
+		return NULL;
+	if (m->nthreads == m->cap_threads) {
+		size_t cap = m->cap_threads ? m->cap_threads * 2 : 64;
+		struct model_thread *n = realloc(m->threads, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		m->threads = n;
+		m->cap_threads = cap;
+	}
+	struct model_thread *t = &m->threads[m->nthreads++];
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	t->rule_group = -1;
+	t->alive = true;
+	return t;
+}
+
+uint32_t model_thread_group(const struct model_thread *t)
+{
+	if (t->group == 0 && t->rule_group >= 0)
+		return (uint32_t)t->rule_group;
+	return t->group;
+}
+
+int32_t model_thread_named(struct model *m, uint32_t tid, const char *comm)
+{
+	struct model_thread *t = model_thread(m, tid, true);
+
+	if (!t)
+		return -1;
+	strncpy(t->comm, comm, sizeof(t->comm) - 1);
+	t->comm[sizeof(t->comm) - 1] = 0;
+	t->rule_group = -1;
+	for (unsigned i = 0; i < m->nrules; i++) {
+		if (!fnmatch(m->rules[i].glob, t->comm, 0)) {
+			t->rule_group = (int32_t)m->rules[i].group;
+			break;
+		}
+	}
+	return t->rule_group;
+}
+
+static struct model_heap *model_heap(struct model *m, uint64_t id)
+{
+	for (size_t i = 0; i < m->nheaps; i++)
+		if (m->heaps[i].id == id)
+			return &m->heaps[i];
+	if (m->nheaps == m->cap_heaps) {
+		size_t cap = m->cap_heaps ? m->cap_heaps * 2 : 16;
+		struct model_heap *n = realloc(m->heaps, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		m->heaps = n;
+		m->cap_heaps = cap;
+	}
+	struct model_heap *h = &m->heaps[m->nheaps++];
+	h->id = id;
+	h->applied = 0;
+	return h;
+}
+
+void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
+			 const struct tally_ev *recs, uint32_t count)
+{
+	struct model_heap *h = model_heap(m, heap_id);
+	struct model_thread *t = model_thread(m, tid, false);
+	int32_t rule = t ? t->rule_group : -1;
+	uint32_t skip = 0;
+
+	m->saw_alloc = true;
+	if (!h) {
+		m->malformed += count;
+		return;
+	}
+	if (h->applied > seq_first)
+		skip = h->applied - seq_first < count ? (uint32_t)(h->applied - seq_first) : count;
+	m->skipped += skip;
+	for (uint32_t i = skip; i < count; i++) {
+		struct tally_ev e = recs[i];
+		/* a thread grouped by name: what it charges to root is its group's */
+		if (rule >= 0 && e.group == 0 &&
+		    (e.type == TALLY_EV_ALLOC || e.type == TALLY_EV_FREE ||
+		     e.type == TALLY_EV_FREE_FOREIGN || e.type == TALLY_EV_REALLOC ||
+		     e.type == TALLY_EV_LARGE_ALLOC || e.type == TALLY_EV_LARGE_FREE))
+			e.group = (uint16_t)rule;
+		if (tally_replay_record(&m->rp, &e))
+			m->malformed++;
+		else
+			m->records++;
+		if (e.group && e.group < TALLY_MAX_GROUPS)
+			m->groups[e.group].known = true;
+	}
+}
+
+void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
+			 const struct tally_ev *recs, uint32_t count)
+{
+	struct model_heap *h;
+
+	model_apply_records(m, heap_id, seq_first, tid, recs, count);
+	/* when the batch they sit in is handed over later, they are in already */
+	h = model_heap(m, heap_id);
+	if (h && h->applied < seq_first + count)
+		h->applied = seq_first + count;
+}
+
+static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t len)
+{
+	size_t hdr = offsetof(struct tally_batch, recs);
+	const struct tally_batch *b = &mb->batch;
+
+	if (len < offsetof(struct tally_msg_batch, batch) + hdr || mb->bytes < hdr ||
+	    mb->bytes > sizeof(*b) || b->magic != TALLY_BATCH_MAGIC ||
+	    b->version != TALLY_BATCH_VERSION || b->count > TALLY_BATCH_RECS ||
+	    hdr + (size_t)b->count * sizeof(b->recs[0]) > mb->bytes)
+		return -EINVAL;
+	if (b->source != TALLY_SRC_ALLOC)
+		return -EINVAL;
+	model_apply_records(m, b->heap_id, b->seq_first, b->tid, b->recs, b->count);
+	return 0;
+}
+
+static int apply_group(struct model *m, const struct tally_msg_group *g)
+{
+	struct model_thread *t;
+
+	if (g->group >= TALLY_MAX_GROUPS)
+		return -EINVAL;
+	switch (g->hdr.kind) {
+	case TALLY_MSG_GROUP_REGISTER:
+		memcpy(m->groups[g->group].name, g->name, TALLY_GROUP_NAME_MAX);
+		m->groups[g->group].name[TALLY_GROUP_NAME_MAX - 1] = 0;
+		m->groups[g->group].known = true;
+		break;
+	case TALLY_MSG_GROUP_ENTER:
+	case TALLY_MSG_GROUP_EXIT:
+		t = model_thread(m, g->hdr.tid, true);
+		if (t)
+			t->group = g->group;
+		break;
+	case TALLY_MSG_YIELD:
+		m->groups[g->group].yields++;
+		break;
+	case TALLY_MSG_REJECT:
+		m->groups[g->group].rejects++;
+		break;
+	}
+	return 0;
+}
+
+static int apply_thread(struct model *m, const struct tally_msg_thread *th)
+{
+	char comm[TALLY_COMM_LEN];
+	struct model_thread *t;
+
+	memcpy(comm, th->comm, sizeof(comm));
+	comm[sizeof(comm) - 1] = 0;
+	switch (th->hdr.kind) {
+	case TALLY_MSG_THREAD_NEW:
+	case TALLY_MSG_THREAD_NAME:
+		model_thread_named(m, th->hdr.tid, comm);
+		break;
+	case TALLY_MSG_THREAD_EXIT:
+		t = model_thread(m, th->hdr.tid, false);
+		if (t)
+			t->alive = false;
+		if (th->hdr.flags & TALLY_THREAD_GROUP_DEAD)
+			m->exited = true;
+		break;
+	}
+	return 0;
+}
+
+int model_apply(struct model *m, const void *data, size_t len)
+{
+	const struct tally_msg *hdr = data;
+	int err = -EINVAL;
+
+	m->received++;
+	if (len < sizeof(*hdr))
+		goto out;
+	switch (hdr->kind) {
+	case TALLY_MSG_BATCH:
+		err = apply_batch(m, data, len);
+		break;
+	case TALLY_MSG_GROUP_REGISTER:
+	case TALLY_MSG_GROUP_ENTER:
+	case TALLY_MSG_GROUP_EXIT:
+	case TALLY_MSG_YIELD:
+	case TALLY_MSG_REJECT:
+		if (len >= sizeof(struct tally_msg_group))
+			err = apply_group(m, data);
+		break;
+	case TALLY_MSG_THREAD_NEW:
+	case TALLY_MSG_THREAD_EXIT:
+	case TALLY_MSG_THREAD_NAME:
+		if (len >= sizeof(struct tally_msg_thread))
+			err = apply_thread(m, data);
+		break;
+	case TALLY_MSG_STATS:
+		if (len >= sizeof(struct tally_msg_stats)) {
+			const struct tally_msg_stats *s = data;
+			memcpy(m->inprocess, s->stats, sizeof(m->inprocess));
+			m->resident_at_exit = s->resident;
+			m->have_inprocess = true;
+			err = 0;
+		}
+		break;
+	}
+out:
+	if (err)
+		m->malformed++;
+	return err;
+}
+
+void model_seed_alloc(struct model *m, const struct remote_alloc *ra)
+{
+	const struct tally_stats *s = &ra->stats;
+	struct tally_replay *r = &m->rp;
+
+	r->mapped = (int64_t)s->mapped;
+	r->live = (int64_t)s->live;
+	r->rounding = (int64_t)s->rounding;
+	r->cache = (int64_t)s->cache;
+	r->span_free = (int64_t)s->span_free;
+	r->returned = (int64_t)s->returned;
+	r->virgin = (int64_t)s->virgin;
+	r->hysteresis = (int64_t)s->hysteresis;
+	r->segment_overhead = (int64_t)s->segment_overhead;
+	r->large_count = (int64_t)s->large_count;
+	r->spans_assigned = (int64_t)s->spans_assigned;
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
+		const struct tally_group_stats *gs = &ra->groups[g];
+		r->groups[g].alloc_bytes = (int64_t)gs->allocated_bytes;
+		r->groups[g].alloc_objs = (int64_t)gs->allocated_objects;
+		r->groups[g].dealloc_bytes = (int64_t)gs->deallocated_bytes;
+		r->groups[g].dealloc_objs = (int64_t)gs->deallocated_objects;
+		if (gs->allocated_objects)
+			m->groups[g].known = true;
+	}
+	for (uint32_t i = 0; i < ra->nheaps; i++) {
+		struct model_heap *h = model_heap(m, ra->heaps[i].id);
+		if (h && h->applied < ra->heaps[i].pos)
+			h->applied = ra->heaps[i].pos;
+	}
+	m->saw_alloc = true;
+}
+
+void model_seed_registry(struct model *m, const struct tally_registry *reg, bool absolute)
+{
+	for (uint32_t g = 0; g < reg->ngroups && g < TALLY_MAX_GROUPS; g++) {
+		if (!reg->names[g][0])
+			continue;
+		memcpy(m->groups[g].name, reg->names[g], TALLY_GROUP_NAME_MAX);
+		m->groups[g].name[TALLY_GROUP_NAME_MAX - 1] = 0;
+		m->groups[g].known = true;
+	}
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
+		if (absolute || !m->groups[g].yields)
+			m->groups[g].yields = reg->yields[g];
+		if (absolute || !m->groups[g].rejects)
+			m->groups[g].rejects = reg->rejects[g];
+	}
+	for (unsigned i = 0; i < TALLY_MAX_THREADS; i++) {
+		const struct tally_registry_thread *rt = &reg->threads[i];
+		if (!rt->tid || rt->group >= TALLY_MAX_GROUPS)
+			continue;
+		struct model_thread *t = model_thread(m, rt->tid, true);
+		if (t)
+			t->group = rt->group;
+	}
+}
+
+void model_stats(const struct model *m, struct tally_stats *out)
+{
+	tally_replay_stats(&m->rp, out);
+}
+
+bool model_exact(const struct model *m)
+{
+	return !m->lost_msgs && !m->lost_records && !m->malformed;
+}
+
+int64_t model_group_live(const struct model *m, uint32_t g)
+{
+	return m->rp.groups[g].alloc_bytes - m->rp.groups[g].dealloc_bytes;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What tally knows about its target, rebuilt from the ring buffer's messages:
+ * the byte identity and per-group memory (through the replay), the groups'
+ * names, yields, rejections and CPU, the threads and their groups, and how
+ * much was received and lost. Pure code (house rule 5): messages in, numbers
+ * out; the loader and the views do the I/O.
+ */
+#ifndef TALLY_MODEL_H
+#define TALLY_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../alloc/sdk_registry.h"
+#include "../bpf/tally_events.h"
+#include "remote.h"
+#include "replay.h"
+
+#define MODEL_MAX_RULES 32
+
+struct model_group {
+	char name[TALLY_GROUP_NAME_MAX];
+	bool known; /* registered, named by a rule, or charged something */
+	uint64_t yields, rejects;
+	uint64_t cpu_ns;
+};
+
+struct model_thread {
+	uint32_t tid;
+	uint32_t group;	     /* current group as the SDK says */
+	int32_t rule_group;  /* group given by a --group rule, or -1 */
+	bool alive;
+	char comm[TALLY_COMM_LEN];
+};
+
+/* Per heap: records numbered below `applied` are in the figures already
+ * (read from memory); batches from the ring may come in any order above it. */
+struct model_heap {
+	uint64_t id;
+	uint64_t applied;
+};
+
+/* --group NAME=GLOB: threads whose name matches join group NAME. */
+struct model_rule {
+	char name[TALLY_GROUP_NAME_MAX];
+	char glob[64];
+	uint32_t group;
+};
+
+struct model {
+	struct tally_replay rp;
+	struct model_group groups[TALLY_MAX_GROUPS];
+	struct model_thread *threads;
+	size_t nthreads, cap_threads;
+	struct model_heap *heaps;
+	size_t nheaps, cap_heaps;
+	struct model_rule rules[MODEL_MAX_RULES];
+	unsigned nrules;
+	uint64_t received;   /* messages */
+	uint64_t records;    /* allocator records applied */
+	uint64_t skipped;    /* records already in a state read from memory */
+	uint64_t malformed;  /* messages or records refused */
+	uint64_t lost_msgs;  /* from the BPF side's counters */
+	uint64_t lost_records;
+	bool have_inprocess; /* the allocator handed over its own figures at exit */
+	uint64_t inprocess[TALLY_STATS_FIELDS];
+	uint64_t resident_at_exit;
+	bool exited;
+	bool saw_alloc; /* any allocator batch or state: the target uses tally's allocator */
+};
+
+void model_init(struct model *m);
+void model_free(struct model *m);
+/* A rule; -EINVAL for a bad NAME=GLOB, -ENOSPC past MODEL_MAX_RULES. The
+ * group's id is the registered one with that name or one from the top. */
+int model_add_rule(struct model *m, const char *spec);
+/* One ring buffer message; -EINVAL (counted) when malformed. */
+int model_apply(struct model *m, const void *data, size_t len);
+/* Records of one heap starting at number seq_first, from `tid`'s batch. */
+void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
+			 const struct tally_ev *recs, uint32_t count);
+/* Records a live heap has not handed over yet, read from its memory. */
+void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
+			 const struct tally_ev *recs, uint32_t count);
+/* Start from a state read from memory (late attach): figures, and each
+ * heap's position, below which records are skipped. */
+void model_seed_alloc(struct model *m, const struct remote_alloc *ra);
+/* Group names and counters read from the SDK's registry. absolute: the
+ * counters replace what the messages counted (a final read of a live target). */
+void model_seed_registry(struct model *m, const struct tally_registry *reg, bool absolute);
+/* A thread seen in /proc (late attach) or renamed: its name, for the rules.
+ * Returns the rule group it now belongs to, or -1. */
+int32_t model_thread_named(struct model *m, uint32_t tid, const char *comm);
+struct model_thread *model_thread(struct model *m, uint32_t tid, bool create);
+/* The group a thread's CPU is charged to: its rule's, unless the SDK put it
+ * in another group than root. */
+uint32_t model_thread_group(const struct model_thread *t);
+
+void model_stats(const struct model *m, struct tally_stats *out);
+bool model_exact(const struct model *m);
+int64_t model_group_live(const struct model *m, uint32_t g);
+
+#endif /* TALLY_MODEL_H */

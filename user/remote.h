@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Reading a running target's allocator and SDK state from its memory
+ * (process_vm_readv): the starting point of a late attach and the allocator's
+ * own figures for a snapshot taken while the target runs (DESIGN.md §5).
+ */
+#ifndef TALLY_REMOTE_H
+#define TALLY_REMOTE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../alloc/sdk_registry.h"
+#include "../alloc/tally_alloc.h"
+#include "../bpf/tally_events.h"
+
+/* One heap: its position in its record stream (records numbered below `pos`
+ * are reflected in the figures read) and the records it holds that it has
+ * not handed over yet, numbered seq_first... */
+struct remote_heap {
+	uint64_t id;
+	uint64_t pos;
+	uint64_t seq_first;
+	uint32_t tid;
+	uint32_t npending;
+	struct tally_ev pending[TALLY_BATCH_RECS];
+};
+
+struct remote_alloc {
+	struct tally_stats stats;
+	struct tally_group_stats groups[TALLY_MAX_GROUPS];
+	uint32_t nheaps;
+	struct remote_heap *heaps; /* malloc'd, nheaps entries */
+	bool consistent; /* no heap's position moved while it was read */
+};
+
+/* The allocator's state: heaps_addr is the address of `tally_heaps` in the
+ * target. 0 or -errno (-ESRCH: the target is gone). */
+int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out);
+void remote_alloc_free(struct remote_alloc *ra);
+/* The SDK's registry at `addr` (symbol tally_registry of libtally.so). */
+int remote_registry_read(pid_t pid, uint64_t addr, struct tally_registry *out);
+
+#endif /* TALLY_REMOTE_H */

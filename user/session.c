@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A tracing session (session.h). The order matters (DESIGN.md §5): the
+ * scheduler programs and every probe are attached before a started command
+ * runs its first instruction, and before a running target's state is read,
+ * so that nothing happens unseen between the read and the first event.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "session.h"
+
+volatile sig_atomic_t session_exiting;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	session_exiting = 1;
+}
+
+void session_install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+uint64_t session_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tally: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return status;
+}
+
+/* CAP_BPF and CAP_PERFMON (or root's CAP_SYS_ADMIN): uprobes on another
+ * process and BPF programs that read kernel memory need both. */
+static bool have_caps(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	uint64_t eff = data[0].effective | ((uint64_t)data[1].effective << 32);
+	if (eff & (1ULL << CAP_SYS_ADMIN))
+		return true;
+	return (eff & (1ULL << CAP_BPF)) && (eff & (1ULL << CAP_PERFMON));
+}
+
+/* Where the kernel's BTF is; TALLY_BTF_PATH overrides it, so that the test
+ * suite can show what a kernel without BTF gets. */
+static bool have_btf(void)
+{
+	const char *p = getenv("TALLY_BTF_PATH");
+
+	return access(p ? p : "/sys/kernel/btf/vmlinux", R_OK) == 0;
+}
+
+/* The libraries installed beside the tally binary. */
+static int lib_beside_self(const char *name, char *out, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n < 0)
+		return -errno;
+	self[n] = 0;
+	char *slash = strrchr(self, '/');
+	if (slash)
+		*slash = 0;
+	if ((size_t)snprintf(out, len, "%s/%s", self, name) >= len)
+		return -ENAMETOOLONG;
+	return access(out, R_OK) ? -errno : 0;
+}
+
+/* One tally per target: an advisory lock named for the PID. */
+static int lock_target(struct session *s)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/run/lock/tally.%d.lock", s->pid);
+	s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->lock_fd < 0) {
+		snprintf(path, sizeof(path), "/tmp/tally.%d.lock", s->pid);
+		s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	}
+	if (s->lock_fd < 0)
+		return 0; /* no place for a lock: trace anyway */
+	if (flock(s->lock_fd, LOCK_EX | LOCK_NB))
+		return errno == EWOULDBLOCK ? -EBUSY : 0;
+	return 0;
+}
+
+/* Messages go to the model; a thread that a --group rule now names has its
+ * CPU charged to that group by the BPF side too. */
+static int on_msg(void *ctx, const void *data, size_t len)
+{
+	struct session *s = ctx;
+	const struct tally_msg *h = data;
+
+	model_apply(&s->model, data, len);
+	if (len >= sizeof(*h) && s->model.nrules &&
+	    (h->kind == TALLY_MSG_THREAD_NEW || h->kind == TALLY_MSG_THREAD_NAME)) {
+		struct model_thread *t = model_thread(&s->model, h->tid, false);
+		if (t && t->rule_group >= 0 && t->group == 0)
+			loader_set_thread_group(s->loader, t->tid, (uint32_t)t->rule_group);
+	}
+	return 0;
+}
+
+static int attach_libs(struct session *s)
+{
+	int err;
+
+	if (s->alloc_path[0]) {
+		err = loader_attach_alloc(s->loader, s->pid, s->alloc_path);
+		if (err)
+			return fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", s->alloc_path,
+				    strerror(-err));
+	}
+	if (s->sdk_path[0]) {
+		err = loader_attach_sdk(s->loader, s->pid, s->sdk_path);
+		if (err)
+			return fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", s->sdk_path,
+				    strerror(-err));
+	}
+	return TALLY_EXIT_OK;
+}
+
+static int start_glibc(struct session *s)
+{
+	char libc[TARGET_PATH_MAX];
+	uint64_t bias;
+	int err;
+
+	/* a started command maps the libc tally maps; a running one says which */
+	err = target_find_lib(s->spawned ? getpid() : s->pid, "libc.so", libc, sizeof(libc),
+			      &bias);
+	if (err)
+		return fail(TALLY_EXIT_FAIL, "no libc mapped in %d: %s", s->pid, strerror(-err));
+	s->glibc = glibc_trace_open(s->pid, loader_threads_fd(s->loader), 0, &err);
+	if (!s->glibc)
+		return fail(TALLY_EXIT_FAIL, "cannot load the glibc probes: %s", strerror(-err));
+	err = glibc_trace_attach(s->glibc, s->pid, libc);
+	if (err)
+		return fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", libc, strerror(-err));
+	return TALLY_EXIT_OK;
+}
+
+static int spawn(struct session *s, const struct session_opts *o)
+{
+	char alloc[PATH_MAX], sdk[PATH_MAX], preload[2 * PATH_MAX + 2];
+	int err;
+
+	err = lib_beside_self("libtally_alloc.so", alloc, sizeof(alloc));
+	if (!err)
+		err = lib_beside_self("libtally.so", sdk, sizeof(sdk));
+	if (err)
+		return fail(TALLY_EXIT_FAIL, "tally's libraries are not beside it: %s",
+			    strerror(-err));
+	snprintf(preload, sizeof(preload), "%s:%s", alloc, sdk);
+	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, NULL, &s->child);
+	if (err)
+		return fail(TALLY_EXIT_CMD, "cannot start %s: %s", o->cmd[0], strerror(-err));
+	s->pid = s->child.pid;
+	s->spawned = true;
+	/* the probes sit on the files; with --no-preload they fire if CMD loads them */
+	strcpy(s->alloc_path, alloc);
+	strcpy(s->sdk_path, sdk);
+	return TALLY_EXIT_OK;
+}
+
+static int find_running(struct session *s)
+{
+	uint64_t bias;
+	int err;
+
+	if (!target_alive(s->pid))
+		return fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
+	err = target_find_lib(s->pid, "libtally_alloc.so", s->alloc_path, sizeof(s->alloc_path),
+			      &bias);
+	if (err == -ENOENT) {
+		s->alloc_path[0] = 0;
+		fprintf(stderr,
+			"tally: %d does not use libtally_alloc: glibc mode (a probe per malloc "
+			"call: slow, and only what is allocated from now on)\n",
+			s->pid);
+	} else if (err) {
+		return fail(TALLY_EXIT_NO_PROCESS, "cannot read the maps of %d: %s", s->pid,
+			    strerror(-err));
+	} else {
+		s->heaps_addr = bias; /* plus the symbol's address, below */
+	}
+	if (target_find_lib(s->pid, "libtally.so", s->sdk_path, sizeof(s->sdk_path), &bias))
+		s->sdk_path[0] = 0;
+	else
+		s->registry_addr = bias;
+	return TALLY_EXIT_OK;
+}
+
+/* A running target's state, read after every probe is in place. */
+static int read_running_state(struct session *s)
+{
+	struct remote_alloc ra;
+	struct tally_registry *reg;
+	pid_t tids[4096];
+	int n, err;
+
+	if (s->registry_addr) {
+		reg = malloc(sizeof(*reg));
+		if (reg && !remote_registry_read(s->pid, s->registry_addr, reg)) {
+			model_seed_registry(&s->model, reg, false);
+			for (unsigned i = 0; i < TALLY_MAX_THREADS; i++)
+				if (reg->threads[i].tid && reg->threads[i].group)
+					loader_set_thread_group(s->loader, reg->threads[i].tid,
+								reg->threads[i].group);
+		}
+		free(reg);
+	}
+	n = target_threads(s->pid, tids, 4096);
+	for (int i = 0; i < n; i++) {
+		char comm[TALLY_COMM_LEN];
+		if (target_comm(s->pid, tids[i], comm, sizeof(comm)))
+			continue;
+		int32_t g = model_thread_named(&s->model, (uint32_t)tids[i], comm);
+		struct model_thread *t = model_thread(&s->model, (uint32_t)tids[i], false);
+		if (g >= 0 && t && t->group == 0)
+			loader_set_thread_group(s->loader, (uint32_t)tids[i], (uint32_t)g);
+	}
+	if (!s->heaps_addr)
+		return TALLY_EXIT_OK;
+	/* a heap that moved while read is read again, a few times */
+	for (int tries = 0; tries < 20; tries++) {
+		err = remote_alloc_read(s->pid, s->heaps_addr, &ra);
+		if (err == -ESRCH || !target_alive(s->pid))
+			return fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
+				    s->pid);
+		if (err)
+			return fail(TALLY_EXIT_FAIL, "cannot read the allocator of %d: %s", s->pid,
+				    strerror(-err));
+		if (ra.consistent || tries == 19)
+			break;
+		remote_alloc_free(&ra);
+		usleep(2000);
+	}
+	s->late_consistent = ra.consistent;
+	model_seed_alloc(&s->model, &ra);
+	remote_alloc_free(&ra);
+	return TALLY_EXIT_OK;
+}
+
+int session_start(struct session *s, const struct session_opts *o)
+{
+	int rc, err;
+
+	memset(s, 0, sizeof(*s));
+	s->pidfd = s->lock_fd = -1;
+	s->child.gate_fd = s->child.status_fd = -1;
+	model_init(&s->model);
+	for (unsigned i = 0; i < o->nrules; i++) {
+		err = model_add_rule(&s->model, o->rules[i]);
+		if (err)
+			return fail(TALLY_EXIT_USAGE, "bad --group '%s': want NAME=GLOB", o->rules[i]);
+	}
+	if (!have_caps())
+		return fail(TALLY_EXIT_PERM, "needs root, or CAP_BPF and CAP_PERFMON");
+	if (!have_btf())
+		return fail(TALLY_EXIT_NO_BTF,
+			    "the kernel has no BTF (/sys/kernel/btf/vmlinux): tally needs a kernel "
+			    "built with CONFIG_DEBUG_INFO_BTF");
+	s->pid = o->pid;
+	s->late = !o->cmd;
+	rc = o->cmd ? spawn(s, o) : find_running(s);
+	if (rc)
+		return rc;
+	if (lock_target(s))
+		return fail(TALLY_EXIT_BUSY, "another tally is tracing process %d", s->pid);
+	if (s->heaps_addr || s->registry_addr) {
+		/* find_running left the biases there: add the symbols' addresses */
+		uint64_t a;
+		if (s->heaps_addr && !target_elf_symbol(s->alloc_path, "tally_heaps", &a))
+			s->heaps_addr += a;
+		else
+			s->heaps_addr = 0;
+		if (s->registry_addr && !target_elf_symbol(s->sdk_path, "tally_registry", &a))
+			s->registry_addr += a;
+		else
+			s->registry_addr = 0;
+	}
+	s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
+	if (s->pidfd < 0 && !s->spawned)
+		return fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
+	err = loader_open(&s->loader, s->pid, o->ring_bytes, on_msg, s);
+	if (err)
+		return fail(err == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL,
+			    "cannot load the BPF programs: %s", strerror(-err));
+	err = loader_attach_sched(s->loader);
+	if (err)
+		return fail(TALLY_EXIT_FAIL, "cannot attach to the scheduler: %s", strerror(-err));
+	s->start_ns = session_now_ns();
+	if (s->spawned) {
+		/* addresses are only known once CMD runs: finish_running finds them */
+		rc = attach_libs(s);
+		if (!rc && o->no_preload)
+			rc = start_glibc(s);
+		if (rc)
+			return rc;
+		err = target_release(&s->child);
+		if (err)
+			return fail(TALLY_EXIT_CMD, "cannot run %s: %s", o->cmd[0], strerror(-err));
+	} else {
+		rc = attach_libs(s);
+		if (!rc && !s->alloc_path[0])
+			rc = start_glibc(s);
+		if (!rc)
+			rc = read_running_state(s);
+		if (rc)
+			return rc;
+		if (!target_alive(s->pid))
+			return fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
+				    s->pid);
+	}
+	target_comm(s->pid, s->pid, s->comm, sizeof(s->comm));
+	return TALLY_EXIT_OK;
+}
+
+int session_poll(struct session *s, int timeout_ms)
+{
+	struct pollfd p = { .fd = s->pidfd, .events = POLLIN };
+	int err;
+
+	if (s->gone)
+		return 1;
+	if (s->pidfd >= 0) {
+		if (poll(&p, 1, timeout_ms) < 0 && errno != EINTR)
+			return -errno;
+	} else if (timeout_ms > 0) {
+		usleep((useconds_t)timeout_ms * 1000);
+	}
+	err = loader_consume(s->loader);
+	if (err < 0 && err != -EINTR)
+		return err;
+	if (s->spawned) {
+		int st;
+		if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+			s->gone = true;
+			s->exit_status = st;
+		}
+	} else if ((s->pidfd >= 0 && (p.revents & POLLIN)) || !target_alive(s->pid)) {
+		s->gone = true;
+	}
+	return s->gone ? 1 : 0;
+}
+
+/* The figures of a target still running: its pending records, its
+ * allocator's own figures and resident bytes, its registry's counters. */
+static void finish_running(struct session *s)
+{
+	struct remote_alloc ra;
+	uint64_t a, bias;
+
+	if (!s->heaps_addr && s->spawned &&
+	    !target_find_lib(s->pid, "libtally_alloc.so", s->alloc_path, sizeof(s->alloc_path),
+			     &bias) &&
+	    !target_elf_symbol(s->alloc_path, "tally_heaps", &a))
+		s->heaps_addr = bias + a;
+	if (!s->registry_addr && s->spawned &&
+	    !target_find_lib(s->pid, "libtally.so", s->sdk_path, sizeof(s->sdk_path), &bias) &&
+	    !target_elf_symbol(s->sdk_path, "tally_registry", &a))
+		s->registry_addr = bias + a;
+	if (s->heaps_addr && !remote_alloc_read(s->pid, s->heaps_addr, &ra)) {
+		for (uint32_t i = 0; i < ra.nheaps; i++) {
+			struct remote_heap *h = &ra.heaps[i];
+			model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending,
+					    h->npending);
+		}
+		s->final_inprocess = ra.stats;
+		s->have_final_inprocess = true;
+		remote_alloc_free(&ra);
+		if (!target_alloc_resident(s->pid, &s->resident))
+			s->have_resident = true;
+	}
+	if (s->registry_addr) {
+		struct tally_registry *reg = malloc(sizeof(*reg));
+		if (reg && !remote_registry_read(s->pid, s->registry_addr, reg))
+			model_seed_registry(&s->model, reg, true);
+		free(reg);
+	}
+}
+
+void session_finish(struct session *s)
+{
+	struct tally_lost lost;
+
+	/* what the target submitted before it went is in the ring: drain it */
+	while (loader_consume(s->loader) > 0)
+		;
+	if (!s->gone && target_alive(s->pid))
+		finish_running(s);
+	else if (s->model.have_inprocess) {
+		s->resident = s->model.resident_at_exit;
+		s->have_resident = true;
+	}
+	loader_lost(s->loader, &lost);
+	s->model.lost_msgs = lost.msgs;
+	s->model.lost_records = lost.records;
+	s->model.malformed += lost.bad;
+	loader_group_cpu(s->loader, s->cpu);
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
+		s->model.groups[g].cpu_ns = s->cpu[g];
+		if (s->cpu[g])
+			s->model.groups[g].known = true;
+	}
+	s->allocator = s->model.saw_alloc ? SESSION_ALLOC_TALLY :
+		       s->glibc		  ? SESSION_ALLOC_GLIBC :
+						    SESSION_ALLOC_NONE;
+	if (s->allocator == SESSION_ALLOC_GLIBC) {
+		s->glibc_fig = calloc(1, sizeof(*s->glibc_fig));
+		if (s->glibc_fig && glibc_trace_read(s->glibc, s->glibc_fig)) {
+			free(s->glibc_fig);
+			s->glibc_fig = NULL;
+		}
+	}
+}
+
+void session_close(struct session *s)
+{
+	glibc_trace_close(s->glibc);
+	loader_close(s->loader);
+	if (s->spawned && !s->gone) {
+		if (s->child.gate_fd >= 0) {
+			target_abort(&s->child);
+		} else {
+			/* tally stops; CMD runs on, as it would have without tally */
+		}
+	}
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	free(s->glibc_fig);
+	model_free(&s->model);
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * One tracing session, shared by every subcommand: start the command held at
+ * the door or find the running process, load and attach the BPF side, read a
+ * running target's starting state, feed the model from the ring buffer, and
+ * at the end gather what is left (lost counts, CPU, the allocator's own
+ * figures).
+ */
+#ifndef TALLY_SESSION_H
+#define TALLY_SESSION_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "glibc.h"
+#include "loader.h"
+#include "model.h"
+#include "target.h"
+
+/* Exit statuses: each failure class its own, so that scripts can tell them apart. */
+enum tally_exit {
+	TALLY_EXIT_OK = 0,
+	TALLY_EXIT_FAIL = 1,	   /* anything not below */
+	TALLY_EXIT_USAGE = 2,	   /* bad command line */
+	TALLY_EXIT_PERM = 3,	   /* not root, or without CAP_BPF and CAP_PERFMON */
+	TALLY_EXIT_NO_BTF = 4,	   /* the kernel has no BTF */
+	TALLY_EXIT_NO_PROCESS = 5, /* no such PID, or it exited during attach */
+	TALLY_EXIT_BUSY = 6,	   /* another tally traces this PID */
+	TALLY_EXIT_CMD = 7,	   /* CMD could not be started */
+};
+
+enum session_allocator { SESSION_ALLOC_TALLY, SESSION_ALLOC_GLIBC, SESSION_ALLOC_NONE };
+
+struct session_opts {
+	pid_t pid;	     /* attach to this process, or 0 */
+	char **cmd;	     /* or start this command */
+	bool no_preload;     /* start CMD as it is, without tally's libraries */
+	uint64_t ring_bytes; /* ring buffer size */
+	const char **rules;  /* --group NAME=GLOB */
+	unsigned nrules;
+};
+
+struct session {
+	struct model model;
+	struct loader *loader;
+	struct glibc_trace *glibc;
+	pid_t pid;
+	bool spawned;
+	struct target_child child;
+	int pidfd;
+	int lock_fd;
+	bool gone;	 /* the target has exited */
+	int exit_status; /* a started command's wait status, when gone */
+	char comm[TALLY_COMM_LEN];
+	enum session_allocator allocator;
+	char alloc_path[TARGET_PATH_MAX];
+	uint64_t heaps_addr; /* tally_heaps in the target, 0 if unknown */
+	char sdk_path[TARGET_PATH_MAX];
+	uint64_t registry_addr; /* tally_registry in the target, 0 if unknown */
+	bool late;		/* attached to a running process */
+	bool late_consistent;	/* its state read while no heap moved */
+	uint64_t start_ns;	/* CLOCK_MONOTONIC at attach */
+	uint64_t cpu[TALLY_MAX_GROUPS];
+	struct glibc_figures *glibc_fig; /* at the end, in glibc mode */
+	bool have_final_inprocess;	 /* stats read from a live target at the end */
+	struct tally_stats final_inprocess;
+	bool have_resident;
+	uint64_t resident;
+};
+
+extern volatile sig_atomic_t session_exiting;
+void session_install_signals(void);
+
+/* Returns TALLY_EXIT_OK or another status, after one line on stderr. */
+int session_start(struct session *s, const struct session_opts *o);
+/* Drain the ring and look at the target; waits up to timeout_ms. Returns 1
+ * when the target is gone, 0 otherwise, -errno on a failure. */
+int session_poll(struct session *s, int timeout_ms);
+/* Everything that is still to be had, for the final figures. */
+void session_finish(struct session *s);
+void session_close(struct session *s);
+uint64_t session_now_ns(void);
+
+#endif /* TALLY_SESSION_H */
