@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Handing a heap's batch of records to whoever traces: one USDT probe,
- * tally:batch(batch, bytes), per TALLY_BATCH_RECS records, at ticks, at thread
+ * tally:batch(batch, bytes), per TALLY_BATCH_WORDS words of records, at ticks, at thread
  * exit and at tally_alloc_collect. Records are only written while the probe's
  * semaphore says a tracer is attached (internal.h: ev()).
  *
@@ -32,7 +32,7 @@ void ev_flush(struct heap *h)
 	b->tid = h->tid;
 	b->heap_id = h->id;
 	b->seq_first = h->seq;
-	size_t bytes = offsetof(struct tally_batch, recs) + (size_t)b->count * sizeof(b->recs[0]);
+	size_t bytes = offsetof(struct tally_batch, words) + (size_t)b->count * sizeof(b->words[0]);
 #if defined(TALLY_ALLOC_TEST_SINK)
 	tally_alloc_test_sink(b, bytes);
 #elif !defined(TALLY_NO_PROBES)

@@ -363,13 +363,17 @@ static inline void ev(struct heap *h, uint8_t type, uint8_t term, uint16_t group
 {
 	if (!ev_tracing())
 		return;
-	struct tally_ev *e = &h->batch.recs[h->batch.count];
-	e->type = type;
-	e->term = term;
-	e->group = group;
-	e->n = n;
-	e->bytes = bytes;
-	if (++h->batch.count == TALLY_BATCH_RECS)
+	struct tally_batch *b = &h->batch;
+	struct tally_ev e = { type, term, group, n, bytes };
+	if (tally_ev_is_word(type)) {
+		b->words[b->count++] = tally_ev_word(type, group, n, (uint32_t)bytes);
+	} else {
+		if (b->count + 2 > TALLY_BATCH_WORDS)
+			ev_flush(h);
+		__builtin_memcpy(&b->words[b->count], &e, sizeof(e));
+		b->count += 2;
+	}
+	if (b->count == TALLY_BATCH_WORDS)
 		ev_flush(h);
 }
 

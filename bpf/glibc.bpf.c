@@ -73,6 +73,14 @@ const volatile __u32 target_tgid = 0;
  * again; from `armed` on, every entry and return is seen. */
 __u32 armed = 0;
 
+/* The target's execs since attach. An exec replaces the process image and
+ * every block with it: the exec program empties the maps and the figures,
+ * which then cover the new image only. That is what a started command needs
+ * too: tally attaches before exec, and the allocations of its forked child
+ * before the exec (setenv) are not the command's. Records of an older epoch
+ * that the emptying missed are treated as absent. */
+__u32 exec_epoch = 0;
+
 enum glibc_op {
 	GLIBC_OP_NONE = 0,	     /* cannot allocate (calloc or reallocarray overflow) */
 	GLIBC_OP_ALLOC = 1,	     /* returns the block: malloc, calloc, memalign, ... */
@@ -85,7 +93,8 @@ struct glibc_block {
 	__u64 requested; /* bytes the caller asked for */
 	__u64 usable;	 /* malloc_usable_size(): >= requested */
 	__u32 group;	 /* group charged at allocation; its free is charged here too */
-	__u32 mmapped;	 /* 1: an mmapped chunk (counted in large_count) */
+	__u16 mmapped;	 /* 1: an mmapped chunk (counted in large_count) */
+	__u16 epoch;	 /* exec_epoch when recorded: older ones died with their image */
 };
 
 /* The outermost call a thread is in, key: tid. */
@@ -97,7 +106,7 @@ struct glibc_call {
 	__u32 op;		/* enum glibc_op */
 	__u32 depth;		/* traced calls open on the thread: this one and those inside */
 	__u32 old_found;	/* realloc: `old` holds the old block's record */
-	__u32 pad;
+	__u32 epoch;		/* exec_epoch at entry */
 };
 
 /*
@@ -193,13 +202,15 @@ static __always_inline bool glibc_block_take(__u64 ptr, struct glibc_block *out)
 	if (!b)
 		return false;
 	*out = *b;
-	return bpf_map_delete_elem(&blocks, &ptr) == 0;
+	if (bpf_map_delete_elem(&blocks, &ptr))
+		return false;
+	return out->epoch == (__u16)exec_epoch;
 }
 
 /* glibc handed out ptr for `size` bytes in group g. */
 static __always_inline void glibc_block_add(__u64 ptr, __u64 size, __u32 g)
 {
-	struct glibc_block b = { .requested = size, .group = g };
+	struct glibc_block b = { .requested = size, .group = g, .epoch = (__u16)exec_epoch };
 	struct glibc_block stale;
 	__u64 word, chunk, hdr;
 
@@ -245,7 +256,7 @@ static __always_inline bool glibc_nested(__u32 tid, __u64 sp, bool with_return)
 {
 	struct glibc_call *c = bpf_map_lookup_elem(&calls, &tid);
 
-	if (!c)
+	if (!c || c->epoch != exec_epoch)
 		return false;
 	if (sp <= c->sp) {
 		if (with_return)
@@ -265,6 +276,7 @@ static __always_inline void glibc_call_open(struct pt_regs *ctx, struct glibc_ca
 
 	c->sp = PT_REGS_SP(ctx);
 	c->depth = 1;
+	c->epoch = exec_epoch;
 	__sync_fetch_and_add(&totals.calls, 1);
 	if (bpf_map_update_elem(&calls, &tid, c, BPF_ANY)) {
 		/* 16384 threads inside malloc at once: this one goes unseen */
@@ -406,8 +418,7 @@ static __always_inline void glibc_realloc_done(struct glibc_call *c, __u64 ret, 
 {
 	if (!ret && c->size) {
 		/* failed: the old block is still the caller's */
-		if (c->old_found &&
-		    bpf_map_update_elem(&blocks, &c->arg, &c->old, BPF_NOEXIST)) {
+		if (c->old_found && bpf_map_update_elem(&blocks, &c->arg, &c->old, BPF_NOEXIST)) {
 			/* no room to put it back: it leaves the figures untracked
 			 * (not a free: its real free comes later, unknown) */
 			__u32 g = c->old.group < TALLY_MAX_GROUPS ? c->old.group : 0;
@@ -444,8 +455,8 @@ int BPF_KRETPROBE(glibc_return, __u64 ret)
 	if (!glibc_watching())
 		return 0;
 	c = bpf_map_lookup_elem(&calls, &tid);
-	if (!c)
-		return 0; /* entered before the probes were armed */
+	if (!c || c->epoch != exec_epoch)
+		return 0; /* entered before the probes were armed, or before an exec */
 	/* after `ret`, the stack pointer is the entry's plus 8; above that,
 	 * the recorded call is one we have returned past unseen */
 	if (PT_REGS_SP(ctx) > c->sp + 8) {
@@ -467,8 +478,8 @@ int BPF_KRETPROBE(glibc_return, __u64 ret)
 		break;
 	case GLIBC_OP_POSIX_MEMALIGN:
 		/* returns 0 or an errno value (an int) */
-		if ((__u32)ret == 0 &&
-		    !bpf_probe_read_user(&ptr, sizeof(ptr), (void *)done.arg) && ptr)
+		if ((__u32)ret == 0 && !bpf_probe_read_user(&ptr, sizeof(ptr), (void *)done.arg) &&
+		    ptr)
 			glibc_block_add(ptr, done.size, glibc_group(tid));
 		break;
 	case GLIBC_OP_REALLOC:
@@ -476,6 +487,37 @@ int BPF_KRETPROBE(glibc_return, __u64 ret)
 		break;
 	default:
 		break;
+	}
+	return 0;
+}
+
+static long glibc_forget_block(struct bpf_map *map, __u64 *key, struct glibc_block *b, void *ctx)
+{
+	bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+static long glibc_forget_call(struct bpf_map *map, __u32 *key, struct glibc_call *c, void *ctx)
+{
+	bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+/* The target execs: its blocks are gone with its image (see exec_epoch). The
+ * other threads are gone too (this runs after de_thread), so no probe of the
+ * target runs meanwhile and the figures can be zeroed without atomics. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(glibc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if (p->tgid != target_tgid)
+		return 0;
+	__sync_fetch_and_add(&exec_epoch, 1);
+	bpf_for_each_map_elem(&blocks, glibc_forget_block, NULL, 0);
+	bpf_for_each_map_elem(&calls, glibc_forget_call, NULL, 0);
+	/* word by word: clang would make a memset of it, which BPF lacks */
+	for (__u32 i = 0; i < sizeof(totals) / sizeof(__u64); i++) {
+		((__u64 *)&totals)[i] = 0;
+		asm volatile("" ::: "memory");
 	}
 	return 0;
 }

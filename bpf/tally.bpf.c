@@ -59,7 +59,7 @@ struct {
  * threads first seen switching out start here. */
 __u64 attach_ns = 0;
 
-static __always_inline void count_lost(__u64 records, bool bad)
+static __always_inline void count_lost(__u64 words, bool bad)
 {
 	__u32 zero = 0;
 	struct tally_lost *l = bpf_map_lookup_elem(&lost, &zero);
@@ -71,7 +71,7 @@ static __always_inline void count_lost(__u64 records, bool bad)
 		return;
 	}
 	l->msgs++;
-	l->records += records;
+	l->words += words;
 }
 
 static __always_inline bool in_target(void)
@@ -90,7 +90,7 @@ static __always_inline void fill_hdr(struct tally_msg *m, __u16 kind, __u32 tid,
 SEC("usdt")
 int BPF_USDT(tally_batch, void *batch, long bytes)
 {
-	__u64 hdr = offsetof(struct tally_batch, recs);
+	__u64 hdr = offsetof(struct tally_batch, words);
 	struct tally_msg_batch *m;
 	__u32 n;
 
@@ -103,7 +103,7 @@ int BPF_USDT(tally_batch, void *batch, long bytes)
 	/* a fixed size, so that the verifier knows the copy fits */
 	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 	if (!m) {
-		count_lost(((__u64)bytes - hdr) / sizeof(struct tally_ev), false);
+		count_lost(((__u64)bytes - hdr) / sizeof(__u64), false);
 		return 0;
 	}
 	fill_hdr(&m->hdr, TALLY_MSG_BATCH, (__u32)bpf_get_current_pid_tgid(), bpf_ktime_get_ns());

@@ -25,10 +25,11 @@
 #endif
 
 #define TALLY_BATCH_MAGIC 0x7a11ba7cu
-#define TALLY_BATCH_VERSION 1
-/* Records per batch: a probe hit costs 1.4 to 20 us here (DESIGN.md §5), so a
- * batch must carry a few hundred records to cost a few ns per operation. */
-#define TALLY_BATCH_RECS 512
+#define TALLY_BATCH_VERSION 2
+/* 8-byte words per batch: a probe hit costs 1.4 to 20 us here (DESIGN.md §5)
+ * and its copy into the ring about 1 us per 8 KiB, so a batch carries up to
+ * 2048 records (16 KiB) to cost about a nanosecond per operation. */
+#define TALLY_BATCH_WORDS 2048
 #define TALLY_MAX_GROUPS 256 /* group ids 0..255; 0 is "root" */
 #define TALLY_GROUP_NAME_MAX 32
 
@@ -88,6 +89,12 @@ enum tally_large_how {
 	TALLY_LARGE_POOL = 1,  /* taken from (or parked in) the retention pool */
 };
 
+/*
+ * A record as the replay reads it. In a batch, ALLOC, FREE and FREE_FOREIGN
+ * (the records of malloc and free, nearly all of them) take one 8-byte word:
+ *   type | group << 8 | n << 16 | bytes << 40   (n and bytes below 2^24)
+ * and every other record two words, laid out as this struct.
+ */
 struct tally_ev {
 	__u8 type;   /* enum tally_ev_type */
 	__u8 term;   /* enum tally_term or enum tally_large_how, per type */
@@ -97,27 +104,76 @@ struct tally_ev {
 };
 _Static_assert(sizeof(struct tally_ev) == 16, "tally_ev is 16 bytes");
 
+#define TALLY_EV_WORD_MAX ((1u << 24) - 1) /* n and bytes of a one-word record */
+
+static inline int tally_ev_is_word(__u8 type)
+{
+	return type == TALLY_EV_ALLOC || type == TALLY_EV_FREE || type == TALLY_EV_FREE_FOREIGN;
+}
+
+static inline __u64 tally_ev_word(__u8 type, __u16 group, __u32 n, __u32 bytes)
+{
+	return (__u64)type | (__u64)(group & 0xff) << 8 | (__u64)n << 16 | (__u64)bytes << 40;
+}
+
+/* Append a record, in one word or two; the caller has room for two. */
+static inline void tally_ev_put(__u64 *words, __u32 *count, const struct tally_ev *e)
+{
+	if (tally_ev_is_word(e->type)) {
+		words[(*count)++] = tally_ev_word(e->type, e->group, e->n, (__u32)e->bytes);
+		return;
+	}
+	__builtin_memcpy(&words[*count], e, sizeof(*e));
+	*count += 2;
+}
+
+/* The record at words[*pos] (of count), decoded; advances *pos. 0, or -1
+ * when the record runs past count. */
+static inline int tally_ev_next(const __u64 *words, __u32 count, __u32 *pos, struct tally_ev *e)
+{
+	__u64 w;
+
+	if (*pos >= count)
+		return -1;
+	w = words[*pos];
+	if (tally_ev_is_word((__u8)w)) {
+		e->type = (__u8)w;
+		e->term = 0;
+		e->group = (__u16)((w >> 8) & 0xff);
+		e->n = (__u32)((w >> 16) & TALLY_EV_WORD_MAX);
+		e->bytes = w >> 40;
+		*pos += 1;
+		return 0;
+	}
+	if (*pos + 2 > count)
+		return -1;
+	__builtin_memcpy(e, &words[*pos], sizeof(*e));
+	*pos += 2;
+	return 0;
+}
+
 enum tally_batch_source {
 	TALLY_SRC_ALLOC = 1, /* libtally_alloc.so */
 	TALLY_SRC_CUPTI = 2, /* libtally_cupti.so */
 };
 
 /*
- * A batch as it sits in the producer's memory. seq_first is the per-heap
- * sequence number of recs[0]: a tracer that read a heap's state at sequence S
- * (late attach, DESIGN.md §5) applies only records numbered above S.
+ * A batch as it sits in the producer's memory. Records are numbered by the
+ * word they start at: seq_first is the per-heap number of words[0], so a
+ * tracer that read a heap's state at position S (late attach, DESIGN.md §5)
+ * applies only the records that start at S or later.
  */
 struct tally_batch {
 	__u32 magic;   /* TALLY_BATCH_MAGIC */
 	__u16 version; /* TALLY_BATCH_VERSION */
 	__u16 source;  /* enum tally_batch_source */
 	__u32 tid;     /* thread that handed the batch over */
-	__u32 count;   /* records in recs[] */
+	__u32 count;   /* words used in words[] */
 	__u64 heap_id; /* the producing heap (heaps outlive threads) */
 	__u64 seq_first;
-	struct tally_ev recs[TALLY_BATCH_RECS];
+	__u64 words[TALLY_BATCH_WORDS];
 };
-_Static_assert(sizeof(struct tally_batch) == 32 + 16 * TALLY_BATCH_RECS, "batch layout");
+_Static_assert(sizeof(struct tally_batch) == 32 + 8 * TALLY_BATCH_WORDS, "batch layout");
 
 
 /*
@@ -187,7 +243,7 @@ _Static_assert(sizeof(struct tally_msg_stats) == 16 + 8 * 12, "tally_msg_stats l
 /* Per-CPU counters of what the BPF side could not carry (map `lost`). */
 struct tally_lost {
 	__u64 msgs;    /* messages whose ring reservation failed */
-	__u64 records; /* allocator records inside lost batches */
+	__u64 words;   /* words of allocator records inside lost batches */
 	__u64 bad;     /* malformed batches refused by the BPF program */
 };
 

@@ -25,11 +25,11 @@ static struct tally_msg_batch *batch(uint64_t heap, uint64_t seq, uint32_t tid,
 	m->batch.version = TALLY_BATCH_VERSION;
 	m->batch.source = TALLY_SRC_ALLOC;
 	m->batch.tid = tid;
-	m->batch.count = n;
+	for (uint32_t i = 0; i < n; i++)
+		tally_ev_put(m->batch.words, &m->batch.count, &recs[i]);
 	m->batch.heap_id = heap;
 	m->batch.seq_first = seq;
-	memcpy(m->batch.recs, recs, n * sizeof(*recs));
-	m->bytes = (uint32_t)(offsetof(struct tally_batch, recs) + n * sizeof(*recs));
+	m->bytes = (uint32_t)(offsetof(struct tally_batch, words) + m->batch.count * 8);
 	*len = sizeof(*m);
 	return m;
 }
@@ -76,7 +76,7 @@ static void model__batches_out_of_order__same_figures(void **state)
 
 	model_init(&m);
 	/* thread 11's second batch first, then thread 12's, then 11's first */
-	apply_batch(&m, 1, 3, 11, a2, 2);
+	apply_batch(&m, 1, 5, 11, a2, 2);
 	apply_batch(&m, 2, 0, 12, b, 4);
 	apply_batch(&m, 1, 0, 11, a, 3);
 	check_balanced(&m);
@@ -105,7 +105,7 @@ static void model__foreign_free__charged_to_the_allocating_group(void **state)
 	assert_int_equal(s.cache, 64);
 	assert_int_equal(model_group_live(&m, 3), 0);
 	assert_int_equal(m.rp.groups[4].dealloc_objs, 0);
-	apply_batch(&m, 1, 3, 21, drain, 1);
+	apply_batch(&m, 1, 5, 21, drain, 1);
 	model_stats(&m, &s);
 	assert_int_equal(s.cache, 0);
 	check_balanced(&m);
@@ -160,7 +160,7 @@ static void model__late_attach_cutoff__applies_only_newer_records(void **state)
 	(void)state;
 	struct model m;
 	struct remote_alloc ra = { 0 };
-	struct remote_heap h = { .id = 7, .pos = 2 };
+	struct remote_heap h = { .id = 7, .pos = 4 }; /* words: two two-word records */
 	/* the state read had the segment and the first allocation */
 	struct tally_ev recs[] = { SEG(4 << 20, 65536), BUMP(4096), ALLOC(1, 10, 16) };
 
@@ -177,10 +177,15 @@ static void model__late_attach_cutoff__applies_only_newer_records(void **state)
 	assert_int_equal(model_group_live(&m, 1), 10);
 	check_balanced(&m);
 	/* pending records read from memory, then handed over in their batch */
-	struct tally_ev more[] = { ALLOC(1, 5, 16), FREE(1, 10, 16) };
-	model_apply_pending(&m, 7, 3, 1, more, 2);
+	__u64 more[2];
+	uint32_t nmore = 0;
+	struct tally_ev a = ALLOC(1, 5, 16), f = FREE(1, 10, 16);
+	tally_ev_put(more, &nmore, &a);
+	tally_ev_put(more, &nmore, &f);
+	model_apply_pending(&m, 7, 5, 1, more, nmore);
 	assert_int_equal(model_group_live(&m, 1), 5);
-	apply_batch(&m, 7, 3, 1, more, 2);
+	struct tally_ev recs2[] = { ALLOC(1, 5, 16), FREE(1, 10, 16) };
+	apply_batch(&m, 7, 5, 1, recs2, 2);
 	assert_int_equal(model_group_live(&m, 1), 5);
 	check_balanced(&m);
 	model_free(&m);
@@ -218,7 +223,7 @@ static void model__malformed_messages__counted_not_applied(void **state)
 	b->batch.magic = 0;
 	assert_int_equal(model_apply(&m, b, len), -EINVAL);
 	b->batch.magic = TALLY_BATCH_MAGIC;
-	b->batch.count = TALLY_BATCH_RECS + 1;
+	b->batch.count = TALLY_BATCH_WORDS + 1;
 	assert_int_equal(model_apply(&m, b, len), -EINVAL);
 	assert_int_equal(model_apply(&m, b, 8), -EINVAL);
 	struct tally_msg odd = { 99, 0, 1, 1 };

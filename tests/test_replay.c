@@ -200,17 +200,20 @@ static void replay__malformed_input_is_refused(void **state)
 	b.magic = TALLY_BATCH_MAGIC;
 	b.version = TALLY_BATCH_VERSION;
 	b.source = TALLY_SRC_ALLOC;
-	b.count = 2;
-	b.recs[0] = base_seq[0];
-	b.recs[1] = base_seq[1];
-	size_t full = offsetof(struct tally_batch, recs) + 2 * sizeof(struct tally_ev);
+	b.count = 0;
+	tally_ev_put(b.words, &b.count, &base_seq[0]);
+	tally_ev_put(b.words, &b.count, &base_seq[1]);
+	uint32_t used = b.count;
+	size_t full = offsetof(struct tally_batch, words) + used * sizeof(b.words[0]);
 	assert_int_equal(tally_replay_batch(&r, &b, full - 1), -EINVAL); /* truncated */
 	b.magic = 0;
 	assert_int_equal(tally_replay_batch(&r, &b, full), -EINVAL);
 	b.magic = TALLY_BATCH_MAGIC;
-	b.count = TALLY_BATCH_RECS + 1;
+	b.count = TALLY_BATCH_WORDS + 1;
 	assert_int_equal(tally_replay_batch(&r, &b, sizeof(b)), -EINVAL);
-	b.count = 2;
+	b.count = used - 1; /* a two-word record cut in half */
+	assert_int_equal(tally_replay_batch(&r, &b, full), -EINVAL);
+	b.count = used;
 	assert_int_equal(r.records, 0);
 	assert_int_equal(tally_replay_batch(&r, &b, full), 0);
 	assert_int_equal(r.records, 2);

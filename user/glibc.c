@@ -3,8 +3,8 @@
  * The loader of bpf/glibc.bpf.c (glibc mode): open with the target's tgid,
  * share the main object's `threads` map, size the block map, load; attach a
  * uprobe (and, but for free, a uretprobe) to each public malloc entry of the
- * target's libc, once per address; then arm the probes; read the figures
- * from the object's mmapped .bss.
+ * target's libc, once per address, and a program on the target's exec;
+ * then arm the probes; read the figures from the object's mmapped .bss.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -79,7 +79,7 @@ static const struct glibc_entry {
 };
 
 #define GLIBC_NENTRIES (sizeof(glibc_entries) / sizeof(glibc_entries[0]))
-#define GLIBC_MAX_LINKS (2 * GLIBC_NENTRIES)
+#define GLIBC_MAX_LINKS (2 * GLIBC_NENTRIES + 1)
 
 struct glibc_trace {
 	struct glibc_bpf *skel;
@@ -155,7 +155,8 @@ static int glibc_find_entries(const char *path, uint64_t addr[GLIBC_NENTRIES])
 		GElf_Shdr sh;
 		Elf_Data *data;
 
-		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB))
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB))
 			continue;
 		data = elf_getdata(scn, NULL);
 		if (!data || !sh.sh_entsize)
@@ -218,6 +219,7 @@ static int glibc_attach_one(struct glibc_trace *g, struct bpf_program *prog, pid
 int glibc_trace_attach(struct glibc_trace *g, pid_t pid, const char *libc_path)
 {
 	uint64_t addr[GLIBC_NENTRIES];
+	struct bpf_link *link;
 	int err;
 
 	if (g->nlinks)
@@ -228,6 +230,13 @@ int glibc_trace_attach(struct glibc_trace *g, pid_t pid, const char *libc_path)
 	for (size_t k = 0; k < GLIBC_NENTRIES; k++)
 		if (glibc_entries[k].required && !addr[k])
 			return -ENOENT;
+
+	/* an exec of the target empties the figures (see exec_epoch in
+	 * bpf/glibc.bpf.c): a started command is attached before its exec */
+	link = bpf_program__attach(g->skel->progs.glibc_exec);
+	if (!link)
+		return -errno;
+	g->links[g->nlinks++] = link;
 
 	/* free first and the allocating entries last, in the table's order,
 	 * though nothing is recorded before `armed` anyway */

@@ -4,9 +4,12 @@
  * for a target that does not use libtally_alloc. A probe hit per call (tens
  * of microseconds each), so the target runs much slower while traced.
  *
- * The figures cover the blocks allocated since glibc_trace_attach() returned:
- * blocks allocated before are not known (their frees count in
- * unknown_frees). Stats terms other than live, rounding and large_count have
+ * The figures cover the blocks allocated since glibc_trace_attach() returned
+ * or since the target's last exec, whichever is later: blocks allocated
+ * before are not known (their frees count in unknown_frees), and an exec
+ * starts every figure again from zero (the old image's blocks are gone; and
+ * a command started by tally is attached before its exec, when the forked
+ * child's own allocations are not the command's). Stats terms other than live, rounding and large_count have
  * no glibc meaning; the snapshot shows them as null.
  */
 #ifndef TALLY_GLIBC_H
@@ -30,8 +33,8 @@ struct glibc_figures {
 	uint64_t calls;		/* calls of the family (outermost ones) */
 	uint64_t untracked;	/* blocks the block map could not hold: not exact */
 	uint64_t unknown_frees; /* frees of blocks not allocated since attach (or untracked) */
-	uint64_t nested;	/* calls glibc made inside another traced call (not counted twice) */
-	uint64_t lost;		/* returns or frees the probes missed: not exact */
+	uint64_t nested; /* calls glibc made inside another traced call (not counted twice) */
+	uint64_t lost;	 /* returns or frees the probes missed: not exact */
 };
 
 /* The figures are exact: every block allocated since attach is accounted. */

@@ -164,7 +164,7 @@ void loader_lost(struct loader *l, struct tally_lost *sum)
 				  (size_t)ncpu * sizeof(*v), 0)) {
 		for (int i = 0; i < ncpu; i++) {
 			sum->msgs += v[i].msgs;
-			sum->records += v[i].records;
+			sum->words += v[i].words;
 			sum->bad += v[i].bad;
 		}
 	}

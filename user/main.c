@@ -18,7 +18,7 @@
 const char *argp_program_version = "tally 0.3";
 const char *argp_program_bug_address = "<tally@localhost>";
 
-#define RING_MB_DEFAULT 64
+#define RING_MB_DEFAULT 32
 #define MAX_RULES 32
 
 struct cli {
@@ -36,7 +36,7 @@ static const struct argp_option target_options[] = {
 	{ "group", OPT_GROUP, "NAME=GLOB", 0,
 	  "Put threads whose name matches GLOB in group NAME (repeatable)", 0 },
 	{ "ring-mb", OPT_RING_MB, "MB", 0,
-	  "Ring buffer size in MiB, fractions allowed (default 64; rounded up to a power of two "
+	  "Ring buffer size in MiB, fractions allowed (default 32; rounded up to a power of two "
 	  "of pages)",
 	  0 },
 	{ "no-preload", OPT_NO_PRELOAD, NULL, 0,
@@ -145,7 +145,7 @@ static int run_snapshot(struct cli *c)
 	}
 	uint64_t deadline = c->secs > 0 ? s.start_ns + (uint64_t)(c->secs * 1e9) : 0;
 	while (!session_exiting) {
-		err = session_poll(&s, 10);
+		err = session_poll(&s, 2);
 		if (err)
 			break;
 		if (deadline && session_now_ns() >= deadline)
@@ -155,12 +155,12 @@ static int run_snapshot(struct cli *c)
 	err = snapshot_print(stdout, &s);
 	if (err)
 		fprintf(stderr, "tally: cannot write the snapshot: %s\n", strerror(-err));
-	if (!snapshot_exact(&s) && (s.model.lost_msgs || s.model.lost_records))
+	if (!snapshot_exact(&s) && (s.model.lost_msgs || s.model.lost_words))
 		fprintf(stderr,
-			"tally: %llu messages (%llu allocator records) lost: the ring was full; "
+			"tally: %llu messages (%llu words of allocator records) lost: the ring was full; "
 			"try a larger --ring-mb\n",
 			(unsigned long long)s.model.lost_msgs,
-			(unsigned long long)s.model.lost_records);
+			(unsigned long long)s.model.lost_words);
 	session_close(&s);
 	return err ? TALLY_EXIT_FAIL : TALLY_EXIT_OK;
 }

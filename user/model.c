@@ -134,45 +134,94 @@ static struct model_heap *model_heap(struct model *m, uint64_t id)
 	return h;
 }
 
+/* Malloc's and free's one-word records, nearly all of them: applied
+ * without decoding to struct tally_ev, so the consumer keeps up with a busy
+ * target. Returns false for anything else. */
+static inline bool apply_word(struct tally_replay *r, __u64 w, int32_t rule)
+{
+	uint8_t type = (uint8_t)w;
+	uint32_t g = (uint32_t)(w >> 8) & 0xff;
+	int64_t n = (int64_t)((w >> 16) & TALLY_EV_WORD_MAX), b = (int64_t)(w >> 40);
+
+	if (rule >= 0 && g == 0)
+		g = (uint32_t)rule;
+	switch (type) {
+	case TALLY_EV_ALLOC:
+		r->span_free -= b;
+		r->live += n;
+		r->rounding += b - n;
+		r->groups[g].alloc_bytes += n;
+		r->groups[g].alloc_objs++;
+		return true;
+	case TALLY_EV_FREE:
+		r->live -= n;
+		r->rounding -= b - n;
+		r->span_free += b;
+		r->groups[g].dealloc_bytes += n;
+		r->groups[g].dealloc_objs++;
+		return true;
+	case TALLY_EV_FREE_FOREIGN:
+		r->live -= n;
+		r->rounding -= b - n;
+		r->cache += b;
+		r->groups[g].dealloc_bytes += n;
+		r->groups[g].dealloc_objs++;
+		return true;
+	}
+	return false;
+}
+
 void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
-			 const struct tally_ev *recs, uint32_t count)
+			 const __u64 *words, uint32_t count)
 {
 	struct model_heap *h = model_heap(m, heap_id);
 	struct model_thread *t = model_thread(m, tid, false);
 	int32_t rule = t ? t->rule_group : -1;
-	uint32_t skip = 0;
+	uint32_t pos = 0;
 
 	m->saw_alloc = true;
 	if (!h) {
-		m->malformed += count;
+		m->malformed++;
 		return;
 	}
-	if (h->applied > seq_first)
-		skip = h->applied - seq_first < count ? (uint32_t)(h->applied - seq_first) : count;
-	m->skipped += skip;
-	for (uint32_t i = skip; i < count; i++) {
-		struct tally_ev e = recs[i];
+	/* records already in a state read from memory */
+	while (pos < count && seq_first + pos < h->applied) {
+		struct tally_ev e;
+		if (tally_ev_next(words, count, &pos, &e)) {
+			m->malformed++;
+			return;
+		}
+		m->skipped++;
+	}
+	while (pos < count) {
+		struct tally_ev e;
+		if (apply_word(&m->rp, words[pos], rule)) {
+			pos++;
+			m->records++;
+			continue;
+		}
+		if (tally_ev_next(words, count, &pos, &e)) {
+			m->malformed++;
+			return;
+		}
 		/* a thread grouped by name: what it charges to root is its group's */
 		if (rule >= 0 && e.group == 0 &&
-		    (e.type == TALLY_EV_ALLOC || e.type == TALLY_EV_FREE ||
-		     e.type == TALLY_EV_FREE_FOREIGN || e.type == TALLY_EV_REALLOC ||
-		     e.type == TALLY_EV_LARGE_ALLOC || e.type == TALLY_EV_LARGE_FREE))
+		    (e.type == TALLY_EV_REALLOC || e.type == TALLY_EV_LARGE_ALLOC ||
+		     e.type == TALLY_EV_LARGE_FREE))
 			e.group = (uint16_t)rule;
 		if (tally_replay_record(&m->rp, &e))
 			m->malformed++;
 		else
 			m->records++;
-		if (e.group && e.group < TALLY_MAX_GROUPS)
-			m->groups[e.group].known = true;
 	}
 }
 
 void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
-			 const struct tally_ev *recs, uint32_t count)
+			 const __u64 *words, uint32_t count)
 {
 	struct model_heap *h;
 
-	model_apply_records(m, heap_id, seq_first, tid, recs, count);
+	model_apply_records(m, heap_id, seq_first, tid, words, count);
 	/* when the batch they sit in is handed over later, they are in already */
 	h = model_heap(m, heap_id);
 	if (h && h->applied < seq_first + count)
@@ -181,17 +230,18 @@ void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 
 static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t len)
 {
-	size_t hdr = offsetof(struct tally_batch, recs);
+	size_t hdr = offsetof(struct tally_batch, words);
 	const struct tally_batch *b = &mb->batch;
 
 	if (len < offsetof(struct tally_msg_batch, batch) + hdr || mb->bytes < hdr ||
 	    mb->bytes > sizeof(*b) || b->magic != TALLY_BATCH_MAGIC ||
-	    b->version != TALLY_BATCH_VERSION || b->count > TALLY_BATCH_RECS ||
-	    hdr + (size_t)b->count * sizeof(b->recs[0]) > mb->bytes)
+	    b->version != TALLY_BATCH_VERSION || b->count > TALLY_BATCH_WORDS ||
+	    hdr + (size_t)b->count * sizeof(b->words[0]) > mb->bytes ||
+	    len < offsetof(struct tally_msg_batch, batch) + hdr + (size_t)b->count * 8)
 		return -EINVAL;
 	if (b->source != TALLY_SRC_ALLOC)
 		return -EINVAL;
-	model_apply_records(m, b->heap_id, b->seq_first, b->tid, b->recs, b->count);
+	model_apply_records(m, b->heap_id, b->seq_first, b->tid, b->words, b->count);
 	return 0;
 }
 
@@ -353,7 +403,7 @@ void model_stats(const struct model *m, struct tally_stats *out)
 
 bool model_exact(const struct model *m)
 {
-	return !m->lost_msgs && !m->lost_records && !m->malformed;
+	return !m->lost_msgs && !m->lost_words && !m->malformed;
 }
 
 int64_t model_group_live(const struct model *m, uint32_t g)

@@ -63,7 +63,7 @@ struct model {
 	uint64_t skipped;    /* records already in a state read from memory */
 	uint64_t malformed;  /* messages or records refused */
 	uint64_t lost_msgs;  /* from the BPF side's counters */
-	uint64_t lost_records;
+	uint64_t lost_words; /* words of allocator records in lost batches */
 	bool have_inprocess; /* the allocator handed over its own figures at exit */
 	uint64_t inprocess[TALLY_STATS_FIELDS];
 	uint64_t resident_at_exit;
@@ -78,12 +78,13 @@ void model_free(struct model *m);
 int model_add_rule(struct model *m, const char *spec);
 /* One ring buffer message; -EINVAL (counted) when malformed. */
 int model_apply(struct model *m, const void *data, size_t len);
-/* Records of one heap starting at number seq_first, from `tid`'s batch. */
+/* The record words of one heap, the first numbered seq_first, from `tid`'s
+ * batch (bpf/tally_events.h: struct tally_batch). */
 void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
-			 const struct tally_ev *recs, uint32_t count);
+			 const __u64 *words, uint32_t count);
 /* Records a live heap has not handed over yet, read from its memory. */
 void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
-			 const struct tally_ev *recs, uint32_t count);
+			 const __u64 *words, uint32_t count);
 /* Start from a state read from memory (late attach): figures, and each
  * heap's position, below which records are skipped. */
 void model_seed_alloc(struct model *m, const struct remote_alloc *ra);

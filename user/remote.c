@@ -98,13 +98,13 @@ int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out)
 			out->heaps = n;
 		}
 		struct remote_heap *rh = &out->heaps[out->nheaps++];
-		uint32_t count = h->batch.count < TALLY_BATCH_RECS ? h->batch.count : 0;
+		uint32_t count = h->batch.count <= TALLY_BATCH_WORDS ? h->batch.count : 0;
 		rh->id = h->id;
 		rh->tid = h->tid;
 		rh->seq_first = h->seq;
 		rh->pos = h->seq + count;
 		rh->npending = count;
-		memcpy(rh->pending, h->batch.recs, count * sizeof(rh->pending[0]));
+		memcpy(rh->pending, h->batch.words, count * sizeof(rh->pending[0]));
 		stats_walk_heap(w, h);
 		for (seg_at = (uint64_t)(uintptr_t)h->segs; !err && seg_at;
 		     seg_at = (uint64_t)(uintptr_t)seg->next) {

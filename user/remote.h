@@ -23,7 +23,7 @@ struct remote_heap {
 	uint64_t seq_first;
 	uint32_t tid;
 	uint32_t npending;
-	struct tally_ev pending[TALLY_BATCH_RECS];
+	__u64 pending[TALLY_BATCH_WORDS]; /* record words */
 };
 
 struct remote_alloc {

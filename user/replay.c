@@ -149,18 +149,29 @@ bad:
 int tally_replay_batch(struct tally_replay *r, const void *data, size_t bytes)
 {
 	const struct tally_batch *b = data;
-	size_t hdr = offsetof(struct tally_batch, recs);
+	size_t hdr = offsetof(struct tally_batch, words);
+	struct tally_ev e;
+	uint32_t pos = 0;
 	int err = 0;
 
 	if (bytes < hdr || b->magic != TALLY_BATCH_MAGIC || b->version != TALLY_BATCH_VERSION ||
-	    b->source != TALLY_SRC_ALLOC || b->count > TALLY_BATCH_RECS ||
-	    bytes < hdr + (size_t)b->count * sizeof(struct tally_ev)) {
+	    b->source != TALLY_SRC_ALLOC || b->count > TALLY_BATCH_WORDS ||
+	    bytes < hdr + (size_t)b->count * sizeof(b->words[0])) {
 		r->rejected++;
 		return -EINVAL;
 	}
-	for (uint32_t i = 0; i < b->count; i++)
-		if (tally_replay_record(r, &b->recs[i]))
+	/* a batch cut inside a record is refused whole */
+	while (pos < b->count) {
+		if (tally_ev_next(b->words, b->count, &pos, &e)) {
+			r->rejected++;
+			return -EINVAL;
+		}
+	}
+	for (pos = 0; pos < b->count;) {
+		tally_ev_next(b->words, b->count, &pos, &e);
+		if (tally_replay_record(r, &e))
 			err = -EINVAL;
+	}
 	r->batches++;
 	return err;
 }

@@ -331,10 +331,15 @@ int session_start(struct session *s, const struct session_opts *o)
 	if (s->spawned) {
 		/* addresses are only known once CMD runs: finish_running finds them */
 		rc = attach_libs(s);
-		if (!rc && o->no_preload)
-			rc = start_glibc(s);
 		if (rc)
 			return rc;
+		/* CMD may bring libtally_alloc itself: the glibc probes are a
+		 * fallback here, and the batches decide which fed the figures */
+		if (o->no_preload && start_glibc(s)) {
+			fprintf(stderr, "tally: glibc mode unavailable for %s\n", o->cmd[0]);
+			glibc_trace_close(s->glibc);
+			s->glibc = NULL;
+		}
 		err = target_release(&s->child);
 		if (err)
 			return fail(TALLY_EXIT_CMD, "cannot run %s: %s", o->cmd[0], strerror(-err));
@@ -433,7 +438,7 @@ void session_finish(struct session *s)
 	}
 	loader_lost(s->loader, &lost);
 	s->model.lost_msgs = lost.msgs;
-	s->model.lost_records = lost.records;
+	s->model.lost_words = lost.words;
 	s->model.malformed += lost.bad;
 	loader_group_cpu(s->loader, s->cpu);
 	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {

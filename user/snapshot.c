@@ -118,6 +118,7 @@ static void write_groups(struct json_writer *w, const struct session *s)
 		uint64_t c[4];
 
 		group_counts(s, g, c);
+		/* a group is shown once it has a name or has been charged something */
 		if (!mg->known && !c[1] && !c[3])
 			continue;
 		json_begin_object(w);
@@ -171,7 +172,7 @@ void snapshot_write(struct json_writer *w, const struct session *s)
 	json_begin_object(w);
 	json_kv_u64(w, "received", s->model.received);
 	json_kv_u64(w, "lost", s->model.lost_msgs);
-	json_kv_u64(w, "lost_records", s->model.lost_records);
+	json_kv_u64(w, "lost_record_words", s->model.lost_words);
 	json_kv_u64(w, "malformed", s->model.malformed);
 	json_kv_u64(w, "records", s->model.records);
 	json_end_object(w);

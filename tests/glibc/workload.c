@@ -176,8 +176,7 @@ static void wl_free(struct wl_block *b)
 
 /* realloc of block i (or of NULL when i is past the end), charged to slot:
  * glibc's realloc frees the old block unless it fails (NULL, size not 0). */
-static void wl_realloc_at(struct wl_list *l, unsigned i, int slot, size_t n, bool array,
-			  size_t m)
+static void wl_realloc_at(struct wl_list *l, unsigned i, int slot, size_t n, bool array, size_t m)
 {
 	void *old = i < l->n ? l->b[i].p : NULL;
 	size_t req = array ? n * m : n;
@@ -221,7 +220,7 @@ static void wl_phase_a(void)
 	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
 		wl_malloc(l, 0, sizes[k]);
 	wl_calloc(l, 0, 10, 100);
-	wl_calloc(l, 0, 1, 300000); /* mmapped */
+	wl_calloc(l, 0, 1, 300000);	  /* mmapped */
 	wl_calloc(l, 0, SIZE_MAX / 2, 4); /* overflows: NULL */
 	wl_realloc(l, l->n, 0, 50);	  /* realloc(NULL): glibc jumps to malloc */
 	wl_malloc(l, 0, 101);
