@@ -75,10 +75,11 @@ $(BUILD)/libtally.so: $(SDK_OBJS)
 ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD)/bpf -Ibpf \
 	-I/usr/include/$(shell uname -m)-linux-gnu
-BPF_OBJS := tally glibc
+BPF_OBJS := tally glibc cuda
 SKELS := $(patsubst %,$(BUILD)/bpf/%.skel.h,$(BPF_OBJS))
 USER_SRCS := user/main.c user/session.c user/snapshot.c user/model.c user/remote.c \
-	user/target.c user/loader.c user/json.c user/replay.c user/glibc.c
+	user/target.c user/loader.c user/json.c user/replay.c user/glibc.c \
+	user/gpu.c user/cuda.c
 USER_OBJS := $(call obj,user,$(USER_SRCS)) $(BUILD)/user/stats_identity.o
 USER_CFLAGS := $(CFLAGS_BASE) -I$(BUILD)/bpf -Ibpf
 USER_LIBS := -lbpf -lelf -lz
@@ -155,6 +156,7 @@ $(BUILD)/tests/test_sdk_alloc: $(BUILD)/tests/sdk_alloc/test_sdk.o $(BUILD)/libt
 
 # The tracer's pure parts under the sanitizers, and the integration tests' workload.
 $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(BUILD)/tests/san/user/model.o \
+		$(BUILD)/tests/san/user/gpu.o \
 		$(BUILD)/tests/san/user/replay.o $(BUILD)/tests/san/alloc/stats_identity.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/json.o

@@ -112,7 +112,8 @@ struct glibc_call {
 /*
  * The figures, one copy for the process, updated with atomic adds (probe
  * hits of different threads run concurrently). Read by the loader through the
- * mmapped .bss, whose type the skeleton carries.
+ * mmapped .bss; the skeleton names the type without defining it, so
+ * user/glibc.c repeats this layout (and the skeleton asserts its size).
  * Invariant, over blocks in `blocks`:
  *   live == sum(requested), rounding == sum(usable - requested),
  *   large_count == count(mmapped),
@@ -419,17 +420,11 @@ static __always_inline void glibc_realloc_done(struct glibc_call *c, __u64 ret, 
 	if (!ret && c->size) {
 		/* failed: the old block is still the caller's */
 		if (c->old_found && bpf_map_update_elem(&blocks, &c->arg, &c->old, BPF_NOEXIST)) {
-			/* no room to put it back: it leaves the figures untracked
-			 * (not a free: its real free comes later, unknown) */
-			__u32 g = c->old.group < TALLY_MAX_GROUPS ? c->old.group : 0;
-
+			/* no room to put it back (another thread filled the
+			 * map meanwhile): it leaves the figures as if freed,
+			 * and its real free will be an unknown one */
+			glibc_block_gone(&c->old);
 			__sync_fetch_and_add(&totals.untracked, 1);
-			__sync_fetch_and_add(&totals.live, -c->old.requested);
-			__sync_fetch_and_add(&totals.rounding, -(c->old.usable - c->old.requested));
-			if (c->old.mmapped)
-				__sync_fetch_and_add(&totals.large_count, -1ULL);
-			__sync_fetch_and_add(&totals.alloc_bytes[g], -c->old.requested);
-			__sync_fetch_and_add(&totals.alloc_objs[g], -1ULL);
 		}
 		return;
 	}

@@ -81,7 +81,42 @@ enum tally_ev_type {
 	TALLY_EV_LARGE_FREE = 16,
 	/* a pooled large mapping unmapped: bytes hysteresis -> gone (mapped -) */
 	TALLY_EV_POOL_UNMAP = 17,
+
+	/*
+	 * GPU records (DESIGN.md §4), from libtally_cupti.so's batches or, one
+	 * at a time, from the driver uprobes (TALLY_MSG_GPU). group: the
+	 * launching or allocating thread's group; a free carries the group of
+	 * its allocation.
+	 */
+	/* a kernel launch the driver accepted: n = kernel name id (0: unknown),
+	 * bytes = the driver entry point (enum tally_gpu_api) */
+	TALLY_EV_GPU_LAUNCH = 32,
+	/* a graph launch the driver accepted: bytes = the entry point */
+	TALLY_EV_GPU_GRAPH_LAUNCH = 33,
+	/* a launch (kernel or graph) the driver refused: n = CUresult, bytes =
+	 * the entry point */
+	TALLY_EV_GPU_LAUNCH_FAILED = 34,
+	/* device memory: bytes allocated (term 0) or freed (term 1) */
+	TALLY_EV_GPU_DEVICE_MEM = 35,
+	/* pinned host memory: bytes pinned (term 0) or unpinned (term 1) */
+	TALLY_EV_GPU_HOST_PINNED = 36,
+	/* a module or library image: bytes loaded (term 0) or unloaded (term 1) */
+	TALLY_EV_GPU_IMAGE = 37,
+	/* a kernel's name, once per id: n = id, bytes = length; the name follows
+	 * in ceil(length / 8) words, not NUL-terminated (batches only) */
+	TALLY_EV_GPU_KERNEL_NAME = 38,
 	TALLY_EV_MAX,
+};
+
+#define TALLY_KERNEL_NAME_MAX 256 /* longer names are cut */
+
+/* The driver entry point a GPU record came from (field `bytes` of launches). */
+enum tally_gpu_api {
+	TALLY_GPU_API_LAUNCH_KERNEL = 1,
+	TALLY_GPU_API_LAUNCH_KERNEL_EX = 2,
+	TALLY_GPU_API_LAUNCH_COOPERATIVE = 3,
+	TALLY_GPU_API_LAUNCH_COOPERATIVE_MULTI = 4,
+	TALLY_GPU_API_GRAPH_LAUNCH = 5,
 };
 
 enum tally_large_how {
@@ -149,6 +184,13 @@ static inline int tally_ev_next(const __u64 *words, __u32 count, __u32 *pos, str
 		return -1;
 	__builtin_memcpy(e, &words[*pos], sizeof(*e));
 	*pos += 2;
+	if (e->type == TALLY_EV_GPU_KERNEL_NAME) {
+		/* the name is in the words that follow the record */
+		__u64 extra = (e->bytes + 7) / 8;
+		if (e->bytes > TALLY_KERNEL_NAME_MAX || *pos + extra > count)
+			return -1;
+		*pos += (__u32)extra;
+	}
 	return 0;
 }
 
@@ -194,6 +236,7 @@ enum tally_msg_kind {
 	TALLY_MSG_THREAD_EXIT = 8,    /* struct tally_msg_thread: group_dead set when the last */
 	TALLY_MSG_THREAD_NAME = 9,    /* struct tally_msg_thread: comm after a rename or exec */
 	TALLY_MSG_STATS = 10,	      /* struct tally_msg_stats: the allocator's figures at exit */
+	TALLY_MSG_GPU = 11,	      /* struct tally_msg_gpu: one GPU record from the driver probes */
 };
 
 struct tally_msg {
@@ -228,6 +271,13 @@ struct tally_msg_thread {
 	char comm[TALLY_COMM_LEN];
 };
 _Static_assert(sizeof(struct tally_msg_thread) == 40, "tally_msg_thread layout");
+
+/* One GPU record (TALLY_EV_GPU_*) from the uprobes on libcuda. */
+struct tally_msg_gpu {
+	struct tally_msg hdr;
+	struct tally_ev ev;
+};
+_Static_assert(sizeof(struct tally_msg_gpu) == 32, "tally_msg_gpu layout");
 
 /* The allocator's own figures as it hands them over at exit (probe
  * tally:stats): struct tally_stats's eleven fields in order, and the bytes

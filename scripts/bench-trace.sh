@@ -362,6 +362,12 @@ run_glibc_memleak()
 		why="memleak-bpfcc: $(grep -m 1 -E 'error:|Unable to|Exception:' "$mlog" ||
 			why_from_log "$mlog")"
 		[ -n "$why" ] || why="memleak-bpfcc: did not attach"
+		# The kernel refuses a second uprobe on the same instruction when the two disagree
+		# on the USDT semaphore; it says so only in the kernel log.
+		if grep -q 'Failed to attach BPF to uprobe' "$mlog" &&
+			dmesg 2>/dev/null | tail -n 50 | grep -q 'ref_ctr_offset mismatch'; then
+			why+=" (dmesg: ref_ctr_offset mismatch: another tracer holds a uprobe on libc)"
+		fi
 		stop_pid "$mpid"
 		kill -KILL "$wpid" 2>/dev/null || true
 		wait "$wpid" 2>/dev/null || true

@@ -128,6 +128,11 @@ int loader_attach_alloc(struct loader *l, pid_t pid, const char *path)
 	return err;
 }
 
+int loader_attach_batch(struct loader *l, pid_t pid, const char *path)
+{
+	return attach_usdt(l, l->skel->progs.tally_batch, pid, path, "batch");
+}
+
 int loader_attach_sdk(struct loader *l, pid_t pid, const char *path)
 {
 	struct tally_bpf *s = l->skel;
@@ -195,6 +200,13 @@ int loader_set_thread_group(struct loader *l, uint32_t tid, uint32_t group)
 	if (bpf_map_update_elem(fd, &tid, &t, BPF_ANY))
 		return -errno;
 	return 0;
+}
+
+void loader_shared_fds(struct loader *l, int *events_fd, int *lost_fd, int *threads_fd)
+{
+	*events_fd = bpf_map__fd(l->skel->maps.events);
+	*lost_fd = bpf_map__fd(l->skel->maps.lost);
+	*threads_fd = bpf_map__fd(l->skel->maps.threads);
 }
 
 int loader_threads_fd(struct loader *l)

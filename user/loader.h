@@ -24,6 +24,8 @@ int loader_attach_sched(struct loader *l);
  * yields, rejects) in the file at `path`, for `pid` only. */
 int loader_attach_alloc(struct loader *l, pid_t pid, const char *path);
 int loader_attach_sdk(struct loader *l, pid_t pid, const char *path);
+/* tally:batch alone, in another producer (libtally_cupti.so). */
+int loader_attach_batch(struct loader *l, pid_t pid, const char *path);
 /* Hand every message in the ring to the callback; how many, or -errno. */
 int loader_consume(struct loader *l);
 void loader_lost(struct loader *l, struct tally_lost *sum);
@@ -31,6 +33,8 @@ int loader_group_cpu(struct loader *l, uint64_t cpu[TALLY_MAX_GROUPS]);
 /* The group a thread's CPU is charged to from now on. */
 int loader_set_thread_group(struct loader *l, uint32_t tid, uint32_t group);
 int loader_threads_fd(struct loader *l);
+/* The ring buffer, lost counters and thread map, for objects that share them. */
+void loader_shared_fds(struct loader *l, int *events_fd, int *lost_fd, int *threads_fd);
 void loader_close(struct loader *l);
 
 #endif /* TALLY_LOADER_H */

@@ -16,12 +16,14 @@ void model_init(struct model *m)
 {
 	memset(m, 0, sizeof(*m));
 	tally_replay_init(&m->rp);
+	gpu_init(&m->gpu);
 	strcpy(m->groups[0].name, "root");
 	m->groups[0].known = true;
 }
 
 void model_free(struct model *m)
 {
+	gpu_free(&m->gpu);
 	free(m->threads);
 	free(m->heaps);
 	m->threads = NULL;
@@ -228,6 +230,27 @@ void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		h->applied = seq_first + count;
 }
 
+/* The CUPTI library's records: GPU records only, a kernel's name in the
+ * words after its KERNEL_NAME record. */
+static int apply_gpu_words(struct model *m, const __u64 *words, uint32_t count)
+{
+	uint32_t pos = 0;
+
+	while (pos < count) {
+		struct tally_ev e;
+		uint32_t at = pos;
+		if (tally_ev_next(words, count, &pos, &e))
+			return -EINVAL;
+		if (gpu_apply(&m->gpu, GPU_SRC_CUPTI, &e, &words[at + 2]))
+			m->malformed++;
+		else
+			m->records++;
+		if (e.group && e.group < TALLY_MAX_GROUPS)
+			m->groups[e.group].known = true;
+	}
+	return 0;
+}
+
 static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t len)
 {
 	size_t hdr = offsetof(struct tally_batch, words);
@@ -239,6 +262,8 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 	    hdr + (size_t)b->count * sizeof(b->words[0]) > mb->bytes ||
 	    len < offsetof(struct tally_msg_batch, batch) + hdr + (size_t)b->count * 8)
 		return -EINVAL;
+	if (b->source == TALLY_SRC_CUPTI)
+		return apply_gpu_words(m, b->words, b->count);
 	if (b->source != TALLY_SRC_ALLOC)
 		return -EINVAL;
 	model_apply_records(m, b->heap_id, b->seq_first, b->tid, b->words, b->count);
@@ -321,6 +346,14 @@ int model_apply(struct model *m, const void *data, size_t len)
 	case TALLY_MSG_THREAD_NAME:
 		if (len >= sizeof(struct tally_msg_thread))
 			err = apply_thread(m, data);
+		break;
+	case TALLY_MSG_GPU:
+		if (len >= sizeof(struct tally_msg_gpu)) {
+			const struct tally_msg_gpu *gm = data;
+			err = gpu_apply(&m->gpu, GPU_SRC_DRIVER, &gm->ev, NULL);
+			if (!err && gm->ev.group)
+				m->groups[gm->ev.group].known = true;
+		}
 		break;
 	case TALLY_MSG_STATS:
 		if (len >= sizeof(struct tally_msg_stats)) {

@@ -15,6 +15,7 @@
 
 #include "../alloc/sdk_registry.h"
 #include "../bpf/tally_events.h"
+#include "gpu.h"
 #include "remote.h"
 #include "replay.h"
 
@@ -25,6 +26,7 @@ struct model_group {
 	bool known; /* registered, named by a rule, or charged something */
 	uint64_t yields, rejects;
 	uint64_t cpu_ns;
+	uint64_t os_yields; /* sched_yield calls outside the driver's synchronize */
 };
 
 struct model_thread {
@@ -51,6 +53,7 @@ struct model_rule {
 
 struct model {
 	struct tally_replay rp;
+	struct gpu_model gpu;
 	struct model_group groups[TALLY_MAX_GROUPS];
 	struct model_thread *threads;
 	size_t nthreads, cap_threads;

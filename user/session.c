@@ -177,9 +177,66 @@ static int start_glibc(struct session *s)
 	return TALLY_EXIT_OK;
 }
 
+/* The driver a process loads: the one it has mapped, else TALLY_LIBCUDA
+ * (a driver outside the loader's paths, or a test's fake), else the usual
+ * places; its probes fire once the process maps it, dlopen included. */
+static int find_libcuda(const struct session *s, char *path, size_t len)
+{
+	static const char *const places[] = {
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1",
+		"/usr/lib/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1",
+		"/usr/local/nvidia/lib64/libcuda.so.1",
+	};
+	const char *env = getenv("TALLY_LIBCUDA");
+	uint64_t bias;
+
+	if (!s->spawned && !target_find_lib(s->pid, "libcuda.so", path, len, &bias))
+		return 0;
+	if (env && *env) {
+		if (strlen(env) >= len || access(env, R_OK))
+			return -ENOENT;
+		strcpy(path, env);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(places) / sizeof(places[0]); i++) {
+		if (!access(places[i], R_OK) && strlen(places[i]) < len) {
+			strcpy(path, places[i]);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* The driver's uprobes, and sched_yield's, for the GPU figures. Not fatal:
+ * a process without a GPU has none of this. */
+static void start_cuda(struct session *s)
+{
+	char libcuda[TARGET_PATH_MAX], libc[TARGET_PATH_MAX];
+	struct cuda_shared maps;
+	uint64_t bias;
+	int err;
+
+	loader_shared_fds(s->loader, &maps.events_fd, &maps.lost_fd, &maps.threads_fd);
+	s->cuda = cuda_trace_open(s->pid, &maps, &err);
+	if (!s->cuda) {
+		fprintf(stderr, "tally: no GPU figures: cannot load the driver probes: %s\n",
+			strerror(-err));
+		return;
+	}
+	if (!find_libcuda(s, libcuda, sizeof(libcuda))) {
+		err = cuda_trace_attach(s->cuda, s->pid, libcuda);
+		if (err && err != -ENOENT)
+			fprintf(stderr, "tally: cannot probe %s: %s\n", libcuda, strerror(-err));
+	}
+	if (!target_find_lib(s->spawned ? getpid() : s->pid, "libc.so", libc, sizeof(libc), &bias))
+		cuda_trace_attach_yield(s->cuda, s->pid, libc);
+}
+
 static int spawn(struct session *s, const struct session_opts *o)
 {
 	char alloc[PATH_MAX], sdk[PATH_MAX], preload[2 * PATH_MAX + 2];
+	char cupti[PATH_MAX], inject[PATH_MAX + 32];
+	char *env_extra[2] = { NULL, NULL };
 	int err;
 
 	err = lib_beside_self("libtally_alloc.so", alloc, sizeof(alloc));
@@ -189,7 +246,15 @@ static int spawn(struct session *s, const struct session_opts *o)
 		return fail(TALLY_EXIT_FAIL, "tally's libraries are not beside it: %s",
 			    strerror(-err));
 	snprintf(preload, sizeof(preload), "%s:%s", alloc, sdk);
-	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, NULL, &s->child);
+	/* CUPTI for a command tally starts, when it was built (a CUDA toolkit
+	 * was there) and nobody else injects */
+	if (!lib_beside_self("libtally_cupti.so", cupti, sizeof(cupti)) &&
+	    !getenv("CUDA_INJECTION64_PATH")) {
+		snprintf(inject, sizeof(inject), "CUDA_INJECTION64_PATH=%s", cupti);
+		env_extra[0] = inject;
+		s->cupti = true;
+	}
+	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, env_extra, &s->child);
 	if (err)
 		return fail(TALLY_EXIT_CMD, "cannot start %s: %s", o->cmd[0], strerror(-err));
 	s->pid = s->child.pid;
@@ -333,6 +398,11 @@ int session_start(struct session *s, const struct session_opts *o)
 		rc = attach_libs(s);
 		if (rc)
 			return rc;
+		char cupti[PATH_MAX];
+		if (s->cupti && (lib_beside_self("libtally_cupti.so", cupti, sizeof(cupti)) ||
+				 loader_attach_batch(s->loader, s->pid, cupti)))
+			s->cupti = false;
+		start_cuda(s);
 		/* CMD may bring libtally_alloc itself: the glibc probes are a
 		 * fallback here, and the batches decide which fed the figures */
 		if (o->no_preload && start_glibc(s)) {
@@ -347,6 +417,8 @@ int session_start(struct session *s, const struct session_opts *o)
 		rc = attach_libs(s);
 		if (!rc && !s->alloc_path[0])
 			rc = start_glibc(s);
+		if (!rc)
+			start_cuda(s);
 		if (!rc)
 			rc = read_running_state(s);
 		if (rc)
@@ -441,6 +513,9 @@ void session_finish(struct session *s)
 	s->model.lost_words = lost.words;
 	s->model.malformed += lost.bad;
 	loader_group_cpu(s->loader, s->cpu);
+	cuda_trace_read(s->cuda, &s->cuda_fig);
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
+		s->model.groups[g].os_yields = s->cuda_fig.os_yields[g];
 	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
 		s->model.groups[g].cpu_ns = s->cpu[g];
 		if (s->cpu[g])
@@ -461,6 +536,7 @@ void session_finish(struct session *s)
 void session_close(struct session *s)
 {
 	glibc_trace_close(s->glibc);
+	cuda_trace_close(s->cuda);
 	loader_close(s->loader);
 	if (s->spawned && !s->gone) {
 		if (s->child.gate_fd >= 0) {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cuda.h"
 #include "glibc.h"
 #include "loader.h"
 #include "model.h"
@@ -46,6 +47,9 @@ struct session {
 	struct model model;
 	struct loader *loader;
 	struct glibc_trace *glibc;
+	struct cuda_trace *cuda;
+	struct cuda_figures cuda_fig; /* at the end */
+	bool cupti;		      /* CMD started with libtally_cupti.so injected */
 	pid_t pid;
 	bool spawned;
 	struct target_child child;

@@ -31,14 +31,48 @@ static void write_stats11(struct json_writer *w, const uint64_t v[TALLY_STATS_FI
 		json_kv_u64(w, stat_names[i], v[i]);
 }
 
-static void write_instance(struct json_writer *w, uint64_t yields, uint64_t rejects)
+/* The instance figures (DESIGN.md §4) of one group, or of the process when
+ * g is TALLY_MAX_GROUPS: the five of the contract, then tally's own. */
+static void write_instance(struct json_writer *w, const struct session *s, uint32_t g)
 {
-	/* the GPU figures join with the GPU issue; nothing feeds them yet */
-	json_kv_u64(w, "kernels_launched", 0);
-	json_kv_u64(w, "bytes_pinned", 0);
-	json_kv_u64(w, "back_pressure_rejections", rejects);
+	const struct gpu_model *gm = &s->model.gpu;
+	enum gpu_source src = gpu_source_of(gm);
+	struct gpu_group sum = { 0 };
+	uint64_t yields = 0, rejects = 0, os_yields = 0;
+	uint32_t lo = g < TALLY_MAX_GROUPS ? g : 0, hi = g < TALLY_MAX_GROUPS ? g + 1 : g;
+
+	for (uint32_t i = lo; i < hi; i++) {
+		const struct gpu_group *gg = &gm->groups[src][i];
+		sum.kernels_launched += gg->kernels_launched;
+		sum.graph_launches += gg->graph_launches;
+		sum.failed_launches += gg->failed_launches;
+		sum.device_bytes += gg->device_bytes;
+		sum.host_pinned += gg->host_pinned;
+		sum.image_bytes += gg->image_bytes;
+		yields += s->model.groups[i].yields;
+		rejects += s->model.groups[i].rejects;
+		os_yields += s->model.groups[i].os_yields;
+	}
+	json_kv_u64(w, "kernels_launched", sum.kernels_launched);
+	json_kv_i64(w, "bytes_pinned", sum.image_bytes);
+	json_kv_u64(w, "back_pressure_rejections", rejects + sum.failed_launches);
 	json_kv_u64(w, "yield_count", yields);
-	json_kv_u64(w, "device_bytes_allocated", 0);
+	json_kv_i64(w, "device_bytes_allocated", sum.device_bytes);
+	json_kv_u64(w, "graph_launches", sum.graph_launches);
+	json_kv_u64(w, "failed_launches", sum.failed_launches);
+	json_kv_i64(w, "host_pinned_bytes", sum.host_pinned);
+	json_kv_u64(w, "os_yields", os_yields);
+	if (g == TALLY_MAX_GROUPS)
+		json_kv_bool(w, "scheduler", yields > 0);
+}
+
+static const char *cuda_source(const struct session *s)
+{
+	if (s->model.gpu.seen[GPU_SRC_CUPTI])
+		return "cupti";
+	if (s->model.gpu.seen[GPU_SRC_DRIVER] || s->cuda_fig.entry_points)
+		return "driver";
+	return "none";
 }
 
 static void write_stats(struct json_writer *w, const struct session *s)
@@ -119,7 +153,7 @@ static void write_groups(struct json_writer *w, const struct session *s)
 
 		group_counts(s, g, c);
 		/* a group is shown once it has a name or has been charged something */
-		if (!mg->known && !c[1] && !c[3])
+		if (!mg->known && !c[1] && !c[3] && !mg->os_yields)
 			continue;
 		json_begin_object(w);
 		json_kv_u64(w, "id", g);
@@ -135,7 +169,7 @@ static void write_groups(struct json_writer *w, const struct session *s)
 		json_kv_u64(w, "cpu_ns", mg->cpu_ns);
 		json_key(w, "instance");
 		json_begin_object(w);
-		write_instance(w, mg->yields, mg->rejects);
+		write_instance(w, s, g);
 		json_end_object(w);
 		json_end_object(w);
 	}
@@ -156,7 +190,6 @@ bool snapshot_exact(const struct session *s)
 void snapshot_write(struct json_writer *w, const struct session *s)
 {
 	static const char *const alloc_names[] = { "tally", "glibc", "none" };
-	uint64_t yields = 0, rejects = 0;
 
 	json_begin_object(w);
 	json_key(w, "target");
@@ -164,7 +197,7 @@ void snapshot_write(struct json_writer *w, const struct session *s)
 	json_kv_i64(w, "pid", s->pid);
 	json_kv_str(w, "comm", s->comm);
 	json_kv_str(w, "allocator", alloc_names[s->allocator]);
-	json_kv_str(w, "cuda", "none");
+	json_kv_str(w, "cuda", cuda_source(s));
 	json_kv_str(w, "attach", s->late ? "running" : "start");
 	json_end_object(w);
 	json_kv_bool(w, "exact", snapshot_exact(s));
@@ -177,14 +210,9 @@ void snapshot_write(struct json_writer *w, const struct session *s)
 	json_kv_u64(w, "records", s->model.records);
 	json_end_object(w);
 	write_stats(w, s);
-	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
-		yields += s->model.groups[g].yields;
-		rejects += s->model.groups[g].rejects;
-	}
 	json_key(w, "instance");
 	json_begin_object(w);
-	write_instance(w, yields, rejects);
-	json_kv_bool(w, "scheduler", yields > 0);
+	write_instance(w, s, TALLY_MAX_GROUPS);
 	json_end_object(w);
 	write_groups(w, s);
 	json_end_object(w);

@@ -227,7 +227,10 @@ static struct glibc_trace *trace_child(struct child *c, int threads_fd, uint32_t
 		fail_msg("glibc_trace_open: %s", strerror(-err));
 	err = glibc_trace_attach(g, c->pid, libc);
 	if (err)
-		fail_msg("glibc_trace_attach %s: %s", libc, strerror(-err));
+		fail_msg("glibc_trace_attach %s: %s%s", libc, strerror(-err),
+			 err == -EINVAL ? " (another tracer's uprobe on libc? dmesg: "
+					  "\"ref_ctr_offset mismatch\")" :
+					  "");
 	return g;
 }
 

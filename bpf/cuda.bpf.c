@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The CUDA driver, probed for processes tally did not start with its CUPTI
+ * library (DESIGN.md §4): entry and return uprobes on libcuda.so.1's entry
+ * points. The entry saves the arguments the return needs (out-pointers,
+ * sizes, handles) per thread; the return reads the CUresult and the
+ * out-parameters and emits one GPU record (TALLY_MSG_GPU) into tally.bpf.c's
+ * ring buffer, whose map this object shares, as it shares `threads` (the
+ * calling thread's group) and `lost`.
+ *
+ * Each program serves every entry point of one argument shape; which entry
+ * point fired is the attach cookie (enum cuda_api, user/cuda.c).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "tally_events.h"
+#include "tally_bpf.h"
+#include "cuda_api.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile __u32 target_tgid = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096); /* replaced by tally.bpf.c's map */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tally_lost);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TALLY_BPF_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct tally_bpf_thread);
+} threads SEC(".maps");
+
+/* A call between its entry and its return, per thread. */
+struct pending {
+	__u64 api;  /* enum cuda_api */
+	__u64 out;  /* out-pointer (dptr, pPitch's partner, module, handle) */
+	__u64 arg;  /* a size, a handle or a pointer, per shape */
+	__u64 arg2; /* pPitch's height, or an image's size */
+	__u64 pitch_ptr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TALLY_BPF_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct pending);
+} calls SEC(".maps");
+
+/* What a free, unpin or unload gives back: keyed by kind and handle. */
+struct block_key {
+	__u64 kind; /* TALLY_EV_GPU_DEVICE_MEM, _HOST_PINNED or _IMAGE */
+	__u64 handle;
+};
+struct block {
+	__u64 bytes;
+	__u32 group;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct block_key);
+	__type(value, struct block);
+} blocks SEC(".maps");
+
+/* Figures the loader reads: blocks the map could not hold, frees of
+ * handles never seen (allocated before the attach), and sched_yield calls
+ * per group outside the driver's synchronize calls. */
+__u64 untracked = 0;
+__u64 unknown_frees = 0;
+__u64 os_yields[TALLY_MAX_GROUPS] = {};
+
+static __always_inline bool in_target(void)
+{
+	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
+}
+
+static __always_inline __u32 current_group(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	return t ? t->group : 0;
+}
+
+static __always_inline void emit(__u8 type, __u8 term, __u32 group, __u32 n, __u64 bytes)
+{
+	struct tally_msg_gpu *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+
+	if (!m) {
+		__u32 zero = 0;
+		struct tally_lost *l = bpf_map_lookup_elem(&lost, &zero);
+		if (l)
+			l->msgs++;
+		return;
+	}
+	m->hdr.kind = TALLY_MSG_GPU;
+	m->hdr.flags = 0;
+	m->hdr.tid = (__u32)bpf_get_current_pid_tgid();
+	m->hdr.ts_ns = bpf_ktime_get_ns();
+	m->ev.type = type;
+	m->ev.term = term;
+	m->ev.group = (__u16)group;
+	m->ev.n = n;
+	m->ev.bytes = bytes;
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+}
+
+/* Entry points by argument shape. */
+SEC("uprobe")
+int BPF_KPROBE(cuda_call, __u64 a0) /* launches, synchronize: nothing to save but the api */
+{
+	if (!in_target())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending p = { .api = bpf_get_attach_cookie(ctx), .arg = a0 };
+	bpf_map_update_elem(&calls, &tid, &p, BPF_ANY);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(cuda_out_size, __u64 out, __u64 size) /* (T *out, size_t size, ...) */
+{
+	if (!in_target())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending p = { .api = bpf_get_attach_cookie(ctx), .out = out, .arg = size };
+	bpf_map_update_elem(&calls, &tid, &p, BPF_ANY);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(cuda_pitch, __u64 out, __u64 ppitch, __u64 width, __u64 height)
+{
+	if (!in_target())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending p = { .api = bpf_get_attach_cookie(ctx),
+			     .out = out,
+			     .arg2 = height,
+			     .pitch_ptr = ppitch };
+	bpf_map_update_elem(&calls, &tid, &p, BPF_ANY);
+	return 0;
+}
+
+/* The size of a module image: a cubin (ELF: its section headers end it), a
+ * fatbin (its header says), a fatbin wrapper (points at one), or PTX text
+ * (its length). */
+struct str_ctx {
+	const char *p;
+	__u64 len;
+	bool done;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, char[4096]);
+} scratch SEC(".maps");
+
+static long strlen_step(__u64 i, struct str_ctx *c)
+{
+	__u32 zero = 0;
+	char *buf = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (!buf)
+		return 1;
+	long n = bpf_probe_read_user_str(buf, 4096, c->p + i * 4095);
+	if (n <= 0)
+		return 1;
+	c->len += (__u64)n - 1;
+	return n < 4096 ? 1 : 0; /* a NUL before the chunk's end: done */
+}
+
+static __always_inline __u64 image_size(const void *image)
+{
+	__u8 h[64];
+
+	if (!image || bpf_probe_read_user(h, sizeof(h), image))
+		return 0;
+	__u32 magic = *(__u32 *)h;
+	if (magic == 0x464c457f) { /* "\x7fELF", 64-bit */
+		__u64 shoff = *(__u64 *)(h + 0x28);
+		__u16 shentsize = *(__u16 *)(h + 0x3a), shnum = *(__u16 *)(h + 0x3c);
+		return shoff + (__u64)shentsize * shnum;
+	}
+	if (magic == 0xba55ed50) /* fatbin: header size (u16 at 6) + fat size (u64 at 8) */
+		return *(__u16 *)(h + 6) + *(__u64 *)(h + 8);
+	if (magic == 0x466243b1) { /* fatbin wrapper: its data pointer at 8 */
+		const void *data = *(const void **)(h + 8);
+		__u8 f[16];
+		if (!data || bpf_probe_read_user(f, sizeof(f), data) || *(__u32 *)f != 0xba55ed50)
+			return 0;
+		return *(__u16 *)(f + 6) + *(__u64 *)(f + 8);
+	}
+	struct str_ctx c = { .p = image };
+	bpf_loop(4096, strlen_step, &c, 0); /* PTX text up to 16 MiB */
+	return c.len;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(cuda_image, __u64 out, const void *image) /* (module *out, image, ...) */
+{
+	if (!in_target())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending p = { .api = bpf_get_attach_cookie(ctx), .out = out };
+	p.arg2 = image_size(image);
+	bpf_map_update_elem(&calls, &tid, &p, BPF_ANY);
+	return 0;
+}
+
+static __always_inline void remember(__u64 kind, __u64 handle, __u64 bytes, __u32 group)
+{
+	struct block_key k = { kind, handle };
+	struct block b = { bytes, group, 0 };
+
+	if (bpf_map_update_elem(&blocks, &k, &b, BPF_ANY))
+		__sync_fetch_and_add(&untracked, 1);
+	else
+		emit((__u8)kind, 0, group, 0, bytes);
+}
+
+static __always_inline void forget(__u64 kind, __u64 handle)
+{
+	struct block_key k = { kind, handle };
+	struct block *b = bpf_map_lookup_elem(&blocks, &k);
+
+	if (!b) {
+		__sync_fetch_and_add(&unknown_frees, 1);
+		return;
+	}
+	emit((__u8)kind, 1, b->group, 0, b->bytes);
+	bpf_map_delete_elem(&blocks, &k);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(cuda_return, long rc)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending *p;
+	__u64 handle = 0;
+
+	if (!in_target())
+		return 0;
+	p = bpf_map_lookup_elem(&calls, &tid);
+	if (!p)
+		return 0;
+	__u32 group = current_group();
+	__u64 api = p->api;
+	int err = (int)rc;
+
+	switch (api & CUDA_KIND_MASK) {
+	case CUDA_KIND_LAUNCH:
+		if (err)
+			emit(TALLY_EV_GPU_LAUNCH_FAILED, 0, group, (__u32)err, api >> CUDA_API_SHIFT);
+		else
+			emit(TALLY_EV_GPU_LAUNCH, 0, group, 0, api >> CUDA_API_SHIFT);
+		break;
+	case CUDA_KIND_GRAPH:
+		if (err)
+			emit(TALLY_EV_GPU_LAUNCH_FAILED, 0, group, (__u32)err, api >> CUDA_API_SHIFT);
+		else
+			emit(TALLY_EV_GPU_GRAPH_LAUNCH, 0, group, 0, api >> CUDA_API_SHIFT);
+		break;
+	case CUDA_KIND_DEV_ALLOC:
+	case CUDA_KIND_HOST_ALLOC:
+		if (err || bpf_probe_read_user(&handle, sizeof(handle), (void *)p->out))
+			break;
+		remember((api & CUDA_KIND_MASK) == CUDA_KIND_DEV_ALLOC ? TALLY_EV_GPU_DEVICE_MEM :
+									  TALLY_EV_GPU_HOST_PINNED,
+			 handle, p->arg, group);
+		break;
+	case CUDA_KIND_DEV_PITCH: {
+		__u64 pitch = 0;
+		if (err || bpf_probe_read_user(&handle, sizeof(handle), (void *)p->out) ||
+		    bpf_probe_read_user(&pitch, sizeof(pitch), (void *)p->pitch_ptr))
+			break;
+		remember(TALLY_EV_GPU_DEVICE_MEM, handle, pitch * p->arg2, group);
+		break;
+	}
+	case CUDA_KIND_HOST_REGISTER: /* (void *p, size_t size): p is the handle */
+		if (!err)
+			remember(TALLY_EV_GPU_HOST_PINNED, p->out, p->arg, group);
+		break;
+	case CUDA_KIND_IMAGE:
+		if (err || bpf_probe_read_user(&handle, sizeof(handle), (void *)p->out))
+			break;
+		remember(TALLY_EV_GPU_IMAGE, handle, p->arg2, group);
+		break;
+	case CUDA_KIND_DEV_FREE:
+		if (!err)
+			forget(TALLY_EV_GPU_DEVICE_MEM, p->arg);
+		break;
+	case CUDA_KIND_HOST_FREE:
+		if (!err)
+			forget(TALLY_EV_GPU_HOST_PINNED, p->arg);
+		break;
+	case CUDA_KIND_IMAGE_FREE:
+		if (!err)
+			forget(TALLY_EV_GPU_IMAGE, p->arg);
+		break;
+	}
+	bpf_map_delete_elem(&calls, &tid);
+	return 0;
+}
+
+/* libc's sched_yield: an OS yield, unless the driver's synchronize is
+ * spinning on it. */
+SEC("uprobe")
+int BPF_KPROBE(cuda_sched_yield)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending *p;
+
+	if (!in_target())
+		return 0;
+	p = bpf_map_lookup_elem(&calls, &tid);
+	if (p && (p->api & CUDA_KIND_MASK) == CUDA_KIND_SYNC)
+		return 0;
+	__u32 g = current_group();
+	if (g < TALLY_MAX_GROUPS)
+		__sync_fetch_and_add(&os_yields[g], 1);
+	return 0;
+}
