@@ -235,6 +235,78 @@ static void model__malformed_messages__counted_not_applied(void **state)
 	model_free(&m);
 }
 
+static void gpu_msg(struct model *m, uint8_t type, uint8_t term, uint16_t g, uint32_t n,
+		    uint64_t bytes)
+{
+	struct tally_msg_gpu msg = { .hdr = { TALLY_MSG_GPU, 0, 1, 4 },
+				     .ev = { type, term, g, n, bytes } };
+	assert_int_equal(model_apply(m, &msg, sizeof(msg)), 0);
+}
+
+static void model__gpu_driver_records__counters_and_gauges_per_group(void **state)
+{
+	(void)state;
+	struct model m;
+
+	model_init(&m);
+	gpu_msg(&m, TALLY_EV_GPU_LAUNCH, 0, 2, 0, TALLY_GPU_API_LAUNCH_KERNEL);
+	gpu_msg(&m, TALLY_EV_GPU_LAUNCH, 0, 2, 0, TALLY_GPU_API_LAUNCH_KERNEL_EX);
+	gpu_msg(&m, TALLY_EV_GPU_LAUNCH_FAILED, 0, 2, 1, TALLY_GPU_API_LAUNCH_KERNEL);
+	gpu_msg(&m, TALLY_EV_GPU_GRAPH_LAUNCH, 0, 3, 0, TALLY_GPU_API_GRAPH_LAUNCH);
+	gpu_msg(&m, TALLY_EV_GPU_DEVICE_MEM, 0, 2, 0, 1 << 20);
+	gpu_msg(&m, TALLY_EV_GPU_HOST_PINNED, 0, 3, 0, 4096);
+	gpu_msg(&m, TALLY_EV_GPU_IMAGE, 0, 2, 0, 777);
+	const struct gpu_group *g2 = &m.gpu.groups[GPU_SRC_DRIVER][2];
+	assert_int_equal(g2->kernels_launched, 2);
+	assert_int_equal(g2->failed_launches, 1);
+	assert_int_equal(g2->device_bytes, 1 << 20);
+	assert_int_equal(g2->image_bytes, 777);
+	assert_int_equal(m.gpu.groups[GPU_SRC_DRIVER][3].graph_launches, 1);
+	/* frees and unloads carry the allocating group: the gauges return to 0 */
+	gpu_msg(&m, TALLY_EV_GPU_DEVICE_MEM, 1, 2, 0, 1 << 20);
+	gpu_msg(&m, TALLY_EV_GPU_HOST_PINNED, 1, 3, 0, 4096);
+	gpu_msg(&m, TALLY_EV_GPU_IMAGE, 1, 2, 0, 777);
+	assert_int_equal(g2->device_bytes, 0);
+	assert_int_equal(g2->image_bytes, 0);
+	assert_int_equal(m.gpu.groups[GPU_SRC_DRIVER][3].host_pinned, 0);
+	assert_int_equal(gpu_source_of(&m.gpu), GPU_SRC_DRIVER);
+	assert_true(m.groups[2].known);
+	model_free(&m);
+}
+
+static void model__cupti_batch__kernel_name_interned_and_preferred(void **state)
+{
+	(void)state;
+	struct model m;
+	struct tally_msg_batch *b = calloc(1, sizeof(*b));
+	const char *name = "_Z6matmulPfS_S_i";
+	struct tally_ev kn = { TALLY_EV_GPU_KERNEL_NAME, 0, 0, 7, strlen(name) };
+	struct tally_ev launch = { TALLY_EV_GPU_LAUNCH, 0, 1, 7, TALLY_GPU_API_LAUNCH_KERNEL };
+
+	model_init(&m);
+	b->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 5, 1 };
+	b->batch = (struct tally_batch){ .magic = TALLY_BATCH_MAGIC,
+					 .version = TALLY_BATCH_VERSION,
+					 .source = TALLY_SRC_CUPTI,
+					 .tid = 5 };
+	tally_ev_put(b->batch.words, &b->batch.count, &kn);
+	memcpy(&b->batch.words[b->batch.count], name, strlen(name));
+	b->batch.count += (uint32_t)((strlen(name) + 7) / 8);
+	tally_ev_put(b->batch.words, &b->batch.count, &launch);
+	b->bytes = (uint32_t)(offsetof(struct tally_batch, words) + b->batch.count * 8);
+	assert_int_equal(model_apply(&m, b, sizeof(*b)), 0);
+	assert_string_equal(gpu_kernel_name(&m.gpu, 7), name);
+	assert_int_equal(m.gpu.groups[GPU_SRC_CUPTI][1].kernels_launched, 1);
+	/* a driver record too: CUPTI's figures are the ones reported */
+	gpu_msg(&m, TALLY_EV_GPU_LAUNCH, 0, 1, 0, TALLY_GPU_API_LAUNCH_KERNEL);
+	assert_int_equal(gpu_source_of(&m.gpu), GPU_SRC_CUPTI);
+	/* a name that runs past the batch is refused */
+	b->batch.count = 3;
+	assert_int_equal(model_apply(&m, b, sizeof(*b)), -EINVAL);
+	free(b);
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +317,8 @@ int main(void)
 		cmocka_unit_test(model__late_attach_cutoff__applies_only_newer_records),
 		cmocka_unit_test(model__group_rule__charges_root_records_of_named_threads),
 		cmocka_unit_test(model__malformed_messages__counted_not_applied),
+		cmocka_unit_test(model__gpu_driver_records__counters_and_gauges_per_group),
+		cmocka_unit_test(model__cupti_batch__kernel_name_interned_and_preferred),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
