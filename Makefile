@@ -40,10 +40,17 @@ CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
 	$(BUILD)/tests/test_alloc_fastpath \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model \
-	$(BUILD)/tests/test_json $(BUILD)/tests/tracer_workload
+	$(BUILD)/tests/test_json $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
+	$(BUILD)/tests/glibc_workload
 
-.PHONY: all clean test test-build setup bench bench-alloc format-check demo stress
-all: $(PRODUCTS) $(BUILD)/demo_workload
+.PHONY: all clean test test-build setup bench bench-alloc format-check demo stress cupti
+all: $(PRODUCTS) $(BUILD)/demo_workload cupti
+
+# The CUPTI injection library and its unit test, when a CUDA toolkit with
+# CUPTI is at /usr/local/cuda (CUDA=... elsewhere); skipped with a message
+# otherwise. The script knows the toolkit's layouts.
+cupti:
+	@tests/cupti/build.sh $(BUILD)
 
 setup:
 	@scripts/setup.sh
@@ -164,6 +171,15 @@ $(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/sa
 $(BUILD)/tests/tracer_workload: tests/tracer/workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -pthread -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/..' -ldl
+
+# glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
+# -z now keeps lazy binding out of the measured sequences.
+$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/glibc.o | $(SKELS)
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -Iuser -o $@ $< $(BUILD)/user/user/glibc.o $(USER_LIBS) $(CMOCKA_LIBS)
+$(BUILD)/tests/glibc_workload: tests/glibc/workload.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -Wl,-z,now -o $@ $<
 
 test-build: all $(TESTS)
 

@@ -226,6 +226,12 @@ why_from_log()
 	echo "${line:-no output}"
 }
 
+# exit_why RC LIMIT: "exit RC", and why when RC is the one of a run past its time limit.
+exit_why()
+{
+	if [ "$1" -eq 124 ]; then echo "exit $1 (timed out after ${2}s)"; else echo "exit $1"; fi
+}
+
 # Runs a plain command with a time limit, output to $log.
 run_plain()
 {
@@ -233,7 +239,7 @@ run_plain()
 
 	timeout "$run_timeout" "$@" >"$log" 2>&1 || rc=$?
 	if [ $rc -ne 0 ]; then
-		why="exit $rc$([ $rc -eq 124 ] && echo " (timed out after ${run_timeout}s)")"
+		why=$(exit_why $rc "$run_timeout")
 		return 1
 	fi
 }
@@ -256,7 +262,7 @@ run_tally_traced()
 		env "LD_PRELOAD=$tally_lib" taskset -c "$pin_cpu" "$bin" "${workload[@]}" \
 		>"$out" 2>"$log" || rc=$?
 	if [ $rc -ne 0 ]; then
-		why="tally exit $rc$([ $rc -eq 124 ] && echo " (timed out)"): $(why_from_log "$log")"
+		why="tally $(exit_why $rc "$run_timeout"): $(why_from_log "$log")"
 		return 1
 	fi
 	# The workload's result line shares stdout with the snapshot; the snapshot is the one
@@ -361,7 +367,6 @@ run_glibc_memleak()
 	if ! memleak_attached "$mpid" "$mlog"; then
 		why="memleak-bpfcc: $(grep -m 1 -E 'error:|Unable to|Exception:' "$mlog" ||
 			why_from_log "$mlog")"
-		[ -n "$why" ] || why="memleak-bpfcc: did not attach"
 		# The kernel refuses a second uprobe on the same instruction when the two disagree
 		# on the USDT semaphore; it says so only in the kernel log.
 		if grep -q 'Failed to attach BPF to uprobe' "$mlog" &&
@@ -381,8 +386,7 @@ run_glibc_memleak()
 	kill -0 "$mpid" 2>/dev/null && alive=1 || alive=0
 	stop_pid "$mpid"
 	if [ $rc -ne 0 ]; then
-		why="memleak-bpfcc: workload exit $rc$([ $rc -eq 124 ] &&
-			echo " (timed out after ${memleak_timeout}s)")"
+		why="memleak-bpfcc: workload $(exit_why $rc "$memleak_timeout")"
 		return 1
 	fi
 	if [ $alive -eq 0 ]; then
@@ -423,7 +427,7 @@ run_glibc_heaptrack()
 	heaptrack_client=
 	rm -f "$tmp"/heaptrack."$round".*
 	if [ $rc -ne 0 ]; then
-		why="exit $rc$([ $rc -eq 124 ] && echo " (timed out after ${run_timeout}s)")"
+		why=$(exit_why $rc "$run_timeout")
 		return 1
 	fi
 	if [ -z "$cpid" ]; then

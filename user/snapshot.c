@@ -183,7 +183,7 @@ bool snapshot_exact(const struct session *s)
 	if (s->late && !s->late_consistent && s->allocator == SESSION_ALLOC_TALLY)
 		return false;
 	if (s->allocator == SESSION_ALLOC_GLIBC)
-		return s->glibc_fig && !s->glibc_fig->untracked && !s->late;
+		return s->glibc_fig && glibc_figures_exact(s->glibc_fig) && !s->late;
 	return true;
 }
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the fake CUDA driver and the GPU test workload:
+#   BUILD/tests/fake_cuda/libcuda.so.1   (soname libcuda.so.1)
+#   BUILD/tests/gpu/gpu_workload         (finds both libraries through its rpath)
+# Usage: tests/gpu/build.sh BUILD   (BUILD/libtally.so must exist: `make`)
+# CC and EXTRA_CFLAGS are taken from the environment.
+set -eu
+cd "$(dirname "$0")/../.."
+BUILD=${1:?usage: tests/gpu/build.sh BUILD}
+CC=${CC:-cc}
+WARN="-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2"
+CFLAGS="-std=gnu11 -O2 -g $WARN -D_GNU_SOURCE ${EXTRA_CFLAGS:-}"
+
+if [ ! -f "$BUILD/libtally.so" ]; then
+	echo "tests/gpu/build.sh: $BUILD/libtally.so is missing; run make first" >&2
+	exit 1
+fi
+mkdir -p "$BUILD/tests/fake_cuda" "$BUILD/tests/gpu"
+
+# Every entry point must open with `push %rbp` and be a function of its own
+# (one call, one uprobe hit): frame pointers, no endbr64 before them, and no
+# folding of identical entry points (cuLaunchKernel and its _ptsz twin).
+$CC $CFLAGS -shared -fPIC -pthread -fvisibility=hidden -fno-omit-frame-pointer \
+	-fcf-protection=none -fno-ipa-icf -Wl,-soname,libcuda.so.1 \
+	-o "$BUILD/tests/fake_cuda/libcuda.so.1" tests/fake_cuda/libcuda.c
+
+$CC $CFLAGS -pthread -o "$BUILD/tests/gpu/gpu_workload" tests/gpu/workload.c \
+	-L"$BUILD/tests/fake_cuda" -l:libcuda.so.1 -Wl,-rpath,'$ORIGIN/../fake_cuda' \
+	-L"$BUILD" -l:libtally.so -Wl,-rpath,'$ORIGIN/../..'
