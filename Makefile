@@ -43,7 +43,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_json $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
 	$(BUILD)/tests/glibc_workload
 
-.PHONY: all clean test test-build setup bench bench-alloc format-check demo stress cupti
+.PHONY: all clean test test-build setup bench bench-alloc bench-trace format-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti
 
 # The CUPTI injection library and its unit test, when a CUDA toolkit with
@@ -198,7 +198,11 @@ stress: test-build
 
 bench-alloc: setup all
 	@scripts/bench-alloc.sh
-bench: bench-alloc
+# The tracer's cost: churn traced vs untraced, beside memleak-bpfcc and heaptrack on glibc.
+bench-trace: all
+	@scripts/setup.sh --bench
+	@scripts/bench-trace.sh
+bench: bench-alloc bench-trace
 
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h') && echo "format: clean"

@@ -44,7 +44,7 @@ static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, s
 	sp->meta[p->idx] = (uint16_t)((sp->size1 - q) | flag);
 	sp->used++;
 	if (traced)
-		ev(h, TALLY_EV_ALLOC, 0, sp->group, (uint32_t)q, sp->size);
+		ev_word(h, TALLY_EV_ALLOC, sp->group, (uint32_t)q, sp->size);
 	/* every 512 allocations the counter turns negative: fold it, and the
 	 * heap's tick */
 	uint64_t acc = sp->acc + ((1ULL << ACC_SHIFT) | q);
@@ -56,7 +56,7 @@ static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, s
 
 static inline void *span_pop(struct heap *h, struct span *sp, size_t q, uint16_t flag)
 {
-	return span_pop_as(h, sp, q, flag, true);
+	return span_pop_as(h, sp, q, flag, ev_tracing());
 }
 
 static void *small_alloc(struct heap *h, unsigned cls, size_t q, uint16_t flag)
@@ -284,7 +284,7 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		return;
 	}
 	if (traced)
-		ev(h, TALLY_EV_FREE, 0, sp->group, sp->size1 - m, sp->size);
+		ev_word(h, TALLY_EV_FREE, sp->group, sp->size1 - m, sp->size);
 	sp->meta[i] = META_FREE;
 	span_push_free(sp, p, i);
 	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))

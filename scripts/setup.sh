@@ -10,8 +10,14 @@ set -euo pipefail
 pkgs=(
 	clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
-	libjemalloc2 libmimalloc2.0 libgoogle-perftools4
+	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux
 )
+# The tracers tally is compared with (`make bench-trace`), only when asked:
+# `scripts/setup.sh --bench`. bcc compiles its programs against kernel
+# headers; Debian's serve for a kernel that ships none.
+if [ "${1:-}" = "--bench" ]; then
+	pkgs+=(bpfcc-tools heaptrack linux-headers-amd64)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -18,7 +18,7 @@
 const char *argp_program_version = "tally 0.3";
 const char *argp_program_bug_address = "<tally@localhost>";
 
-#define RING_MB_DEFAULT 32
+#define RING_MB_DEFAULT 8
 #define MAX_RULES 32
 
 struct cli {
@@ -36,7 +36,7 @@ static const struct argp_option target_options[] = {
 	{ "group", OPT_GROUP, "NAME=GLOB", 0,
 	  "Put threads whose name matches GLOB in group NAME (repeatable)", 0 },
 	{ "ring-mb", OPT_RING_MB, "MB", 0,
-	  "Ring buffer size in MiB, fractions allowed (default 32; rounded up to a power of two "
+	  "Ring buffer size in MiB, fractions allowed (default 8; rounded up to a power of two "
 	  "of pages)",
 	  0 },
 	{ "no-preload", OPT_NO_PRELOAD, NULL, 0,

@@ -40,8 +40,9 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUlib_st *CUlibrary;
-typedef struct CUkern_st *CUkernel; /* may be cast to CUfunction and launched */
-typedef struct CUstream_st *CUstream;
+typedef struct CUkern_st *CUkernel;   /* may be cast to CUfunction and launched */
+typedef struct CUstream_st *CUstream; /* NULL: the default stream */
+typedef struct CUevent_st *CUevent;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 
@@ -122,13 +123,16 @@ _Static_assert(sizeof(CUlaunchConfig) == 56, "CUlaunchConfig layout");
 _Static_assert(sizeof(CUDA_LAUNCH_PARAMS) == 56, "CUDA_LAUNCH_PARAMS layout");
 _Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp layout");
 
-/* initialisation, devices, contexts */
+/* initialisation, devices, contexts, synchronisation */
 CUresult cuInit(unsigned int Flags);
 CUresult cuDriverGetVersion(int *driverVersion);
 CUresult cuDeviceGet(CUdevice *device, int ordinal);
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuCtxSynchronize(void);
+CUresult cuStreamSynchronize(CUstream hStream);
+CUresult cuStreamSynchronize_ptsz(CUstream hStream);
+CUresult cuEventSynchronize(CUevent hEvent);
 CUresult cuGetErrorString(CUresult error, const char **pStr);
 
 /* modules, libraries, functions */
@@ -168,11 +172,11 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
 				   unsigned int blockDimY, unsigned int blockDimZ,
 				   unsigned int sharedMemBytes, CUstream hStream,
 				   void **kernelParams);
-CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
-					unsigned int gridDimY, unsigned int gridDimZ,
-					unsigned int blockDimX, unsigned int blockDimY,
-					unsigned int blockDimZ, unsigned int sharedMemBytes,
-					CUstream hStream, void **kernelParams);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+					unsigned int gridDimZ, unsigned int blockDimX,
+					unsigned int blockDimY, unsigned int blockDimZ,
+					unsigned int sharedMemBytes, CUstream hStream,
+					void **kernelParams);
 CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
 					      unsigned int numDevices, unsigned int flags);
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);

@@ -15,6 +15,11 @@
  *   - cuInit(0) first; every other call but cuDriverGetVersion and
  *     cuGetErrorString returns CUDA_ERROR_NOT_INITIALIZED before it.
  *     Contexts are handed out but not enforced (no current context needed).
+ *   - Synchronisation (cuCtxSynchronize, cuStreamSynchronize[_ptsz],
+ *     cuEventSynchronize) waits the way the real driver's spin-then-yield
+ *     does, with FAKE_SYNC_YIELDS calls of libc's sched_yield: yields that
+ *     tally must not count as the application's own (os_yields). Any stream
+ *     is accepted (NULL is the default one), any non-NULL event.
  *   - Device allocations (cuMemAlloc*, pitch, managed, async, from a pool)
  *     return distinct 256-aligned fake addresses from a counter that never
  *     reuses one, and remember their sizes; any device free takes any of
@@ -38,6 +43,7 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -63,6 +69,7 @@
 #define FAKE_PITCH_ALIGN 512ull
 #define FAKE_VMM_GRANULARITY (2ull << 20)
 #define FAKE_HANDLE_BASE 0x1000ull /* first cuMemCreate handle */
+#define FAKE_SYNC_YIELDS 2	   /* sched_yield calls per synchronize */
 
 enum fake_block_kind {
 	FAKE_DEVICE,	 /* cuMemAlloc*: addr is the fake device address */
@@ -282,6 +289,16 @@ static CUresult module_get(struct CUfunc_st **out, struct CUmod_st *m, const cha
 	return CUDA_SUCCESS;
 }
 
+/* The wait of a synchronize call, as a spinning driver's. */
+static CUresult sync_wait(void)
+{
+	if (!initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	for (int i = 0; i < FAKE_SYNC_YIELDS; i++)
+		sched_yield();
+	return CUDA_SUCCESS;
+}
+
 static CUresult launch_check(CUfunction f, unsigned int grid_x)
 {
 	if (!initialized())
@@ -399,7 +416,31 @@ FAKE_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 FAKE_API CUresult cuCtxSynchronize(void)
 {
 	FAKE_PROLOGUE();
-	return initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+	return sync_wait();
+}
+
+FAKE_API CUresult cuStreamSynchronize(CUstream hStream)
+{
+	FAKE_PROLOGUE();
+	(void)hStream;
+	return sync_wait();
+}
+
+FAKE_API CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+	FAKE_PROLOGUE();
+	(void)hStream;
+	return sync_wait();
+}
+
+FAKE_API CUresult cuEventSynchronize(CUevent hEvent)
+{
+	FAKE_PROLOGUE();
+	if (!initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!hEvent)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return sync_wait();
 }
 
 FAKE_API CUresult cuGetErrorString(CUresult error, const char **pStr)
@@ -538,8 +579,8 @@ FAKE_API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName
 	fd = open(fileName, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return CUDA_ERROR_FILE_NOT_FOUND;
-	err = fstat(fd, &st) || !S_ISREG(st.st_mode) || !st.st_size ? CUDA_ERROR_INVALID_IMAGE
-								      : CUDA_SUCCESS;
+	err = fstat(fd, &st) || !S_ISREG(st.st_mode) || !st.st_size ? CUDA_ERROR_INVALID_IMAGE :
+								      CUDA_SUCCESS;
 	close(fd);
 	if (err)
 		return err;
@@ -628,8 +669,9 @@ FAKE_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
 FAKE_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
 						 unsigned int gridDimY, unsigned int gridDimZ,
 						 unsigned int blockDimX, unsigned int blockDimY,
-						 unsigned int blockDimZ, unsigned int sharedMemBytes,
-						 CUstream hStream, void **kernelParams)
+						 unsigned int blockDimZ,
+						 unsigned int sharedMemBytes, CUstream hStream,
+						 void **kernelParams)
 {
 	FAKE_PROLOGUE();
 	(void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY, (void)blockDimZ;
@@ -844,6 +886,6 @@ FAKE_API CUresult cuMemHostUnregister(void *p)
 	FAKE_PROLOGUE();
 	if (!initialized())
 		return CUDA_ERROR_NOT_INITIALIZED;
-	return block_remove(FAKE_HOST_REG, (uintptr_t)p) ? CUDA_SUCCESS
-							 : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	return block_remove(FAKE_HOST_REG, (uintptr_t)p) ? CUDA_SUCCESS :
+							   CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }

@@ -19,9 +19,14 @@ mkdir -p "$BUILD/tests/fake_cuda" "$BUILD/tests/gpu"
 
 # Every entry point must open with `push %rbp` and be a function of its own
 # (one call, one uprobe hit): frame pointers, no endbr64 before them, and no
-# folding of identical entry points (cuLaunchKernel and its _ptsz twin).
+# folding of identical entry points (cuLaunchKernel and its _ptsz twin; gcc
+# only: clang folds nothing at compile time).
+NO_ICF=
+if $CC -fno-ipa-icf -Werror -x c -c -o /dev/null /dev/null 2>/dev/null; then
+	NO_ICF=-fno-ipa-icf
+fi
 $CC $CFLAGS -shared -fPIC -pthread -fvisibility=hidden -fno-omit-frame-pointer \
-	-fcf-protection=none -fno-ipa-icf -Wl,-soname,libcuda.so.1 \
+	-fcf-protection=none $NO_ICF -Wl,-soname,libcuda.so.1 \
 	-o "$BUILD/tests/fake_cuda/libcuda.so.1" tests/fake_cuda/libcuda.c
 
 $CC $CFLAGS -pthread -o "$BUILD/tests/gpu/gpu_workload" tests/gpu/workload.c \

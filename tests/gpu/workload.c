@@ -32,6 +32,9 @@
  *   device   every allocation entry point, some freed again by the thread
  *   host     cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister, some freed
  *   SDK      tally_yield() and tally_reject(), `yields` and `rejects` times
+ *   OS       sched_yield(), `os_yields` times
+ *   sync     cuCtxSynchronize, cuStreamSynchronize[_ptsz], cuEventSynchronize
+ *            (the fake calls sched_yield inside each: the driver's own)
  * and calls that fail without effect: a NULL image, a size 0 or badly sized
  * allocation, frees, releases, unloads and unregisters of unknown or already
  * freed things. After the threads are joined the main thread, in root,
@@ -49,6 +52,8 @@
  *   failed_launches           launch calls (any of the nine) that returned an error
  *   back_pressure_rejections  failed_launches + tally_reject() calls
  *   yield_count               tally_yield() calls
+ *   os_yields                 the workload's own sched_yield() calls, not
+ *                             those the fake makes inside its synchronize calls
  *   device_bytes_allocated    live bytes of cuMemAlloc_v2 (bytesize),
  *                             cuMemAllocPitch_v2 (returned pitch * Height),
  *                             cuMemAllocManaged, cuMemAllocAsync[_ptsz],
@@ -71,6 +76,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -89,21 +95,22 @@ enum actor_id { ROOT, TRAIN, INFER, NACTORS };
 
 /* What one actor does; sizes differ so that misattributed bytes show. */
 struct plan {
-	const char *group;   /* its tally group */
-	const char *kernel;  /* the mangled name of its kernels */
-	unsigned int ok;     /* successful launches per launch entry point */
-	unsigned int fail;   /* refused launches per launch entry point */
-	unsigned int yields; /* tally_yield() calls */
-	unsigned int rejects;
-	size_t scale;	     /* multiplies every allocation size */
-	size_t cubin_size;   /* bytes; a multiple of 64 */
-	size_t fatbin_size;  /* bytes, header included; a multiple of 8 */
+	const char *group;	/* its tally group */
+	const char *kernel;	/* the mangled name of its kernels */
+	unsigned int ok;	/* successful launches per launch entry point */
+	unsigned int fail;	/* refused launches per launch entry point */
+	unsigned int yields;	/* tally_yield() calls */
+	unsigned int rejects;	/* tally_reject() calls */
+	unsigned int os_yields; /* sched_yield() calls */
+	size_t scale;		/* multiplies every allocation size */
+	size_t cubin_size;	/* bytes; a multiple of 64 */
+	size_t fatbin_size;	/* bytes, header included; a multiple of 8 */
 };
 
 static const struct plan plans[NACTORS] = {
-	[ROOT] = { "root", "_Z4initPfi", 2, 1, 1, 1, 1, 2048, 4096 },
-	[TRAIN] = { "train", "_Z6matmulPfS_S_i", 3, 2, 5, 2, 2, 4096, 8192 },
-	[INFER] = { "infer", "_Z7softmaxPfi", 4, 3, 3, 4, 3, 6144, 12288 },
+	[ROOT] = { "root", "_Z4initPfi", 2, 1, 1, 1, 2, 1, 2048, 4096 },
+	[TRAIN] = { "train", "_Z6matmulPfS_S_i", 3, 2, 5, 2, 1, 2, 4096, 8192 },
+	[INFER] = { "infer", "_Z7softmaxPfi", 4, 3, 3, 4, 4, 3, 6144, 12288 },
 };
 
 enum api {
@@ -120,11 +127,15 @@ enum api {
 };
 
 static const char *const api_names[NAPI] = {
-	"cuLaunchKernel",	     "cuLaunchKernel_ptsz",
-	"cuLaunchKernelEx",	     "cuLaunchKernelEx_ptsz",
-	"cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
+	"cuLaunchKernel",
+	"cuLaunchKernel_ptsz",
+	"cuLaunchKernelEx",
+	"cuLaunchKernelEx_ptsz",
+	"cuLaunchCooperativeKernel",
+	"cuLaunchCooperativeKernel_ptsz",
 	"cuLaunchCooperativeKernelMultiDevice",
-	"cuGraphLaunch",	     "cuGraphLaunch_ptsz",
+	"cuGraphLaunch",
+	"cuGraphLaunch_ptsz",
 };
 
 enum res_kind { RES_DEVICE, RES_HOST, RES_IMAGE };
@@ -147,9 +158,9 @@ struct res {
 	enum res_how how;
 	uint64_t bytes; /* what the instance is charged while live */
 	bool live;
-	CUdeviceptr dptr;			/* device */
-	CUmemGenericAllocationHandle handle;	/* cuMemCreate */
-	void *host;				/* host; for a registered range, ours to free */
+	CUdeviceptr dptr;		     /* device */
+	CUmemGenericAllocationHandle handle; /* cuMemCreate */
+	void *host;			     /* host; for a registered range, ours to free */
 	CUmodule mod;
 	CUlibrary lib;
 };
@@ -165,7 +176,7 @@ struct actor {
 	/* live ones that root releases for it at the end of the work */
 	struct res *big_alloc, *host_alloc, *fat_module;
 	uint64_t ok[NAPI], failed[NAPI];
-	uint64_t yields, rejects;
+	uint64_t yields, rejects, os_yields;
 	char ptx[512];
 	_Alignas(8) unsigned char cubin[8192];
 	_Alignas(8) unsigned char fatbin[16384];
@@ -173,7 +184,7 @@ struct actor {
 
 static struct actor actors[NACTORS];
 /* The fake accepts any non-NULL exec and pool: it has no graph or pool API. */
-static char graph_exec_token, mem_pool_token;
+static char graph_exec_token, mem_pool_token, event_token;
 #define GRAPH_EXEC ((CUgraphExec)&graph_exec_token)
 #define MEM_POOL ((CUmemoryPool)&mem_pool_token)
 
@@ -268,8 +279,8 @@ static size_t make_cubin(unsigned char *buf, size_t size)
 {
 	static const char shstrtab[] = "\0.shstrtab";
 	Elf64_Ehdr eh = {
-		.e_ident = { ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3, ELFCLASS64, ELFDATA2LSB, EV_CURRENT,
-			     0x33 /* ELFOSABI_CUDA */, 7 },
+		.e_ident = { ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3, ELFCLASS64, ELFDATA2LSB,
+			     EV_CURRENT, 0x33 /* ELFOSABI_CUDA */, 7 },
 		.e_type = ET_EXEC,
 		.e_machine = EM_CUDA,
 		.e_version = EV_CURRENT,
@@ -281,8 +292,11 @@ static size_t make_cubin(unsigned char *buf, size_t size)
 	};
 	Elf64_Shdr sh[2] = {
 		{ 0 },
-		{ .sh_name = 1, .sh_type = SHT_STRTAB, .sh_offset = sizeof(Elf64_Ehdr),
-		  .sh_size = sizeof(shstrtab), .sh_addralign = 1 },
+		{ .sh_name = 1,
+		  .sh_type = SHT_STRTAB,
+		  .sh_offset = sizeof(Elf64_Ehdr),
+		  .sh_size = sizeof(shstrtab),
+		  .sh_addralign = 1 },
 	};
 
 	eh.e_shoff = size - sizeof(sh);
@@ -411,15 +425,26 @@ static void launch(struct actor *a, enum api api, CUfunction f, unsigned int i, 
 	CUdeviceptr arg0 = 0;
 	int arg1 = (int)i;
 	void *params[] = { &arg0, &arg1 };
-	CUlaunchConfig cfg = { .gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128,
-			       .blockDimY = 1, .blockDimZ = 1 };
+	CUlaunchConfig cfg = { .gridDimX = grid,
+			       .gridDimY = 1,
+			       .gridDimZ = 1,
+			       .blockDimX = 128,
+			       .blockDimY = 1,
+			       .blockDimZ = 1 };
 	const CUlaunchConfig *pcfg = null_arg ? NULL : &cfg;
-	CUDA_LAUNCH_PARAMS multi = { .function = fn, .gridDimX = grid, .gridDimY = 1,
-				     .gridDimZ = 1, .blockDimX = 128, .blockDimY = 1,
-				     .blockDimZ = 1, .kernelParams = params };
+	CUDA_LAUNCH_PARAMS multi = { .function = fn,
+				     .gridDimX = grid,
+				     .gridDimY = 1,
+				     .gridDimZ = 1,
+				     .blockDimX = 128,
+				     .blockDimY = 1,
+				     .blockDimZ = 1,
+				     .kernelParams = params };
 	CUgraphExec exec = ok ? GRAPH_EXEC : NULL;
 	CUresult err = CUDA_ERROR_UNKNOWN;
 
+	if ((unsigned int)api >= NAPI)
+		die("no launch entry point %d", (int)api);
 	switch (api) {
 	case API_LAUNCH:
 		err = cuLaunchKernel(fn, grid, 1, 1, 128, 1, 1, 0, NULL, params, NULL);
@@ -629,6 +654,11 @@ static void actor_work(struct actor *a)
 		tally_yield();
 	for (unsigned int i = 0; i < a->plan->rejects; i++, a->rejects++)
 		tally_reject();
+	for (unsigned int i = 0; i < a->plan->os_yields; i++, a->os_yields++)
+		sched_yield();
+	expect(cuStreamSynchronize(NULL), CUDA_SUCCESS, "cuStreamSynchronize");
+	expect(cuStreamSynchronize_ptsz(NULL), CUDA_SUCCESS, "cuStreamSynchronize_ptsz");
+	expect(cuEventSynchronize((CUevent)&event_token), CUDA_SUCCESS, "cuEventSynchronize");
 	expect(cuCtxSynchronize(), CUDA_SUCCESS, "cuCtxSynchronize");
 }
 
@@ -647,7 +677,7 @@ static void *group_thread(void *arg)
 /* --- figures --- */
 
 struct figures {
-	uint64_t kernels, graphs, failed, rejections, yields, device, host, images;
+	uint64_t kernels, graphs, failed, rejections, yields, os_yields, device, host, images;
 };
 
 static void figures_of(const struct actor *a, struct figures *f)
@@ -662,6 +692,7 @@ static void figures_of(const struct actor *a, struct figures *f)
 	}
 	f->rejections = f->failed + a->rejects;
 	f->yields = a->yields;
+	f->os_yields = a->os_yields;
 	f->device = live_bytes(a, RES_DEVICE);
 	f->host = live_bytes(a, RES_HOST);
 	f->images = live_bytes(a, RES_IMAGE);
@@ -671,13 +702,14 @@ static void out_figures(struct out *o, const struct figures *f)
 {
 	out_add(o,
 		"{\"kernels_launched\": %llu, \"graph_launches\": %llu, \"failed_launches\": %llu, "
-		"\"back_pressure_rejections\": %llu, \"yield_count\": %llu, "
+		"\"back_pressure_rejections\": %llu, \"yield_count\": %llu, \"os_yields\": %llu, "
 		"\"device_bytes_allocated\": %llu, \"host_pinned_bytes\": %llu, "
 		"\"bytes_pinned\": %llu}",
 		(unsigned long long)f->kernels, (unsigned long long)f->graphs,
 		(unsigned long long)f->failed, (unsigned long long)f->rejections,
-		(unsigned long long)f->yields, (unsigned long long)f->device,
-		(unsigned long long)f->host, (unsigned long long)f->images);
+		(unsigned long long)f->yields, (unsigned long long)f->os_yields,
+		(unsigned long long)f->device, (unsigned long long)f->host,
+		(unsigned long long)f->images);
 }
 
 static void write_figures(const char *path, const char *phase)
@@ -693,6 +725,7 @@ static void write_figures(const char *path, const char *phase)
 		sum.failed += f[i].failed;
 		sum.rejections += f[i].rejections;
 		sum.yields += f[i].yields;
+		sum.os_yields += f[i].os_yields;
 		sum.device += f[i].device;
 		sum.host += f[i].host;
 		sum.images += f[i].images;
@@ -745,10 +778,10 @@ static bool stdin_usable(void)
  * and unblocked only inside ppoll or sigsuspend, so none is lost. */
 static void gate(const sigset_t *unblocked)
 {
-	bool use_stdin = !stdin_eof && stdin_usable();
+	bool use_stdin = stdin_usable();
 
 	for (;;) {
-		if (got_term)
+		if (got_term || stdin_eof)
 			return;
 		if (got_usr1) {
 			got_usr1 = 0;
@@ -802,8 +835,8 @@ int main(int argc, char **argv)
 	CUdevice dev;
 	int version;
 
-	if (argc != 3 || (strcmp(argv[1], "run") && strcmp(argv[1], "wait") &&
-			  strcmp(argv[1], "late"))) {
+	if (argc != 3 ||
+	    (strcmp(argv[1], "run") && strcmp(argv[1], "wait") && strcmp(argv[1], "late"))) {
 		fprintf(stderr, "usage: gpu_workload run|wait|late FILE\n");
 		return 2;
 	}
