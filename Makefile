@@ -41,7 +41,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_alloc_fastpath \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model \
 	$(BUILD)/tests/test_json $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
-	$(BUILD)/tests/glibc_workload
+	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace format-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti
@@ -84,12 +84,16 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD
 	-I/usr/include/$(shell uname -m)-linux-gnu
 BPF_OBJS := tally glibc cuda
 SKELS := $(patsubst %,$(BUILD)/bpf/%.skel.h,$(BPF_OBJS))
-USER_SRCS := user/main.c user/session.c user/snapshot.c user/model.c user/remote.c \
+USER_SRCS := user/main.c user/cli.c user/session.c user/snapshot.c user/model.c user/remote.c \
 	user/target.c user/loader.c user/json.c user/replay.c user/glibc.c \
 	user/gpu.c user/cuda.c
+# The views (top, record, serve) each in files of their own.
+USER_SRCS += $(sort $(wildcard user/top*.c user/record*.c user/trace*.c user/serve*.c \
+	user/prom*.c user/demo*.c))
 USER_OBJS := $(call obj,user,$(USER_SRCS)) $(BUILD)/user/stats_identity.o
 USER_CFLAGS := $(CFLAGS_BASE) -I$(BUILD)/bpf -Ibpf
-USER_LIBS := -lbpf -lelf -lz
+USER_LIBS := -lbpf -lelf -lz $(if $(wildcard user/top*.c),-lncursesw -ltinfo) \
+	$(if $(wildcard user/serve*.c),-lmicrohttpd)
 
 $(BUILD)/bpf/vmlinux.h:
 	@mkdir -p $(dir $@)
@@ -180,6 +184,11 @@ $(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/glibc.o |
 $(BUILD)/tests/glibc_workload: tests/glibc/workload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -Wl,-z,now -o $@ $<
+
+# The fake CUDA driver and the GPU workloads (tests/gpu/build.sh).
+$(BUILD)/tests/gpu/.built: tests/gpu/build.sh tests/gpu/workload.c tests/gpu/dlopen_workload.c \
+		tests/fake_cuda/libcuda.c tests/fake_cuda/cuda_abi.h $(BUILD)/libtally.so
+	@tests/gpu/build.sh $(BUILD) && touch $@
 
 test-build: all $(TESTS)
 

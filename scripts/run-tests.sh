@@ -52,6 +52,7 @@ run alloc_probes 60 tests/test_probes.sh "$BUILD"
 run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"
 run tracer 600 tests/tracer/run.sh
 run cupti 120 tests/cupti/run.sh "$BUILD"
+run gpu_driver 300 tests/gpu/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
 
 echo

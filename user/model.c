@@ -361,6 +361,7 @@ int model_apply(struct model *m, const void *data, size_t len)
 			memcpy(m->inprocess, s->stats, sizeof(m->inprocess));
 			m->resident_at_exit = s->resident;
 			m->have_inprocess = true;
+			m->saw_alloc = true;
 			err = 0;
 		}
 		break;
@@ -436,10 +437,30 @@ void model_stats(const struct model *m, struct tally_stats *out)
 
 bool model_exact(const struct model *m)
 {
-	return !m->lost_msgs && !m->lost_words && !m->malformed;
+	return !m->lost_msgs && !m->lost_words && !m->malformed && !m->malformed_bpf;
 }
 
 int64_t model_group_live(const struct model *m, uint32_t g)
 {
 	return m->rp.groups[g].alloc_bytes - m->rp.groups[g].dealloc_bytes;
+}
+
+void model_instance(const struct model *m, uint32_t g, struct model_instance *out)
+{
+	enum gpu_source src = gpu_source_of(&m->gpu);
+	uint32_t lo = g < TALLY_MAX_GROUPS ? g : 0, hi = g < TALLY_MAX_GROUPS ? g + 1 : g;
+
+	memset(out, 0, sizeof(*out));
+	for (uint32_t i = lo; i < hi && i < TALLY_MAX_GROUPS; i++) {
+		const struct gpu_group *gg = &m->gpu.groups[src][i];
+		out->kernels_launched += gg->kernels_launched;
+		out->graph_launches += gg->graph_launches;
+		out->failed_launches += gg->failed_launches;
+		out->device_bytes_allocated += gg->device_bytes;
+		out->host_pinned_bytes += gg->host_pinned;
+		out->bytes_pinned += gg->image_bytes;
+		out->yield_count += m->groups[i].yields;
+		out->back_pressure_rejections += m->groups[i].rejects + gg->failed_launches;
+		out->os_yields += m->groups[i].os_yields;
+	}
 }

@@ -65,6 +65,7 @@ struct model {
 	uint64_t records;    /* allocator records applied */
 	uint64_t skipped;    /* records already in a state read from memory */
 	uint64_t malformed;  /* messages or records refused */
+	uint64_t malformed_bpf; /* batches the BPF side refused */
 	uint64_t lost_msgs;  /* from the BPF side's counters */
 	uint64_t lost_words; /* words of allocator records in lost batches */
 	bool have_inprocess; /* the allocator handed over its own figures at exit */
@@ -101,6 +102,21 @@ struct model_thread *model_thread(struct model *m, uint32_t tid, bool create);
 /* The group a thread's CPU is charged to: its rule's, unless the SDK put it
  * in another group than root. */
 uint32_t model_thread_group(const struct model_thread *t);
+
+/* An instance's figures (DESIGN.md §4): a group's, or the process's when g
+ * is MODEL_PROCESS. GPU figures from CUPTI when it spoke, else the driver. */
+#define MODEL_PROCESS TALLY_MAX_GROUPS
+struct model_instance {
+	uint64_t kernels_launched;
+	int64_t bytes_pinned; /* image bytes loaded */
+	uint64_t back_pressure_rejections;
+	uint64_t yield_count;
+	int64_t device_bytes_allocated;
+	uint64_t graph_launches, failed_launches;
+	int64_t host_pinned_bytes;
+	uint64_t os_yields;
+};
+void model_instance(const struct model *m, uint32_t g, struct model_instance *out);
 
 void model_stats(const struct model *m, struct tally_stats *out);
 bool model_exact(const struct model *m);

@@ -132,6 +132,8 @@ static int on_msg(void *ctx, const void *data, size_t len)
 	const struct tally_msg *h = data;
 
 	model_apply(&s->model, data, len);
+	if (s->observer)
+		s->observer(s->observer_ctx, data, len);
 	if (len >= sizeof(*h) && s->model.nrules &&
 	    (h->kind == TALLY_MSG_THREAD_NEW || h->kind == TALLY_MSG_THREAD_NAME)) {
 		struct model_thread *t = model_thread(&s->model, h->tid, false);
@@ -502,10 +504,38 @@ static void finish_running(struct session *s)
 	}
 }
 
-void session_finish(struct session *s)
+void session_refresh(struct session *s)
 {
 	struct tally_lost lost;
 
+	loader_lost(s->loader, &lost);
+	s->model.lost_msgs = lost.msgs;
+	s->model.lost_words = lost.words;
+	s->model.malformed_bpf = lost.bad;
+	loader_group_cpu(s->loader, s->cpu);
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
+		s->model.groups[g].cpu_ns = s->cpu[g];
+		if (s->cpu[g])
+			s->model.groups[g].known = true;
+	}
+	cuda_trace_read(s->cuda, &s->cuda_fig);
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
+		s->model.groups[g].os_yields = s->cuda_fig.os_yields[g];
+	s->allocator = s->model.saw_alloc ? SESSION_ALLOC_TALLY :
+		       s->glibc		  ? SESSION_ALLOC_GLIBC :
+						    SESSION_ALLOC_NONE;
+	if (s->allocator == SESSION_ALLOC_GLIBC) {
+		if (!s->glibc_fig)
+			s->glibc_fig = calloc(1, sizeof(*s->glibc_fig));
+		if (s->glibc_fig && glibc_trace_read(s->glibc, s->glibc_fig)) {
+			free(s->glibc_fig);
+			s->glibc_fig = NULL;
+		}
+	}
+}
+
+void session_finish(struct session *s)
+{
 	/* what the target submitted before it went is in the ring: drain it */
 	while (loader_consume(s->loader) > 0)
 		;
@@ -515,29 +545,7 @@ void session_finish(struct session *s)
 		s->resident = s->model.resident_at_exit;
 		s->have_resident = true;
 	}
-	loader_lost(s->loader, &lost);
-	s->model.lost_msgs = lost.msgs;
-	s->model.lost_words = lost.words;
-	s->model.malformed += lost.bad;
-	loader_group_cpu(s->loader, s->cpu);
-	cuda_trace_read(s->cuda, &s->cuda_fig);
-	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
-		s->model.groups[g].os_yields = s->cuda_fig.os_yields[g];
-	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
-		s->model.groups[g].cpu_ns = s->cpu[g];
-		if (s->cpu[g])
-			s->model.groups[g].known = true;
-	}
-	s->allocator = s->model.saw_alloc ? SESSION_ALLOC_TALLY :
-		       s->glibc		  ? SESSION_ALLOC_GLIBC :
-						    SESSION_ALLOC_NONE;
-	if (s->allocator == SESSION_ALLOC_GLIBC) {
-		s->glibc_fig = calloc(1, sizeof(*s->glibc_fig));
-		if (s->glibc_fig && glibc_trace_read(s->glibc, s->glibc_fig)) {
-			free(s->glibc_fig);
-			s->glibc_fig = NULL;
-		}
-	}
+	session_refresh(s);
 }
 
 void session_close(struct session *s)

@@ -72,6 +72,9 @@ struct session {
 	struct tally_stats final_inprocess;
 	bool have_resident;
 	uint64_t resident;
+	/* every message, after the model has it (tally record) */
+	void (*observer)(void *ctx, const void *data, size_t len);
+	void *observer_ctx;
 };
 
 extern volatile sig_atomic_t session_exiting;
@@ -82,6 +85,9 @@ int session_start(struct session *s, const struct session_opts *o);
 /* Drain the ring and look at the target; waits up to timeout_ms. Returns 1
  * when the target is gone, 0 otherwise, -errno on a failure. */
 int session_poll(struct session *s, int timeout_ms);
+/* The figures kept outside the ring (lost counts, CPU per group, the GPU and
+ * glibc probes' counters) into the model: at every refresh of a view. */
+void session_refresh(struct session *s);
 /* Everything that is still to be had, for the final figures. */
 void session_finish(struct session *s);
 void session_close(struct session *s);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "snapshot.h"
 
 static const char *const stat_names[TALLY_STATS_FIELDS] = {
@@ -32,38 +33,23 @@ static void write_stats11(struct json_writer *w, const uint64_t v[TALLY_STATS_FI
 }
 
 /* The instance figures (DESIGN.md §4) of one group, or of the process when
- * g is TALLY_MAX_GROUPS: the five of the contract, then tally's own. */
+ * g is MODEL_PROCESS: the five of the contract, then tally's own. */
 static void write_instance(struct json_writer *w, const struct session *s, uint32_t g)
 {
-	const struct gpu_model *gm = &s->model.gpu;
-	enum gpu_source src = gpu_source_of(gm);
-	struct gpu_group sum = { 0 };
-	uint64_t yields = 0, rejects = 0, os_yields = 0;
-	uint32_t lo = g < TALLY_MAX_GROUPS ? g : 0, hi = g < TALLY_MAX_GROUPS ? g + 1 : g;
+	struct model_instance in;
 
-	for (uint32_t i = lo; i < hi; i++) {
-		const struct gpu_group *gg = &gm->groups[src][i];
-		sum.kernels_launched += gg->kernels_launched;
-		sum.graph_launches += gg->graph_launches;
-		sum.failed_launches += gg->failed_launches;
-		sum.device_bytes += gg->device_bytes;
-		sum.host_pinned += gg->host_pinned;
-		sum.image_bytes += gg->image_bytes;
-		yields += s->model.groups[i].yields;
-		rejects += s->model.groups[i].rejects;
-		os_yields += s->model.groups[i].os_yields;
-	}
-	json_kv_u64(w, "kernels_launched", sum.kernels_launched);
-	json_kv_i64(w, "bytes_pinned", sum.image_bytes);
-	json_kv_u64(w, "back_pressure_rejections", rejects + sum.failed_launches);
-	json_kv_u64(w, "yield_count", yields);
-	json_kv_i64(w, "device_bytes_allocated", sum.device_bytes);
-	json_kv_u64(w, "graph_launches", sum.graph_launches);
-	json_kv_u64(w, "failed_launches", sum.failed_launches);
-	json_kv_i64(w, "host_pinned_bytes", sum.host_pinned);
-	json_kv_u64(w, "os_yields", os_yields);
-	if (g == TALLY_MAX_GROUPS)
-		json_kv_bool(w, "scheduler", yields > 0);
+	model_instance(&s->model, g, &in);
+	json_kv_u64(w, "kernels_launched", in.kernels_launched);
+	json_kv_i64(w, "bytes_pinned", in.bytes_pinned);
+	json_kv_u64(w, "back_pressure_rejections", in.back_pressure_rejections);
+	json_kv_u64(w, "yield_count", in.yield_count);
+	json_kv_i64(w, "device_bytes_allocated", in.device_bytes_allocated);
+	json_kv_u64(w, "graph_launches", in.graph_launches);
+	json_kv_u64(w, "failed_launches", in.failed_launches);
+	json_kv_i64(w, "host_pinned_bytes", in.host_pinned_bytes);
+	json_kv_u64(w, "os_yields", in.os_yields);
+	if (g == MODEL_PROCESS)
+		json_kv_bool(w, "scheduler", in.yield_count > 0);
 }
 
 static const char *cuda_source(const struct session *s)
@@ -206,13 +192,13 @@ void snapshot_write(struct json_writer *w, const struct session *s)
 	json_kv_u64(w, "received", s->model.received);
 	json_kv_u64(w, "lost", s->model.lost_msgs);
 	json_kv_u64(w, "lost_record_words", s->model.lost_words);
-	json_kv_u64(w, "malformed", s->model.malformed);
+	json_kv_u64(w, "malformed", s->model.malformed + s->model.malformed_bpf);
 	json_kv_u64(w, "records", s->model.records);
 	json_end_object(w);
 	write_stats(w, s);
 	json_key(w, "instance");
 	json_begin_object(w);
-	write_instance(w, s, TALLY_MAX_GROUPS);
+	write_instance(w, s, MODEL_PROCESS);
 	json_end_object(w);
 	write_groups(w, s);
 	json_end_object(w);
@@ -237,4 +223,60 @@ int snapshot_print(FILE *out, const struct session *s)
 		err = -EIO;
 	free(buf);
 	return err;
+}
+
+static const char snapshot_doc[] =
+	"Trace a process and print one JSON snapshot on stdout: the byte "
+	"identity, the allocator's own figures, CPU and memory per resource group.\v"
+	"The snapshot is printed when the target exits, after -d SECS, or on SIGINT/SIGTERM. "
+	"With -- CMD, tally starts CMD with libtally_alloc.so and libtally.so preloaded and "
+	"attached before its first instruction; CMD's own output stays its own. A process "
+	"without libtally_alloc is traced in glibc mode: a probe on every malloc call, which is "
+	"slow (microseconds a call), and only the live bytes, rounding and mmapped chunks are "
+	"known.\n\n"
+	"EXAMPLES:\n"
+	"  tally snapshot -- ./server --port 8080     start and trace until it exits\n"
+	"  tally snapshot -p 1234 -d 5                attach to PID 1234 for 5 seconds\n"
+	"  tally snapshot --group io='io-*' -- ./app  threads named io-* form group io\n"
+	"\nEXIT STATUS: 0 snapshot printed, 2 usage, 3 no permission, 4 no BTF, 5 no such "
+	"process, 6 PID already traced, 7 CMD could not start, 1 other failures.";
+
+static int run_snapshot(struct cli_target *c)
+{
+	struct session s;
+	int rc, err;
+
+	session_install_signals();
+	rc = session_start(&s, &c->o);
+	if (rc) {
+		session_close(&s);
+		return rc;
+	}
+	cli_run(&s, c, 0, NULL, NULL);
+	session_finish(&s);
+	err = snapshot_print(stdout, &s);
+	if (err)
+		fprintf(stderr, "tally: cannot write the snapshot: %s\n", strerror(-err));
+	if (!snapshot_exact(&s) && (s.model.lost_msgs || s.model.lost_words))
+		fprintf(stderr,
+			"tally: %llu messages (%llu words of allocator records) lost: the ring was full; "
+			"try a larger --ring-mb\n",
+			(unsigned long long)s.model.lost_msgs,
+			(unsigned long long)s.model.lost_words);
+	session_close(&s);
+	return err ? TALLY_EXIT_FAIL : TALLY_EXIT_OK;
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
+	struct argp argp = { NULL, NULL, "(-p PID | -- CMD [ARGS...])", snapshot_doc, children, NULL,
+			     NULL };
+	struct cli_target c;
+
+	cli_target_init(&c);
+	argv[0] = "tally snapshot";
+	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &c))
+		return TALLY_EXIT_USAGE;
+	return run_snapshot(&c);
 }

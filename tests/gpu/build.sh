@@ -32,3 +32,5 @@ $CC $CFLAGS -shared -fPIC -pthread -fvisibility=hidden -fno-omit-frame-pointer \
 $CC $CFLAGS -pthread -o "$BUILD/tests/gpu/gpu_workload" tests/gpu/workload.c \
 	-L"$BUILD/tests/fake_cuda" -l:libcuda.so.1 -Wl,-rpath,'$ORIGIN/../fake_cuda' \
 	-L"$BUILD" -l:libtally.so -Wl,-rpath,'$ORIGIN/../..'
+
+$CC $CFLAGS -o "$BUILD/tests/gpu/dlopen_workload" tests/gpu/dlopen_workload.c -ldl

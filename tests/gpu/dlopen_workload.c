@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A process that loads the CUDA driver only when told: it waits for SIGUSR1,
+ * then dlopens the driver given on its command line, launches N kernels (the
+ * last one refused), allocates and frees device memory, unloads, and exits. The test
+ * attaches tally before the signal: a driver mapped after the attach must
+ * still be counted.
+ *   dlopen_workload LIBCUDA N READY_FILE
+ */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef int (*init_fn)(unsigned);
+typedef int (*alloc_fn)(unsigned long long *, size_t);
+typedef int (*free_fn)(unsigned long long);
+typedef int (*load_fn)(void **, const void *);
+typedef int (*unload_fn)(void *);
+typedef int (*getfn_fn)(void **, void *, const char *);
+typedef int (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+			 unsigned, void *, void **, void **);
+
+static volatile sig_atomic_t go;
+static void on_usr1(int sig)
+{
+	(void)sig;
+	go = 1;
+}
+
+int main(int argc, char **argv)
+{
+	static const char ptx[] = "//\n.version 8.0\n.target sm_90\n.address_size 64\n";
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	sigset_t none;
+
+	if (argc != 4)
+		return 2;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	int fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || close(fd))
+		return 1;
+	sigemptyset(&none);
+	while (!go)
+		sigsuspend(&none);
+	void *lib = dlopen(argv[1], RTLD_NOW);
+	if (!lib)
+		return 1;
+	init_fn cu_init = (init_fn)dlsym(lib, "cuInit");
+	alloc_fn cu_alloc = (alloc_fn)dlsym(lib, "cuMemAlloc_v2");
+	free_fn cu_free = (free_fn)dlsym(lib, "cuMemFree_v2");
+	load_fn cu_load = (load_fn)dlsym(lib, "cuModuleLoadData");
+	getfn_fn cu_getfn = (getfn_fn)dlsym(lib, "cuModuleGetFunction");
+	launch_fn cu_launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
+	unload_fn cu_unload = (unload_fn)dlsym(lib, "cuModuleUnload");
+	if (!cu_init || !cu_alloc || !cu_free || !cu_load || !cu_getfn || !cu_launch || !cu_unload)
+		return 1;
+	void *mod = NULL, *fn = NULL;
+	unsigned long long d = 0;
+	int n = atoi(argv[2]);
+	if (cu_init(0) || cu_load(&mod, ptx) || cu_getfn(&fn, mod, "k") || cu_alloc(&d, 1 << 20))
+		return 1;
+	for (int i = 0; i < n; i++)
+		cu_launch(fn, i == n - 1 ? 0 : 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+	return cu_free(d) || cu_unload(mod) ? 1 : 0;
+}

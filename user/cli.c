@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The command line every tally command shares (cli.h). */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+enum { OPT_RING_MB = 1000, OPT_NO_PRELOAD, OPT_GROUP };
+
+static const struct argp_option target_options[] = {
+	{ NULL, 0, NULL, 0, "Which process:", 1 },
+	{ "pid", 'p', "PID", 0, "Attach to a running process", 1 },
+	{ "duration", 'd', "SECS", 0, "Stop after SECS seconds (default: when the target exits)",
+	  1 },
+	{ "group", OPT_GROUP, "NAME=GLOB", 0,
+	  "Put threads whose name matches GLOB in group NAME (repeatable)", 1 },
+	{ "ring-mb", OPT_RING_MB, "MB", 0,
+	  "Ring buffer size in MiB, fractions allowed (default 8; rounded up to a power of two "
+	  "of pages)",
+	  1 },
+	{ "no-preload", OPT_NO_PRELOAD, NULL, 0,
+	  "Start CMD as it is: without libtally_alloc.so and libtally.so preloaded", 1 },
+	{ 0 },
+};
+
+void cli_usage_error(const struct argp_state *state, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", state->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see %s --help)\n", state->name);
+	exit(TALLY_EXIT_USAGE);
+}
+
+int cli_number(const char *arg, double lo, double hi, double *out)
+{
+	char *end;
+
+	errno = 0;
+	double v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= lo && v <= hi))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
+{
+	struct cli_target *c = state->input;
+	double v;
+
+	switch (key) {
+	case 'p':
+		if (cli_number(arg, 1, INT_MAX, &v) || v != (double)(int)v)
+			cli_usage_error(state, "bad PID '%s'", arg);
+		c->o.pid = (pid_t)v;
+		break;
+	case 'd':
+		if (cli_number(arg, 0.001, 1e7, &v))
+			cli_usage_error(state, "bad duration '%s': want seconds > 0", arg);
+		c->secs = v;
+		break;
+	case OPT_GROUP:
+		if (c->o.nrules == CLI_MAX_RULES)
+			cli_usage_error(state, "at most %d --group rules", CLI_MAX_RULES);
+		if (!strchr(arg, '=') || arg[0] == '=' || !strchr(arg, '=')[1])
+			cli_usage_error(state, "bad --group '%s': want NAME=GLOB", arg);
+		c->rules[c->o.nrules++] = arg;
+		break;
+	case OPT_RING_MB:
+		if (cli_number(arg, 0.000001, 65536, &v))
+			cli_usage_error(state, "bad --ring-mb '%s': want a size in MiB, up to 65536",
+					arg);
+		c->o.ring_bytes = (uint64_t)(v * 1048576.0);
+		break;
+	case OPT_NO_PRELOAD:
+		c->o.no_preload = true;
+		break;
+	case ARGP_KEY_ARGS:
+		c->o.cmd = state->argv + state->next;
+		state->next = state->argc;
+		break;
+	case ARGP_KEY_END:
+		if (!c->o.pid && !c->o.cmd)
+			cli_usage_error(state, "say which process: -p PID or -- CMD [ARGS...]");
+		if (c->o.pid && c->o.cmd)
+			cli_usage_error(state, "-p PID and -- CMD exclude each other");
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+const struct argp cli_target_argp = { target_options, parse_target_opt, NULL, NULL,
+				      NULL,	      NULL,		NULL };
+
+void cli_target_init(struct cli_target *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->o.ring_bytes = (uint64_t)CLI_RING_MB_DEFAULT << 20;
+	t->o.rules = t->rules;
+}
+
+int cli_run(struct session *s, const struct cli_target *t, int tick_ms,
+	    int (*tick)(struct session *s, void *ctx), void *ctx)
+{
+	uint64_t deadline = t->secs > 0 ? s->start_ns + (uint64_t)(t->secs * 1e9) : 0;
+	uint64_t next_tick = tick_ms > 0 ? session_now_ns() + (uint64_t)tick_ms * 1000000 : 0;
+	int rc = 0;
+
+	while (!session_exiting) {
+		/* 2 ms: a busy allocator fills a few MiB of ring in tens of ms */
+		if (session_poll(s, 2))
+			break;
+		uint64_t now = session_now_ns();
+		if (deadline && now >= deadline)
+			break;
+		if (next_tick && now >= next_tick) {
+			next_tick = now + (uint64_t)tick_ms * 1000000;
+			session_refresh(s);
+			rc = tick(s, ctx);
+			if (rc)
+				break;
+		}
+	}
+	return rc;
+}
