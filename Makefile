@@ -44,7 +44,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace format-check demo stress cupti
-all: $(PRODUCTS) $(BUILD)/demo_workload cupti
+all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
 
 # The CUPTI injection library and its unit test, when a CUDA toolkit with
 # CUPTI is at /usr/local/cuda (CUDA=... elsewhere); skipped with a message

@@ -8,12 +8,17 @@
  * It uses only the SDK (libtally.so) and the C library, so it runs under any
  * allocator. When libtally_alloc is its malloc, it ends with the allocator's
  * own figures: the byte identity and each group's live bytes.
+ *
+ * An "infer" thread drives a GPU through the CUDA driver when one can be
+ * loaded: DEMO_LIBCUDA (tally demo points it at the fake driver of the
+ * tests when the machine has no GPU), else the system's libcuda.so.1.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +172,74 @@ static void *cache(void *arg)
 	return NULL;
 }
 
+/* The driver entry points "infer" uses, from dlopen: no link-time CUDA. */
+struct cuda {
+	int (*init)(unsigned);
+	int (*device_get)(int *, int);
+	int (*ctx_create)(void **, unsigned, int);
+	int (*module_load)(void **, const void *);
+	int (*module_unload)(void *);
+	int (*get_function)(void **, void *, const char *);
+	int (*mem_alloc)(unsigned long long *, size_t);
+	int (*mem_free)(unsigned long long);
+	int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+		      void *, void **, void **);
+	int (*sync)(void);
+};
+
+static bool cuda_open(struct cuda *cu)
+{
+	const char *path = getenv("DEMO_LIBCUDA");
+	void *lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW);
+
+	if (!lib)
+		return false;
+#define SYM(field, name) (*(void **)&cu->field = dlsym(lib, name))
+	return SYM(init, "cuInit") && SYM(device_get, "cuDeviceGet") &&
+	       SYM(ctx_create, "cuCtxCreate_v2") && SYM(module_load, "cuModuleLoadData") &&
+	       SYM(module_unload, "cuModuleUnload") && SYM(get_function, "cuModuleGetFunction") &&
+	       SYM(mem_alloc, "cuMemAlloc_v2") && SYM(mem_free, "cuMemFree_v2") &&
+	       SYM(launch, "cuLaunchKernel") && SYM(sync, "cuCtxSynchronize");
+#undef SYM
+}
+
+/* "infer": loads a module, launches kernels (every 64th with an empty grid,
+ * which the driver refuses), keeps a few device buffers in flight. */
+static void *infer(void *arg)
+{
+	static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
+				  ".visible .entry noop()\n{\n\tret;\n}\n";
+	unsigned long long bufs[8] = { 0 };
+	void *ctx, *mod, *fn;
+	struct cuda cu;
+	uint64_t s = 5;
+	int dev;
+	(void)arg;
+
+	if (!cuda_open(&cu) || cu.init(0) || cu.device_get(&dev, 0) || cu.ctx_create(&ctx, 0, dev) ||
+	    cu.module_load(&mod, ptx) || cu.get_function(&fn, mod, "noop"))
+		return NULL; /* no GPU: the demo goes on without one */
+	tally_group_enter(tally_group_register("infer"));
+	for (unsigned i = 0; !atomic_load(&stop); i++) {
+		unsigned k = i % 8;
+		if (bufs[k])
+			cu.mem_free(bufs[k]);
+		bufs[k] = 0;
+		cu.mem_alloc(&bufs[k], (1 + rnd(&s) % 64) << 16);
+		cu.launch(fn, i % 64 == 63 ? 0 : 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+		if (i % 16 == 0) {
+			cu.sync();
+			tally_yield();
+		}
+		pause_us(2000);
+	}
+	for (unsigned k = 0; k < 8; k++)
+		if (bufs[k])
+			cu.mem_free(bufs[k]);
+	cu.module_unload(mod);
+	return NULL;
+}
+
 static void report(void)
 {
 	int (*stats)(struct tally_stats *) =
@@ -201,7 +274,8 @@ static void report(void)
 	printf("  mapped %s the sum of the eight terms (%llu)\n",
 	       acc == st.mapped ? "==" : "!=", (unsigned long long)acc);
 	printf("  %-10s %14s %14s %10s\n", "group", "allocated", "live", "objects");
-	static const char *names[] = { "root", "ingest", "decode", "render", "layout", "cache" };
+	static const char *names[] = { "root",	 "ingest", "decode", "render",
+				       "layout", "cache",  "infer" };
 	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		struct tally_group g = tally_group_register(names[i]);
 		struct tally_group_stats gs;
@@ -218,13 +292,14 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: demo_workload [-s SECONDS]\n"
 		   "Threads in the groups ingest, decode, render (with layout nested) and cache\n"
-		   "allocate, pass blocks between threads, yield and reject, for SECONDS (3).\n");
+		   "allocate, pass blocks between threads, yield and reject, for SECONDS (3);\n"
+		   "infer drives a GPU through DEMO_LIBCUDA or libcuda.so.1 when one loads.\n");
 }
 
 int main(int argc, char **argv)
 {
-	void *(*fns[])(void *) = { ingest, decode, render, cache };
-	pthread_t th[4];
+	void *(*fns[])(void *) = { ingest, decode, render, cache, infer };
+	pthread_t th[5];
 	int c;
 
 	while ((c = getopt(argc, argv, "s:h")) != -1) {
@@ -248,7 +323,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		if ((errno = pthread_create(&th[i], NULL, fns[i], NULL))) {
 			perror("demo_workload: pthread_create");
 			return 1;
@@ -259,7 +334,7 @@ int main(int argc, char **argv)
 	nanosleep(&ts, NULL);
 	atomic_store(&stop, true);
 	pthread_cond_broadcast(&queue.cv);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		pthread_join(th[i], NULL);
 	while (queue.head != queue.tail)
 		free(queue.items[queue.head++ % QUEUE_LEN]);

@@ -144,5 +144,17 @@ check "--group NAME=GLOB names a group for threads matched by name" \
 	"$(jq -e '[.groups[] | select(.name == "bursty" and .allocated_objects >= 1500000 and .cpu_ns > 20000000)] | length == 1' "$tmp/s7.json" >/dev/null; echo $?)" \
 	"$(jq -c '[.groups[] | [.name, .allocated_objects, .cpu_ns]]' "$tmp/s7.json" 2>&1)"
 
+# 8. a process without libtally_alloc: glibc mode, said on stderr, unknown terms null
+sleep 5 &
+gpid=$!
+pids+=("$gpid")
+sleep 0.2
+timeout 30 "$TALLY" snapshot -p "$gpid" -d 1 >"$tmp/s8.json" 2>"$tmp/s8.err"
+rc=$?
+check "a target without libtally_alloc: glibc mode, live known, the rest null" \
+	"$([ $rc -eq 0 ] && grep -q 'glibc mode' "$tmp/s8.err" && jq -e '.target.allocator == "glibc" and (.stats.live | type) == "number" and .stats.mapped == null and .stats.balanced == null and .stats_inprocess == null' "$tmp/s8.json" >/dev/null; echo $?)" \
+	"rc=$rc $(head -c 200 "$tmp/s8.err") $(jq -c '[.target, .stats]' "$tmp/s8.json" 2>&1)"
+kill "$gpid" 2>/dev/null
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `tally record -o FILE`: a session whose every message goes to the trace
+ * writer (trace.h) as the model takes it, with counters at each tick and
+ * once more with the final figures, the ones `tally snapshot` prints.
+ *
+ * FILE is written in place, not through a temporary: every way the loop can
+ * end (the target exits, -d, SIGINT, SIGTERM, SIGHUP, a write error) goes
+ * through trace_end(), which closes the document. Only SIGKILL leaves it cut
+ * short; the stream is flushed at each tick so that little is lost then.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "snapshot.h"
+#include "trace.h"
+
+#define RECORD_INTERVAL_MS 100
+
+struct record_opts {
+	struct cli_target target;
+	const char *out;
+	int interval_ms;
+};
+
+struct record_ctx {
+	struct trace *trace;
+	FILE *f;
+	struct trace_sample smp; /* 6 KiB: kept here, not on the stack of each tick */
+};
+
+/* The figures as snapshot.c shows them: the replayed identity with
+ * libtally_alloc; in glibc mode only what glibc can say (live, rounding,
+ * large mappings) and the glibc probes' per-group counts. */
+static void record_gather(const struct session *s, struct trace_sample *smp)
+{
+	const struct glibc_figures *gf = s->glibc_fig;
+	bool glibc = s->allocator == SESSION_ALLOC_GLIBC && gf;
+	struct tally_stats st;
+
+	memset(smp, 0, sizeof(*smp));
+	if (s->allocator == SESSION_ALLOC_TALLY) {
+		model_stats(&s->model, &st);
+		uint64_t v[TALLY_STATS_FIELDS] = { st.mapped,	    st.live,	   st.rounding,
+						   st.cache,	    st.span_free,  st.returned,
+						   st.virgin,	    st.hysteresis, st.segment_overhead,
+						   st.large_count, st.spans_assigned };
+		memcpy(smp->stats, v, sizeof(v));
+		smp->stats_known = (1u << TALLY_STATS_FIELDS) - 1;
+	} else if (glibc) {
+		smp->stats[1] = gf->live;
+		smp->stats[2] = gf->rounding;
+		smp->stats[9] = gf->large_count;
+		smp->stats_known = 1u << 1 | 1u << 2 | 1u << 9;
+	}
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+		const struct model_group *mg = &s->model.groups[g];
+		uint64_t ab, ao, db, dobj;
+		if (glibc) {
+			ab = gf->alloc_bytes[g];
+			ao = gf->alloc_objs[g];
+			db = gf->dealloc_bytes[g];
+			dobj = gf->dealloc_objs[g];
+		} else {
+			ab = (uint64_t)s->model.rp.groups[g].alloc_bytes;
+			ao = (uint64_t)s->model.rp.groups[g].alloc_objs;
+			db = (uint64_t)s->model.rp.groups[g].dealloc_bytes;
+			dobj = (uint64_t)s->model.rp.groups[g].dealloc_objs;
+		}
+		/* the snapshot's rule for which groups it lists */
+		smp->groups[g].shown = mg->known || ao || dobj || mg->os_yields;
+		smp->groups[g].live_bytes = (int64_t)(ab - db);
+		smp->groups[g].cpu_ns = mg->cpu_ns;
+	}
+	smp->lost_msgs = s->model.lost_msgs;
+	smp->lost_words = s->model.lost_words;
+}
+
+/* The observer gets one pointer: the session and the trace side by side, so
+ * that it can hand the trace the model that has just taken the message. */
+struct record_run {
+	struct session s;
+	struct record_ctx rc;
+};
+
+static void observe(void *arg, const void *data, size_t len)
+{
+	struct record_run *r = arg;
+
+	trace_message(r->rc.trace, &r->s.model, data, len);
+}
+
+static int tick(struct session *s, void *arg)
+{
+	struct record_ctx *rc = arg;
+
+	record_gather(s, &rc->smp);
+	trace_sample(rc->trace, &s->model, &rc->smp, session_now_ns());
+	/* on disk at each tick: a reader sees the file grow, a SIGKILL loses
+	 * one interval */
+	if (fflush(rc->f) || ferror(rc->f))
+		return -EIO;
+	return 0;
+}
+
+static const char *cuda_source(const struct session *s)
+{
+	if (s->model.gpu.seen[GPU_SRC_CUPTI])
+		return "cupti";
+	if (s->model.gpu.seen[GPU_SRC_DRIVER] || s->cuda_fig.entry_points)
+		return "driver";
+	return "none";
+}
+
+static int record_finish(struct record_run *r, const char *path)
+{
+	static const char *const alloc_names[] = { "tally", "glibc", "none" };
+	struct session *s = &r->s;
+	struct trace_summary sum = { 0 };
+	int err;
+
+	record_gather(s, &r->rc.smp);
+	trace_sample(r->rc.trace, &s->model, &r->rc.smp, session_now_ns());
+	sum.exact = snapshot_exact(s);
+	sum.allocator = alloc_names[s->allocator];
+	sum.cuda = cuda_source(s);
+	if (s->allocator == SESSION_ALLOC_TALLY && s->have_final_inprocess) {
+		const struct tally_stats *st = &s->final_inprocess;
+		uint64_t v[TALLY_STATS_FIELDS] = { st->mapped,	    st->live,	    st->rounding,
+						   st->cache,	    st->span_free,  st->returned,
+						   st->virgin,	    st->hysteresis, st->segment_overhead,
+						   st->large_count, st->spans_assigned };
+		memcpy(sum.inprocess, v, sizeof(v));
+		sum.have_inprocess = true;
+	} else if (s->allocator == SESSION_ALLOC_TALLY && s->model.have_inprocess) {
+		memcpy(sum.inprocess, s->model.inprocess, sizeof(sum.inprocess));
+		sum.have_inprocess = true;
+	}
+	err = trace_end(r->rc.trace, &s->model, session_now_ns(), &sum);
+	if (fclose(r->rc.f) && !err)
+		err = -EIO;
+	r->rc.f = NULL;
+	if (err) {
+		fprintf(stderr, "tally record: cannot write %s: %s\n", path, strerror(-err));
+		return TALLY_EXIT_FAIL;
+	}
+	if (!sum.exact && (s->model.lost_msgs || s->model.lost_words))
+		fprintf(stderr,
+			"tally record: %llu messages lost (marked \"events lost\" in the trace): "
+			"try a larger --ring-mb\n",
+			(unsigned long long)s->model.lost_msgs);
+	return TALLY_EXIT_OK;
+}
+
+static int run_record(struct record_opts *o)
+{
+	struct record_run *r = calloc(1, sizeof(*r));
+	int rc, err;
+
+	if (!r) {
+		fprintf(stderr, "tally record: out of memory\n");
+		return TALLY_EXIT_FAIL;
+	}
+	/* the file first: a bad path is said before any process is started */
+	r->rc.f = fopen(o->out, "w");
+	if (!r->rc.f) {
+		fprintf(stderr, "tally record: cannot create %s: %s\n", o->out, strerror(errno));
+		free(r);
+		return TALLY_EXIT_FAIL;
+	}
+	session_install_signals();
+	rc = session_start(&r->s, &o->target.o);
+	if (!rc) {
+		err = trace_new(&r->rc.trace, r->rc.f, (uint32_t)r->s.pid, r->s.start_ns);
+		if (err) {
+			fprintf(stderr, "tally record: %s\n", strerror(-err));
+			rc = TALLY_EXIT_FAIL;
+		}
+	}
+	if (rc) {
+		/* nothing was recorded: leave no file that is not a trace */
+		fclose(r->rc.f);
+		unlink(o->out);
+		session_close(&r->s);
+		free(r);
+		return rc;
+	}
+	/* session_start cleared the session: the observer is set after it, and
+	 * no message is consumed before the first poll */
+	r->s.observer = observe;
+	r->s.observer_ctx = r;
+	trace_begin(r->rc.trace, &r->s.model, r->s.comm);
+	err = cli_run(&r->s, &o->target, o->interval_ms, tick, &r->rc);
+	if (err)
+		fprintf(stderr, "tally record: cannot write %s: %s (stopping)\n", o->out,
+			strerror(-err));
+	session_finish(&r->s);
+	rc = record_finish(r, o->out);
+	if (err)
+		rc = TALLY_EXIT_FAIL;
+	trace_free(r->rc.trace);
+	session_close(&r->s);
+	free(r);
+	return rc;
+}
+
+static const struct argp_option record_options[] = {
+	{ "output", 'o', "FILE", 0, "Write the trace to FILE (required)", 0 },
+	{ "interval", 'i', "MS", 0, "Counters every MS milliseconds (default 100)", 0 },
+	{ 0 },
+};
+
+static error_t parse_record_opt(int key, char *arg, struct argp_state *state)
+{
+	struct record_opts *o = state->input;
+	double v;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		state->child_inputs[0] = &o->target;
+		break;
+	case 'o':
+		if (!*arg)
+			cli_usage_error(state, "-o wants a file name");
+		o->out = arg;
+		break;
+	case 'i':
+		if (cli_number(arg, 1, 3600000, &v) || v != (double)(int)v)
+			cli_usage_error(state, "bad interval '%s': want milliseconds, 1 or more",
+					arg);
+		o->interval_ms = (int)v;
+		break;
+	case ARGP_KEY_END:
+		if (!o->out)
+			cli_usage_error(state, "say where the trace goes: -o FILE");
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static const char record_doc[] =
+	"Trace a process into a Chrome trace-event JSON file that Perfetto "
+	"(ui.perfetto.dev) and chrome://tracing open.\v"
+	"The file holds counters for every Stats term and each group's live bytes and CPU "
+	"(every -i MS, and the final figures, equal to `tally snapshot`'s, at the end), group "
+	"enter/exit as slices on each thread, GPU launches, device allocations and module "
+	"loads as instant events, and an \"events lost\" marker where the ring buffer dropped "
+	"messages. It is written as the recording goes and is a complete JSON document after "
+	"the target exits, after -d SECS, and after SIGINT or SIGTERM.\n\n"
+	"EXAMPLES:\n"
+	"  tally record -o trace.json -- ./server --port 8080\n"
+	"  tally record -o trace.json -p 1234 -d 10 -i 50\n"
+	"\nEXIT STATUS: 0 trace written, 2 usage, 3 no permission, 4 no BTF, 5 no such "
+	"process, 6 PID already traced, 7 CMD could not start, 1 other failures (FILE "
+	"cannot be written).";
+
+int cmd_record(int argc, char **argv)
+{
+	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
+	struct argp argp = { record_options, parse_record_opt, "-o FILE (-p PID | -- CMD [ARGS...])",
+			     record_doc,     children,	       NULL,
+			     NULL };
+	struct record_opts o = { .interval_ms = RECORD_INTERVAL_MS };
+
+	cli_target_init(&o.target);
+	argv[0] = "tally record";
+	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+		return TALLY_EXIT_USAGE;
+	return run_record(&o);
+}
