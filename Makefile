@@ -178,9 +178,10 @@ $(BUILD)/tests/tracer_workload: tests/tracer/workload.c $(BUILD)/libtally.so
 
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
 # -z now keeps lazy binding out of the measured sequences.
-$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/glibc.o | $(SKELS)
+$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/glibc.o $(BUILD)/user/user/target.o | $(SKELS)
 	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -Iuser -o $@ $< $(BUILD)/user/user/glibc.o $(USER_LIBS) $(CMOCKA_LIBS)
+	$(CC) $(USER_CFLAGS) -Iuser -o $@ $< $(BUILD)/user/user/glibc.o $(BUILD)/user/user/target.o \
+		$(USER_LIBS) $(CMOCKA_LIBS)
 $(BUILD)/tests/glibc_workload: tests/glibc/workload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -Wl,-z,now -o $@ $<

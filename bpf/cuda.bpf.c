@@ -17,30 +17,12 @@
 
 #include "tally_events.h"
 #include "tally_bpf.h"
+#include "tally_maps.bpf.h"
 #include "cuda_api.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile __u32 target_tgid = 0;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096); /* replaced by tally.bpf.c's map */
-} events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct tally_lost);
-} lost SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, TALLY_BPF_MAX_THREADS);
-	__type(key, __u32);
-	__type(value, struct tally_bpf_thread);
-} threads SEC(".maps");
 
 /* A call between its entry and its return, per thread. */
 struct pending {

@@ -21,31 +21,12 @@
 
 #include "tally_events.h"
 #include "tally_bpf.h"
+#include "tally_maps.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* set before load */
 const volatile __u32 target_tgid = 0;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 64 << 20); /* resized by the loader (--ring-mb) */
-} events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct tally_lost);
-} lost SEC(".maps");
-
-/* The target's threads: current group and the start of the interval being timed. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, TALLY_BPF_MAX_THREADS);
-	__type(key, __u32);
-	__type(value, struct tally_bpf_thread);
-} threads SEC(".maps");
 
 /* CPU nanoseconds per group, all threads together. */
 struct {

@@ -166,9 +166,9 @@ compare cupti cupti "$want" "$tmp/cupti.json"
 "$tmp/check" late $N $F $M $Y "$tmp/k.ptx" "$tmp/ready" >"$tmp/late.out" &
 pid=$!
 for _ in $(seq 100); do [ -e "$tmp/ready" ] && break; sleep 0.1; done
-timeout 120 "$BUILD/tally" snapshot -p "$pid" >"$tmp/driver.json" 2>"$tmp/driver.err" &
+timeout 120 "$BUILD/tally" snapshot -v -p "$pid" >"$tmp/driver.json" 2>"$tmp/driver.err" &
 tpid=$!
-sleep 2
+for _ in $(seq 200); do grep -q '^tally: attached' "$tmp/driver.err" && break; sleep 0.05; done
 kill -USR1 "$pid"
 wait "$tpid"
 want=$(grep '^{"kernels' "$tmp/late.out")

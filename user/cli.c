@@ -9,7 +9,7 @@
 
 #include "cli.h"
 
-enum { OPT_RING_MB = 1000, OPT_NO_PRELOAD, OPT_GROUP };
+enum { OPT_RING_MB = 1000, OPT_NO_PRELOAD, OPT_GROUP, OPT_VERBOSE };
 
 static const struct argp_option target_options[] = {
 	{ NULL, 0, NULL, 0, "Which process:", 1 },
@@ -24,6 +24,7 @@ static const struct argp_option target_options[] = {
 	  1 },
 	{ "no-preload", OPT_NO_PRELOAD, NULL, 0,
 	  "Start CMD as it is: without libtally_alloc.so and libtally.so preloaded", 1 },
+	{ "verbose", 'v', NULL, 0, "Say on stderr when the probes are in place", 1 },
 	{ 0 },
 };
 
@@ -82,6 +83,9 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_NO_PRELOAD:
 		c->o.no_preload = true;
+		break;
+	case 'v':
+		c->o.verbose = true;
 		break;
 	case ARGP_KEY_ARGS:
 		c->o.cmd = state->argv + state->next;

@@ -129,13 +129,19 @@ int cuda_trace_attach(struct cuda_trace *c, pid_t pid, const char *libcuda)
 					[SHAPE_OUT_SIZE] = s->progs.cuda_out_size,
 					[SHAPE_PITCH] = s->progs.cuda_pitch,
 					[SHAPE_IMAGE] = s->progs.cuda_image };
+	const char *names[NENTRIES];
+	uint64_t addr[NENTRIES];
 	int err;
 
+	for (size_t i = 0; i < NENTRIES; i++)
+		names[i] = entries[i].name;
+	err = target_elf_symbols(libcuda, names, NENTRIES, addr);
+	if (err)
+		return err;
 	for (size_t i = 0; i < NENTRIES; i++) {
 		const struct entry *e = &entries[i];
-		uint64_t addr;
 		/* a driver without some entry point (older, or a fake) is fine */
-		if (target_elf_symbol(libcuda, e->name, &addr))
+		if (!addr[i])
 			continue;
 		err = attach_one(c, progs[e->shape], pid, libcuda, e->name, e->cookie, false);
 		if (err)

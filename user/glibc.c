@@ -8,8 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +16,7 @@
 #include <linux/types.h>
 
 #include "glibc.h"
+#include "target.h"
 #include "tally_events.h"
 
 /*
@@ -132,54 +131,14 @@ free_g:
 }
 
 /* Addresses of the entries' definitions in the ELF file at path (0: not
- * defined there, e.g. only imported). The dynamic symbol table is enough:
- * every entry is exported. */
+ * defined there, e.g. only imported). */
 static int glibc_find_entries(const char *path, uint64_t addr[GLIBC_NENTRIES])
 {
-	Elf_Scn *scn = NULL;
-	Elf *elf;
-	int fd, err = 0;
+	const char *names[GLIBC_NENTRIES];
 
-	memset(addr, 0, GLIBC_NENTRIES * sizeof(addr[0]));
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf) {
-		err = -EINVAL;
-		goto close_fd;
-	}
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *data;
-
-		if (!gelf_getshdr(scn, &sh) ||
-		    (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB))
-			continue;
-		data = elf_getdata(scn, NULL);
-		if (!data || !sh.sh_entsize)
-			continue;
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *name;
-
-			if (!gelf_getsym(data, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
-			    GELF_ST_TYPE(sym.st_info) != STT_FUNC)
-				continue;
-			name = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (!name)
-				continue;
-			for (size_t k = 0; k < GLIBC_NENTRIES; k++)
-				if (!addr[k] && !strcmp(name, glibc_entries[k].name))
-					addr[k] = sym.st_value;
-		}
-	}
-	elf_end(elf);
-close_fd:
-	close(fd);
-	return err;
+	for (size_t k = 0; k < GLIBC_NENTRIES; k++)
+		names[k] = glibc_entries[k].name;
+	return target_elf_symbols(path, names, GLIBC_NENTRIES, addr);
 }
 
 static struct bpf_program *glibc_prog(struct glibc_bpf *skel, enum glibc_prog p)

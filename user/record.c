@@ -45,10 +45,11 @@ static void record_gather(const struct session *s, struct trace_sample *smp)
 	memset(smp, 0, sizeof(*smp));
 	if (s->allocator == SESSION_ALLOC_TALLY) {
 		model_stats(&s->model, &st);
-		uint64_t v[TALLY_STATS_FIELDS] = { st.mapped,	    st.live,	   st.rounding,
-						   st.cache,	    st.span_free,  st.returned,
-						   st.virgin,	    st.hysteresis, st.segment_overhead,
-						   st.large_count, st.spans_assigned };
+		uint64_t v[TALLY_STATS_FIELDS] = {
+			st.mapped,	     st.live,	     st.rounding,      st.cache,
+			st.span_free,	     st.returned,    st.virgin,	       st.hysteresis,
+			st.segment_overhead, st.large_count, st.spans_assigned
+		};
 		memcpy(smp->stats, v, sizeof(v));
 		smp->stats_known = (1u << TALLY_STATS_FIELDS) - 1;
 	} else if (glibc) {
@@ -130,10 +131,11 @@ static int record_finish(struct record_run *r, const char *path)
 	sum.cuda = cuda_source(s);
 	if (s->allocator == SESSION_ALLOC_TALLY && s->have_final_inprocess) {
 		const struct tally_stats *st = &s->final_inprocess;
-		uint64_t v[TALLY_STATS_FIELDS] = { st->mapped,	    st->live,	    st->rounding,
-						   st->cache,	    st->span_free,  st->returned,
-						   st->virgin,	    st->hysteresis, st->segment_overhead,
-						   st->large_count, st->spans_assigned };
+		uint64_t v[TALLY_STATS_FIELDS] = {
+			st->mapped,	      st->live,	       st->rounding,	  st->cache,
+			st->span_free,	      st->returned,    st->virgin,	  st->hysteresis,
+			st->segment_overhead, st->large_count, st->spans_assigned
+		};
 		memcpy(sum.inprocess, v, sizeof(v));
 		sum.have_inprocess = true;
 	} else if (s->allocator == SESSION_ALLOC_TALLY && s->model.have_inprocess) {
@@ -263,8 +265,12 @@ static const char record_doc[] =
 int cmd_record(int argc, char **argv)
 {
 	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
-	struct argp argp = { record_options, parse_record_opt, "-o FILE (-p PID | -- CMD [ARGS...])",
-			     record_doc,     children,	       NULL,
+	struct argp argp = { record_options,
+			     parse_record_opt,
+			     "-o FILE (-p PID | -- CMD [ARGS...])",
+			     record_doc,
+			     children,
+			     NULL,
 			     NULL };
 	struct record_opts o = { .interval_ms = RECORD_INTERVAL_MS };
 

@@ -437,6 +437,8 @@ int session_start(struct session *s, const struct session_opts *o)
 	 * holds only milliseconds of a busy allocator's records: tally runs
 	 * ahead of it (a started CMD was forked before, at the usual nice). */
 	setpriority(PRIO_PROCESS, 0, TALLY_NICE); /* not fatal: a full ring is counted */
+	if (o->verbose)
+		fprintf(stderr, "tally: attached to %d (%s)\n", s->pid, s->comm);
 	return TALLY_EXIT_OK;
 }
 

@@ -38,6 +38,7 @@ struct session_opts {
 	pid_t pid;	     /* attach to this process, or 0 */
 	char **cmd;	     /* or start this command */
 	bool no_preload;     /* start CMD as it is, without tally's libraries */
+	bool verbose;	     /* say when attached */
 	uint64_t ring_bytes; /* ring buffer size */
 	const char **rules;  /* --group NAME=GLOB */
 	unsigned nrules;

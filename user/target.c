@@ -260,12 +260,13 @@ int target_alloc_resident(pid_t pid, uint64_t *bytes)
 	return 0;
 }
 
-int target_elf_symbol(const char *path, const char *sym, uint64_t *addr)
+int target_elf_symbols(const char *path, const char *const names[], size_t n, uint64_t addr[])
 {
-	int fd, err = -ENOENT;
 	Elf_Scn *scn = NULL;
+	int fd, err = 0;
 	Elf *elf;
 
+	memset(addr, 0, n * sizeof(addr[0]));
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -281,23 +282,28 @@ int target_elf_symbol(const char *path, const char *sym, uint64_t *addr)
 		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
 		Elf_Data *data = elf_getdata(scn, NULL);
-		size_t n = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
-		for (size_t i = 0; data && i < n; i++) {
+		size_t count = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
+		for (size_t i = 0; data && i < count; i++) {
 			GElf_Sym s;
 			const char *nm;
-			if (!gelf_getsym(data, (int)i, &s) || !s.st_value)
+			/* defined here, not merely imported */
+			if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
 				continue;
 			nm = elf_strptr(elf, sh.sh_link, s.st_name);
-			if (nm && !strcmp(nm, sym)) {
-				*addr = s.st_value;
-				err = 0;
-				goto end_elf;
-			}
+			for (size_t k = 0; nm && k < n; k++)
+				if (!addr[k] && !strcmp(nm, names[k]))
+					addr[k] = s.st_value;
 		}
 	}
-end_elf:
 	elf_end(elf);
 close_fd:
 	close(fd);
 	return err;
+}
+
+int target_elf_symbol(const char *path, const char *sym, uint64_t *addr)
+{
+	int err = target_elf_symbols(path, &sym, 1, addr);
+
+	return err ? err : *addr ? 0 : -ENOENT;
 }

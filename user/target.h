@@ -8,6 +8,7 @@
 #define TALLY_TARGET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -40,7 +41,9 @@ int target_threads(pid_t pid, pid_t *tids, int max);
 /* Rss of the allocator's mappings: those whose VmFlags carry both "nh" and
  * "rr" (alloc/os.c marks every mapping so). */
 int target_alloc_resident(pid_t pid, uint64_t *bytes);
-/* Address of symbol `sym` in the ELF file `path` (symtab or dynsym). */
+/* Address of symbol `sym` defined in the ELF file `path` (symtab or dynsym). */
 int target_elf_symbol(const char *path, const char *sym, uint64_t *addr);
+/* The same for n symbols at once: addr[k] is 0 where names[k] is not defined. */
+int target_elf_symbols(const char *path, const char *const names[], size_t n, uint64_t addr[]);
 
 #endif /* TALLY_TARGET_H */

@@ -8,8 +8,8 @@
 #include "top_rows.h"
 
 const char *const top_term_names[TOP_TERMS] = {
-	"live",	   "rounding", "cache",	     "span_free",
-	"returned", "virgin",   "hysteresis", "segment_overhead",
+	"live",	    "rounding", "cache",      "span_free",
+	"returned", "virgin",	"hysteresis", "segment_overhead",
 };
 /* one letter per term, for the bar where there is no color */
 const char top_term_letters[TOP_TERMS] = { 'L', 'r', 'c', 'f', 'R', 'v', 'h', 'o' };
@@ -79,14 +79,17 @@ void top_fmt_bytes(char *buf, size_t size, int64_t v)
 		d /= 1024;
 		u++;
 	}
-	snprintf(buf, size, d < 9.995 ? "%s%.2f%c" : d < 99.95 ? "%s%.1f%c" : "%s%.0f%c", sign, d,
-		 units[u]);
+	snprintf(buf, size,
+		 d < 9.995 ? "%s%.2f%c" :
+		 d < 99.95 ? "%s%.1f%c" :
+			     "%s%.0f%c",
+		 sign, d, units[u]);
 }
 
 /* A group's lifetime counters from whichever source fed the figures: the
  * allocator's records, or glibc mode's probes (snapshot.c does the same). */
-static void group_counts(const struct top_input *in, uint32_t g, uint64_t *allocs,
-			 uint64_t *frees, int64_t *live)
+static void group_counts(const struct top_input *in, uint32_t g, uint64_t *allocs, uint64_t *frees,
+			 int64_t *live)
 {
 	const struct tally_replay *rp = &in->m->rp;
 
@@ -132,8 +135,8 @@ static void build_identity(struct top_identity *id, const struct top_input *in)
 	if (in->alloc == TOP_ALLOC_TALLY) {
 		model_stats(in->m, &st);
 		int64_t t[TOP_TERMS] = {
-			(int64_t)st.live,     (int64_t)st.rounding,   (int64_t)st.cache,
-			(int64_t)st.span_free, (int64_t)st.returned,   (int64_t)st.virgin,
+			(int64_t)st.live,	(int64_t)st.rounding,	      (int64_t)st.cache,
+			(int64_t)st.span_free,	(int64_t)st.returned,	      (int64_t)st.virgin,
 			(int64_t)st.hysteresis, (int64_t)st.segment_overhead,
 		};
 		memcpy(id->term, t, sizeof(t));
@@ -195,8 +198,8 @@ static void build_row(struct top_row *r, uint32_t g, const struct top_input *in,
 		r->cpu_pct = cpu_s / 1e9 * 100;
 	}
 	model_instance(in->m, g, &mi);
-	r->gpu_known = in->gpu_known || in->m->gpu.seen[GPU_SRC_CUPTI] ||
-		       in->m->gpu.seen[GPU_SRC_DRIVER];
+	r->gpu_known =
+		in->gpu_known || in->m->gpu.seen[GPU_SRC_CUPTI] || in->m->gpu.seen[GPU_SRC_DRIVER];
 	r->kernels = mi.kernels_launched;
 	r->device = mi.device_bytes_allocated;
 	r->pinned = mi.host_pinned_bytes;

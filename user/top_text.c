@@ -6,8 +6,8 @@
 
 #include "top_text.h"
 
+/* names are never cut: a script reads all of it (a sanitized one is 124 bytes at most) */
 #define NAME_MIN 8
-#define NAME_MAX_W 40 /* a longer name is cut, with "~" */
 
 static const char *alloc_name(enum top_alloc a)
 {
@@ -35,7 +35,7 @@ static void print_header(FILE *out, const struct top_header *h)
 
 static void print_identity(FILE *out, const struct top_identity *id, enum top_alloc a)
 {
-	unsigned cells[TOP_TERMS];
+	unsigned cells[TOP_TERMS], total = 0;
 
 	fprintf(out, "allocator: %s\n", alloc_name(a));
 	if (a == TOP_ALLOC_NONE) {
@@ -61,6 +61,12 @@ static void print_identity(FILE *out, const struct top_identity *id, enum top_al
 	if (!id->mapped_known)
 		return;
 	top_bar_cells(id, TOP_TEXT_BAR, cells);
+	for (unsigned i = 0; i < TOP_TERMS; i++)
+		total += cells[i];
+	if (!total) {
+		fprintf(out, "bar: - (nothing mapped)\n");
+		return;
+	}
 	fprintf(out, "bar: [");
 	for (unsigned i = 0; i < TOP_TERMS; i++)
 		for (unsigned c = 0; c < cells[i]; c++)
@@ -87,16 +93,6 @@ static void cell_i64(char *buf, size_t size, bool known, int64_t v)
 		snprintf(buf, size, "-");
 }
 
-static void print_name(FILE *out, const char *name, int w)
-{
-	int len = (int)strlen(name);
-
-	if (len <= w)
-		fprintf(out, "%-*s", w, name);
-	else
-		fprintf(out, "%.*s~", w - 1, name);
-}
-
 static void print_rows(FILE *out, const struct top_frame *f)
 {
 	/* widths: ID, then from CPU% to YIELDS */
@@ -106,10 +102,10 @@ static void print_rows(FILE *out, const struct top_frame *f)
 	for (unsigned i = 0; i < f->nrows; i++) {
 		int len = (int)strlen(f->rows[i].name);
 		if (len > nw)
-			nw = len < NAME_MAX_W ? len : NAME_MAX_W;
+			nw = len;
 	}
 	fprintf(out, "%4s ", "ID");
-	print_name(out, top_col_titles[TOP_COL_NAME], nw);
+	fprintf(out, "%-*s", nw, top_col_titles[TOP_COL_NAME]);
 	for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++)
 		fprintf(out, " %*s", w[c], top_col_titles[c]);
 	fputc('\n', out);
@@ -127,7 +123,7 @@ static void print_rows(FILE *out, const struct top_frame *f)
 		cell_i64(v[TOP_COL_REJECTS], sizeof(v[0]), true, (int64_t)r->rejects);
 		cell_i64(v[TOP_COL_YIELDS], sizeof(v[0]), true, (int64_t)r->yields);
 		fprintf(out, "%4u ", r->id);
-		print_name(out, r->name, nw);
+		fprintf(out, "%-*s", nw, r->name);
 		for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++)
 			fprintf(out, " %*s", w[c], v[c]);
 		fputc('\n', out);
@@ -136,14 +132,19 @@ static void print_rows(FILE *out, const struct top_frame *f)
 
 static void print_threads(FILE *out, const struct top_frame *f)
 {
+	int nw = 16;
+
+	for (size_t i = 0; i < f->nthreads; i++) {
+		int len = (int)strlen(f->threads[i].name);
+		if (len > nw)
+			nw = len;
+	}
 	fprintf(out, "threads: %zu\n", f->nthreads);
-	fprintf(out, "%8s %-16s %s\n", "TID", "NAME", "GROUP");
+	fprintf(out, "%8s %-*s %s\n", "TID", nw, "NAME", "GROUP");
 	for (size_t i = 0; i < f->nthreads; i++) {
 		const struct top_thread *t = &f->threads[i];
 
-		fprintf(out, "%8u ", t->tid);
-		print_name(out, t->name, 16);
-		fprintf(out, " %u %s\n", t->group, t->group_name);
+		fprintf(out, "%8u %-*s %u %s\n", t->tid, nw, t->name, t->group, t->group_name);
 	}
 }
 

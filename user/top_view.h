@@ -36,6 +36,9 @@ void top_view_close(void);
 /* Draw a frame (its rows in the order to show) with the ui's state; the
  * scroll position is clamped to what there is to show. */
 void top_view_draw(const struct top_frame *f, struct top_ui *ui);
+/* Repaint the whole terminal at the next draw, not only what changed:
+ * a started command shares the terminal and may have written over it. */
+void top_view_repaint(void);
 /* Read the keys waiting, waiting up to wait_ms for the first (0: none);
  * apply them to ui and say what the screen needs. */
 enum top_view_event top_view_input(struct top_ui *ui, int wait_ms);

@@ -14,8 +14,8 @@
 #include "trace.h"
 
 const char *const trace_stat_names[TALLY_STATS_FIELDS] = {
-	"mapped",  "live",	 "rounding",	     "cache",	    "span_free",      "returned",
-	"virgin",  "hysteresis", "segment_overhead", "large_count", "spans_assigned",
+	"mapped", "live",	"rounding",	    "cache",	   "span_free",	     "returned",
+	"virgin", "hysteresis", "segment_overhead", "large_count", "spans_assigned",
 };
 
 /* A thread with slices open; tid 0 marks an empty slot (no thread of a
@@ -29,11 +29,12 @@ struct trace {
 	FILE *f;
 	uint32_t pid;
 	uint64_t start_ns;
-	int err;      /* first write error, sticky */
+	int err;       /* first write error, sticky */
 	bool nonempty; /* an event is written: the next needs a comma */
 	struct trace_thread *threads;
-	size_t cap, n; /* cap a power of two, n < cap / 2 */
-	uint64_t open; /* sum of depths */
+	size_t cap, n;	/* cap a power of two, n < cap / 2 */
+	unsigned shift; /* 32 - log2(cap) */
+	uint64_t open;	/* sum of depths */
 	uint64_t last_lost_msgs, last_lost_words;
 	struct json_writer w; /* the current event's */
 };
@@ -102,9 +103,16 @@ static void group_name(const struct model *m, uint32_t g, char *buf, size_t len)
 	snprintf(buf, len, g ? "group %u" : "root", g);
 }
 
+/* Fibonacci hashing: the product's high bits, which every bit of the tid
+ * stirs (the low bits would only see the tid's low bits). */
+static size_t hash_tid(uint32_t tid, unsigned shift)
+{
+	return (uint32_t)(tid * 2654435769u) >> shift;
+}
+
 static size_t slot_of(const struct trace *t, uint32_t tid)
 {
-	return ((size_t)tid * 2654435761u) & (t->cap - 1);
+	return hash_tid(tid, t->shift);
 }
 
 static struct trace_thread *thread_find(struct trace *t, uint32_t tid)
@@ -122,14 +130,18 @@ static struct trace_thread *thread_find(struct trace *t, uint32_t tid)
 static int thread_grow(struct trace *t)
 {
 	size_t cap = t->cap ? t->cap * 2 : 64;
-	struct trace_thread *old = t->threads, *a = calloc(cap, sizeof(*a));
+	unsigned shift = t->cap ? t->shift - 1 : 32 - 6;
+	struct trace_thread *old = t->threads, *a;
 
+	if (cap > (1u << 30))
+		return -ENOMEM;
+	a = calloc(cap, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->cap; i++) {
 		if (!old[i].tid)
 			continue;
-		size_t j = ((size_t)old[i].tid * 2654435761u) & (cap - 1);
+		size_t j = hash_tid(old[i].tid, shift);
 		while (a[j].tid)
 			j = (j + 1) & (cap - 1);
 		a[j] = old[i];
@@ -137,6 +149,7 @@ static int thread_grow(struct trace *t)
 	free(old);
 	t->threads = a;
 	t->cap = cap;
+	t->shift = shift;
 	return 0;
 }
 
@@ -384,8 +397,9 @@ static void group_msg(struct trace *t, const struct model *m, const struct tally
 		break;
 	case TALLY_MSG_YIELD:
 	case TALLY_MSG_REJECT: {
-		struct json_writer *w = ev_open(t, "i", h->kind == TALLY_MSG_YIELD ? "yield" : "reject",
-						"sdk", h->tid, h->ts_ns);
+		struct json_writer *w =
+			ev_open(t, "i", h->kind == TALLY_MSG_YIELD ? "yield" : "reject", "sdk",
+				h->tid, h->ts_ns);
 		json_kv_str(w, "s", "t");
 		json_key(w, "args");
 		json_begin_object(w);
@@ -434,15 +448,15 @@ void trace_message(struct trace *t, const struct model *m, const void *data, siz
 				  "driver");
 		break;
 	case TALLY_MSG_BATCH:
-		if (len >= offsetof(struct tally_msg_batch, batch) + offsetof(struct tally_batch, words) &&
+		if (len >= offsetof(struct tally_msg_batch, batch) +
+				    offsetof(struct tally_batch, words) &&
 		    ((const struct tally_msg_batch *)data)->batch.source == TALLY_SRC_CUPTI)
 			cupti_batch(t, m, data, len);
 		break;
 	}
 }
 
-static void counter(struct trace *t, const char *name, const char *unit, int64_t v,
-		    uint64_t ts_ns)
+static void counter(struct trace *t, const char *name, const char *unit, int64_t v, uint64_t ts_ns)
 {
 	struct json_writer *w = ev_open(t, "C", name, "counter", 0, ts_ns);
 

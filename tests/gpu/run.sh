@@ -49,6 +49,11 @@ tally_view() {
 want_view() {
 	jq -cS "{instance: (.instance | $FIELDS), groups: (.groups | map_values($FIELDS))}" "$1"
 }
+# tally -v says when its probes are in place
+wait_attached() {
+	for _ in $(seq 200); do grep -q '^tally: attached' "$1" 2>/dev/null && return 0; sleep 0.05; done
+	return 1
+}
 wait_file() {
 	for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
 	return 1
@@ -71,15 +76,10 @@ LD_PRELOAD=$ALLOC "$WL" late "$tmp/late.json" </dev/null &
 wpid=$!
 pids+=("$wpid")
 wait_file "$tmp/late.json.ready"
-timeout 120 "$TALLY" snapshot -p "$wpid" >"$tmp/s2.json" 2>"$tmp/s2.err" &
+timeout 120 "$TALLY" snapshot -v -p "$wpid" >"$tmp/s2.json" 2>"$tmp/s2.err" &
 tpid=$!
 pids+=("$tpid")
-# attached when the lock is held
-for _ in $(seq 100); do
-	flock -n "/run/lock/tally.$wpid.lock" true 2>/dev/null || break
-	sleep 0.05
-done
-sleep 0.3
+wait_attached "$tmp/s2.err"
 kill -USR1 "$wpid" # the GPU work, then the figures, then the second gate
 wait_file "$tmp/late.json"
 kill -USR1 "$wpid" # release everything and exit
@@ -93,18 +93,14 @@ check "late -p PID: every instance's GPU figures exact, gauges back to 0" \
   got  $got"
 
 # 3. a driver dlopened after tally attached
-"$DL" "$FAKE" 5 "$tmp/dl.ready" &
+LD_PRELOAD=$ALLOC "$DL" "$FAKE" 5 "$tmp/dl.ready" &
 dpid=$!
 pids+=("$dpid")
 wait_file "$tmp/dl.ready" || sleep 0.5
-timeout 60 "$TALLY" snapshot -p "$dpid" >"$tmp/s3.json" 2>"$tmp/s3.err" &
+timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/s3.json" 2>"$tmp/s3.err" &
 tpid=$!
 pids+=("$tpid")
-for _ in $(seq 100); do
-	flock -n "/run/lock/tally.$dpid.lock" true 2>/dev/null || break
-	sleep 0.05
-done
-sleep 0.3
+wait_attached "$tmp/s3.err"
 kill -USR1 "$dpid"
 wait "$tpid"
 rc=$?

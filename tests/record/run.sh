@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Integration tests of `tally record` against the real kernel, the real
+# allocator and real processes (root): the trace is valid JSON (jq), has a
+# counter for every Stats term, B/E balanced on every thread, final counters
+# equal to the snapshot's figures, and stays valid after SIGINT or SIGTERM
+# mid-run; hostile names come back byte for byte. Each check prints "ok" or
+# "FAIL"; the last line is "N passed, M failed".
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+TALLY=$PWD/$BUILD/tally
+WL=$PWD/$BUILD/tests/tracer_workload
+DEMO=$PWD/$BUILD/demo_workload
+GPU_WL=$PWD/$BUILD/tests/gpu/gpu_workload
+FAKE=$PWD/$BUILD/tests/fake_cuda/libcuda.so.1
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+
+check() { # NAME STATUS DETAIL
+	if [ "$2" -eq 0 ]; then
+		echo "ok - $1"
+		passed=$((passed + 1))
+	else
+		echo "FAIL - $1: $3"
+		failed=$((failed + 1))
+	fi
+}
+
+wait_file() {
+	for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "record tests need root: skipped"
+	echo "0 passed, 0 failed"
+	exit 0
+fi
+
+# jq programs over a trace
+STATS='["mapped","live","rounding","cache","span_free","returned","virgin","hysteresis","segment_overhead","large_count","spans_assigned"]'
+# the last value of each stats.* counter, as {term: value}
+LAST_STATS='[.traceEvents[] | select(.ph == "C" and (.name | startswith("stats.")))]
+	| group_by(.name) | map({(.[-1].name | ltrimstr("stats.")): (.[-1].args | to_entries[0].value)}) | add'
+# the last value of each group's live_bytes counter, as {group: bytes}
+LAST_LIVE='[.traceEvents[] | select(.ph == "C" and (.name | test("^group .* live_bytes$")))]
+	| group_by(.name) | map({(.[-1].name | ltrimstr("group ") | rtrimstr(" live_bytes")): .[-1].args.bytes}) | add'
+# B/E on each thread: never more E than B, and as many of each; in file order
+# and in ts order (the viewers sort by ts; sort_by is stable)
+BALANCED='def ok: reduce .[] as $e ({d: 0, bad: false};
+		.d += (if $e.ph == "B" then 1 else -1 end) | .bad = (.bad or .d < 0)) | (.bad | not) and .d == 0;
+	[.traceEvents[] | select(.ph == "B" or .ph == "E")] as $s
+	| ($s | group_by(.tid) | all(ok)) and ($s | sort_by(.ts) | group_by(.tid) | all(ok))'
+
+every_term() { # FILE: every Stats term has a counter event
+	jq -e --argjson t "$STATS" '[.traceEvents[] | select(.ph == "C") | .name] as $n
+		| all($t[]; . as $x | $n | index("stats." + $x) != null)' "$1" >/dev/null
+}
+
+# 1. a started workload to its exit: threads in nested groups
+timeout 120 "$TALLY" record -o "$tmp/t1.json" -- "$WL" run "$tmp/run.json" >"$tmp/r1.out" 2>"$tmp/r1.err"
+rc=$?
+check "record -- CMD: exit 0, valid JSON with traceEvents" \
+	"$([ $rc -eq 0 ] && jq -e '(.traceEvents | type) == "array" and .otherData.exact' "$tmp/t1.json" >/dev/null; echo $?)" \
+	"rc=$rc $(head -c 300 "$tmp/r1.err") $(head -c 200 "$tmp/t1.json")"
+check "record -- CMD: a counter event for every Stats term" "$(every_term "$tmp/t1.json"; echo $?)" \
+	"$(jq -c '[.traceEvents[] | select(.ph == "C") | .name] | unique' "$tmp/t1.json" 2>&1 | head -c 400)"
+check "record -- CMD: B/E balanced on every thread, slices named for groups" \
+	"$(jq -e "($BALANCED) and ([.traceEvents[] | select(.ph == \"B\") | .name] | unique == [\"export\", \"index\", \"index.hot\", \"parse\"])" "$tmp/t1.json" >/dev/null; echo $?)" \
+	"$(jq -c '[.traceEvents[] | select(.ph == "B" or .ph == "E") | [.tid, .ph, .name]]' "$tmp/t1.json" 2>&1 | head -c 400)"
+got=$(jq -cS "$LAST_STATS" "$tmp/t1.json" 2>&1)
+want=$(jq -cS '.otherData.stats_inprocess' "$tmp/t1.json" 2>&1)
+check "record -- CMD: the last Stats counters equal the allocator's own figures at exit" \
+	"$([ -n "$want" ] && [ "$want" != null ] && [ "$want" = "$got" ]; echo $?)" "want $want got $got"
+want=$(jq -cS '.groups' "$tmp/run.json" 2>/dev/null)
+got=$(jq -cS "$LAST_LIVE | del(.root)" "$tmp/t1.json" 2>&1)
+check "record -- CMD: each group's last live_bytes equals the workload's own count" \
+	"$([ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "want $want got $got"
+check "record -- CMD: process and thread names, nothing on stdout" \
+	"$(jq -e '[.traceEvents[] | select(.ph == "M") | .name] | index("process_name") != null and index("thread_name") != null' "$tmp/t1.json" >/dev/null && [ ! -s "$tmp/r1.out" ]; echo $?)" \
+	"$(head -c 200 "$tmp/r1.out")"
+
+# 2. -d on an idle process that runs on: the final counters, then a snapshot
+#    of the same process, must agree (the workload's own figures too)
+timeout 60 "$TALLY" record -o "$tmp/t2.json" -d 2 -- "$WL" wait "$tmp/wait.json" 2>"$tmp/r2.err"
+rc=$?
+wpid=$(jq -r .pid "$tmp/wait.json" 2>/dev/null)
+[ -n "$wpid" ] && pids+=("$wpid")
+timeout 60 "$TALLY" snapshot -p "${wpid:-0}" -d 1 >"$tmp/s2.json" 2>"$tmp/s2.err"
+src=$?
+got=$(jq -cS "$LAST_STATS" "$tmp/t2.json" 2>&1)
+want=$(jq -cS '.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)' "$tmp/s2.json" 2>&1)
+own=$(jq -cS '.stats' "$tmp/wait.json" 2>&1)
+check "record -d 2: the last Stats counters equal tally snapshot's (and the workload's own)" \
+	"$([ $rc -eq 0 ] && [ $src -eq 0 ] && [ "$want" = "$got" ] && [ "$own" = "$got" ]; echo $?)" \
+	"rc=$rc/$src $(head -c 200 "$tmp/r2.err")
+  record   $got
+  snapshot $want
+  workload $own"
+got=$(jq -cS "$LAST_LIVE" "$tmp/t2.json" 2>&1)
+want=$(jq -cS '[.groups[] | {(.name): .live_bytes}] | add' "$tmp/s2.json" 2>&1)
+check "record -d 2: each group's last live_bytes equals tally snapshot's" \
+	"$([ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "want $want got $got"
+check "record -d 2: B/E balanced, the target still running" \
+	"$(jq -e "$BALANCED" "$tmp/t2.json" >/dev/null && kill -0 "${wpid:-0}" 2>/dev/null; echo $?)" "pid ${wpid:-?}"
+[ -n "$wpid" ] && kill "$wpid" 2>/dev/null
+
+# 3. SIGINT and SIGTERM in the middle of a long run: the file grows while
+#    recording and is a whole document after the signal
+for sig in INT TERM; do
+	f=$tmp/sig$sig.json
+	timeout 60 "$TALLY" record -o "$f" -i 50 -- "$DEMO" -s 30 >/dev/null 2>"$tmp/sig.err" &
+	tpid=$!
+	pids+=("$tpid")
+	sleep 2.5
+	size=$(stat -c %s "$f" 2>/dev/null || echo 0)
+	t0=$(date +%s%N)
+	kill -"$sig" "$tpid"
+	wait "$tpid"
+	rc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	dpid=$(jq -r '.otherData.pid' "$f" 2>/dev/null)
+	[ -n "$dpid" ] && [ "$dpid" != null ] && kill "$dpid" 2>/dev/null
+	check "SIG$sig mid-run: exit 0 within 5 s, valid JSON, balanced, counters for every term" \
+		"$([ $rc -eq 0 ] && [ $ms -lt 5000 ] && jq -e "$BALANCED" "$f" >/dev/null && every_term "$f"; echo $?)" \
+		"rc=$rc ${ms}ms $(head -c 200 "$tmp/sig.err") $(tail -c 200 "$f")"
+	check "SIG$sig mid-run: the file was written as the recording went (${size} bytes after 2.5 s)" \
+		"$([ "$size" -gt 1000 ]; echo $?)" "size $size"
+done
+check "SIGINT mid-run: slices left open by the demo's threads are closed, groups named" \
+	"$(jq -e '[.traceEvents[] | select(.ph == "E")] | length > 0' "$tmp/sigINT.json" >/dev/null; echo $?)" \
+	"$(jq -c '[.traceEvents[] | select(.ph == "B")] | length' "$tmp/sigINT.json" 2>&1)"
+
+# 4. hostile names: a thread and a group named with ESC, a quote, a backslash
+cc -std=gnu11 -D_GNU_SOURCE -pthread -o "$tmp/hostile" tests/record/hostile.c -L"$BUILD" \
+	-l:libtally.so -Wl,-rpath,"$PWD/$BUILD" 2>"$tmp/cc.err"
+timeout 60 "$TALLY" record -o "$tmp/h.json" -- "$tmp/hostile" 2>"$tmp/h.err"
+rc=$?
+printf '\033[31m"q\\b' >"$tmp/want.name"
+jq -j '[.traceEvents[] | select(.ph == "M" and .name == "thread_name") | .args.name
+	| select(startswith("\u001b"))] | unique | .[]' "$tmp/h.json" >"$tmp/got.name" 2>&1
+check "a thread named ESC[31m\"q\\b: valid JSON, read back byte for byte" \
+	"$([ $rc -eq 0 ] && cmp -s "$tmp/want.name" "$tmp/got.name"; echo $?)" \
+	"rc=$rc $(cat "$tmp/cc.err" "$tmp/h.err" | head -c 200) got $(od -c "$tmp/got.name" | head -2)"
+printf '\033[31m"q\\b\n}' >"$tmp/want.group"
+jq -j '[.traceEvents[] | select(.ph == "B")][0].name' "$tmp/h.json" >"$tmp/got.group" 2>&1
+check "a group named likewise: its slice's name read back byte for byte, no raw ESC in the file" \
+	"$(cmp -s "$tmp/want.group" "$tmp/got.group" && ! grep -q $'\033' "$tmp/h.json"; echo $?)" \
+	"got $(od -c "$tmp/got.group" | head -2)"
+
+# 5. GPU events through the fake driver
+if [ -x "$GPU_WL" ] && [ -r "$FAKE" ]; then
+	TALLY_LIBCUDA=$FAKE timeout 120 "$TALLY" record -o "$tmp/g.json" -- "$GPU_WL" run "$tmp/gpu.json" \
+		</dev/null >/dev/null 2>"$tmp/g.err"
+	rc=$?
+	want=$(jq -c '.instance | [.kernels_launched, .graph_launches, .failed_launches]' "$tmp/gpu.json.end" 2>&1)
+	got=$(jq -c '[.traceEvents[] | select(.cat == "gpu") | .name] as $n
+		| [($n | map(select(. == "kernel launch")) | length), ($n | map(select(. == "graph launch")) | length),
+		   ($n | map(select(. == "launch failed")) | length)]' "$tmp/g.json" 2>&1)
+	check "GPU: one instant event per kernel launch, graph launch and refused launch" \
+		"$([ $rc -eq 0 ] && [ "$want" = "$got" ]; echo $?)" "rc=$rc want $want got $got $(head -c 200 "$tmp/g.err")"
+	check "GPU: device allocations and image loads carry their bytes and group" \
+		"$(jq -e '[.traceEvents[] | select(.name == "device alloc" or .name == "image load")]
+			| length > 0 and all(.args.bytes > 0 and (.args.group | type) == "string")' "$tmp/g.json" >/dev/null; echo $?)" \
+		"$(jq -c '[.traceEvents[] | select(.cat == "gpu")][0:2]' "$tmp/g.json" 2>&1)"
+fi
+
+# 6. bad input: one line on stderr, a distinct status, no file left behind
+bad() { # NAME WANT-STATUS FILE CMD...
+	local name=$1 want=$2 file=$3
+	shift 3
+	timeout 30 "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
+	local rc=$?
+	check "$name: exit $want, one line, no file" \
+		"$([ $rc -eq "$want" ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && [ ! -s "$tmp/bad.out" ] && [ ! -e "$file" ]; echo $?)" \
+		"rc=$rc err=$(head -c 300 "$tmp/bad.err")"
+}
+bad "a bad -o path" 1 "$tmp/no/such/dir/t.json" "$TALLY" record -o "$tmp/no/such/dir/t.json" -- true
+bad "no -o" 2 "$tmp/none.json" "$TALLY" record -- true
+bad "a bad -i" 2 "$tmp/i.json" "$TALLY" record -o "$tmp/i.json" -i 0 -- true
+bad "a CMD that does not exist" 7 "$tmp/c.json" "$TALLY" record -o "$tmp/c.json" -- /nonexistent/cmd
+bad "no such PID" 5 "$tmp/p.json" "$TALLY" record -o "$tmp/p.json" -p 999999999
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

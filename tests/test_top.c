@@ -1,0 +1,645 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The figures of `tally top` (user/top_rows.c) and its batch frames
+ * (user/top_text.c) on a model filled by hand: rates between two samples,
+ * the order on every column, the identity's split and bar, which groups are
+ * shown, and names from a hostile target reaching the output harmlessly.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../user/top_rows.h"
+#include "../user/top_text.h"
+
+#define SEC 1000000000ULL
+
+/* Every byte printable ASCII, or a newline where newline_ok. */
+static bool harmless(const char *s, size_t len, bool newline_ok)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if ((c < 0x20 || c > 0x7e) && !(newline_ok && c == '\n'))
+			return false;
+	}
+	return true;
+}
+
+static size_t san(char *out, size_t size, const char *in)
+{
+	return top_sanitize(out, size, in, strlen(in) + 1);
+}
+
+static void sanitize__printable_ascii__kept_as_is(void **state)
+{
+	char out[64];
+	(void)state;
+	assert_int_equal(san(out, sizeof(out), "decode-2 \"q\" ~x"), 15);
+	assert_string_equal(out, "decode-2 \"q\" ~x");
+}
+
+static void sanitize__escape_sequences__shown_as_hex(void **state)
+{
+	char out[128];
+	(void)state;
+	san(out, sizeof(out), "\x1b[2J\x1b[31mred\x1b]0;title\x07\r\n\t\x7f");
+	assert_string_equal(out, "\\x1b[2J\\x1b[31mred\\x1b]0;title\\x07\\x0d\\x0a\\x09\\x7f");
+	assert_true(harmless(out, strlen(out), false));
+}
+
+static void sanitize__backslash__doubled_so_escapes_are_unambiguous(void **state)
+{
+	char out[64];
+	(void)state;
+	san(out, sizeof(out), "a\\x1b\"b");
+	assert_string_equal(out, "a\\\\x1b\"b");
+}
+
+static void sanitize__non_ascii__escaped_valid_or_not(void **state)
+{
+	char out[64];
+	(void)state;
+	/* invalid UTF-8, a C1 CSI in UTF-8, an RLO override, a valid e-acute */
+	san(out, sizeof(out), "\xff\xc3\x28\xc2\x9b\xe2\x80\xae\xc3\xa9");
+	assert_string_equal(out, "\\xff\\xc3(\\xc2\\x9b\\xe2\\x80\\xae\\xc3\\xa9");
+}
+
+static void sanitize__unterminated_input__stops_at_inlen(void **state)
+{
+	char name[TALLY_GROUP_NAME_MAX], out[TOP_NAME_MAX];
+	(void)state;
+	memset(name, 'x', sizeof(name)); /* no NUL at all */
+	assert_int_equal(top_sanitize(out, sizeof(out), name, sizeof(name)), sizeof(name));
+	assert_int_equal(strlen(out), sizeof(name));
+}
+
+static void sanitize__worst_case_name__fits_top_name_max(void **state)
+{
+	char name[TALLY_GROUP_NAME_MAX], out[TOP_NAME_MAX];
+	(void)state;
+	memset(name, 0x1b, sizeof(name));
+	assert_int_equal(top_sanitize(out, sizeof(out), name, sizeof(name)),
+			 4 * TALLY_GROUP_NAME_MAX);
+	assert_true(harmless(out, strlen(out), false));
+}
+
+static void sanitize__small_buffer__never_cuts_an_escape(void **state)
+{
+	char out[8];
+	(void)state;
+	/* "ab" fits, "\x1b" (4) would leave no room for the NUL: "~" marks the cut */
+	assert_int_equal(san(out, 6, "ab\x1b\x1b"), 3);
+	assert_string_equal(out, "ab~");
+	assert_int_equal(san(out, 8, "ab\x1b\x1b"), 7);
+	assert_string_equal(out, "ab\\x1b~");
+	/* room for the first escape and the NUL, none for the mark */
+	assert_int_equal(san(out, 7, "ab\x1b\x1b"), 6);
+	assert_string_equal(out, "ab\\x1b");
+	assert_int_equal(san(out, 1, "abc"), 0);
+	assert_string_equal(out, "");
+	assert_int_equal(top_sanitize(out, 0, "abc", 3), 0);
+	assert_int_equal(san(out, 2, "\x1b"), 1);
+	assert_string_equal(out, "~");
+}
+
+/* A model with groups 0 (root), 1 "ingest", 2 "decode" and 7 charged
+ * without a name; group 9 known by nothing. */
+static void fill(struct model *m)
+{
+	model_init(m);
+	strcpy(m->groups[1].name, "ingest");
+	m->groups[1].known = true;
+	strcpy(m->groups[2].name, "decode");
+	m->groups[2].known = true;
+	m->rp.groups[7].alloc_objs = 3;
+	m->rp.groups[7].alloc_bytes = 300;
+}
+
+static void input(struct top_input *in, const struct model *m, uint64_t now)
+{
+	memset(in, 0, sizeof(*in));
+	in->m = m;
+	in->alloc = TOP_ALLOC_TALLY;
+	in->now_ns = now;
+	in->start_ns = 10 * SEC;
+	in->pid = 42;
+	in->comm = "app";
+	in->exact = true;
+	in->exit_code = -1;
+}
+
+static const struct top_row *row(const struct top_frame *f, uint32_t id)
+{
+	for (unsigned i = 0; i < f->nrows; i++)
+		if (f->rows[i].id == id)
+			return &f->rows[i];
+	return NULL;
+}
+
+static void frame__without_previous_sample__rates_unknown(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	(void)state;
+	fill(&m);
+	input(&in, &m, 11 * SEC);
+	assert_int_equal(top_frame_build(&f, &in, &prev), 0);
+	assert_false(f.rows[0].rates_known);
+	assert_true(f.hdr.events_s < 0);
+	assert_true(prev.valid); /* the next frame has a base */
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void frame__two_samples__cpu_percent_and_rates_per_second(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	(void)state;
+	fill(&m);
+	m.groups[1].cpu_ns = 1 * SEC;
+	m.rp.groups[1].alloc_objs = 100;
+	m.rp.groups[1].dealloc_objs = 40;
+	m.received = 1000;
+	input(&in, &m, 12 * SEC);
+	top_prev_take(&prev, &in);
+	/* half a second later: 250 ms of CPU, 500 allocations, 100 frees */
+	m.groups[1].cpu_ns += SEC / 4;
+	m.rp.groups[1].alloc_objs += 500;
+	m.rp.groups[1].dealloc_objs += 100;
+	m.rp.groups[1].alloc_bytes = 5000;
+	m.rp.groups[1].dealloc_bytes = 1000;
+	m.received += 2000;
+	input(&in, &m, 12 * SEC + SEC / 2);
+	assert_int_equal(top_frame_build(&f, &in, &prev), 0);
+	const struct top_row *r = row(&f, 1);
+	assert_non_null(r);
+	assert_true(r->rates_known);
+	assert_true(r->cpu_pct > 49.999 && r->cpu_pct < 50.001);
+	assert_true(r->allocs_s > 999.999 && r->allocs_s < 1000.001);
+	assert_true(r->frees_s > 199.999 && r->frees_s < 200.001);
+	assert_int_equal(r->live, 4000);
+	assert_true(f.hdr.events_s > 3999.99 && f.hdr.events_s < 4000.01);
+	assert_true(f.hdr.uptime_s > 2.499 && f.hdr.uptime_s < 2.501);
+	assert_string_equal(f.hdr.comm, "app");
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void frame__counter_goes_back__rates_unknown_not_huge(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	(void)state;
+	fill(&m);
+	m.rp.groups[1].alloc_objs = 100;
+	input(&in, &m, 12 * SEC);
+	top_prev_take(&prev, &in);
+	m.rp.groups[1].alloc_objs = 10; /* the figures switched source */
+	input(&in, &m, 13 * SEC);
+	top_frame_build(&f, &in, &prev);
+	assert_false(row(&f, 1)->rates_known);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void frame__glibc_mode__group_counts_from_glibc(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct glibc_figures g;
+	static struct top_frame f;
+	(void)state;
+	fill(&m);
+	g.alloc_objs[2] = 10;
+	g.alloc_bytes[2] = 1000;
+	g.dealloc_bytes[2] = 400;
+	input(&in, &m, 12 * SEC);
+	in.alloc = TOP_ALLOC_GLIBC;
+	in.glibc = &g;
+	top_prev_take(&prev, &in);
+	g.alloc_objs[2] = 30;
+	g.dealloc_objs[2] = 5;
+	in.now_ns = 14 * SEC;
+	top_frame_build(&f, &in, &prev);
+	assert_int_equal(row(&f, 2)->live, 600);
+	assert_true(row(&f, 2)->allocs_s > 9.999 && row(&f, 2)->allocs_s < 10.001);
+	assert_true(row(&f, 2)->frees_s > 2.499 && row(&f, 2)->frees_s < 2.501);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void frame__groups_shown__known_or_charged_only(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	(void)state;
+	fill(&m);
+	m.rp.groups[9].alloc_bytes = 0; /* nothing: not shown */
+	m.groups[11].os_yields = 2;	/* charged sched_yield calls: shown */
+	input(&in, &m, 12 * SEC);
+	top_frame_build(&f, &in, &prev);
+	assert_int_equal(f.nrows, 5);
+	assert_non_null(row(&f, 0));
+	assert_string_equal(row(&f, 1)->name, "ingest");
+	assert_string_equal(row(&f, 7)->name, "#7");
+	assert_null(row(&f, 9));
+	assert_non_null(row(&f, 11));
+	for (unsigned i = 1; i < f.nrows; i++)
+		assert_true(f.rows[i - 1].id < f.rows[i].id);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void frame__gpu_figures_per_group__and_dash_without_source(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	(void)state;
+	fill(&m);
+	m.groups[2].yields = 5;
+	m.groups[2].rejects = 2;
+	input(&in, &m, 12 * SEC);
+	top_frame_build(&f, &in, &prev);
+	assert_false(row(&f, 2)->gpu_known);
+	assert_int_equal(row(&f, 2)->yields, 5);
+	assert_int_equal(row(&f, 2)->rejects, 2);
+	m.gpu.seen[GPU_SRC_DRIVER] = true;
+	m.gpu.groups[GPU_SRC_DRIVER][2].kernels_launched = 7;
+	m.gpu.groups[GPU_SRC_DRIVER][2].device_bytes = 1 << 20;
+	m.gpu.groups[GPU_SRC_DRIVER][2].host_pinned = 4096;
+	m.gpu.groups[GPU_SRC_DRIVER][2].failed_launches = 1;
+	top_frame_build(&f, &in, &prev);
+	const struct top_row *r = row(&f, 2);
+	assert_true(r->gpu_known);
+	assert_int_equal(r->kernels, 7);
+	assert_int_equal(r->device, 1 << 20);
+	assert_int_equal(r->pinned, 4096);
+	assert_int_equal(r->rejects, 3); /* the application's and the failed launch */
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void frame__threads__alive_by_tid_with_group_names(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	struct model_thread *t;
+	(void)state;
+	fill(&m);
+	t = model_thread(&m, 300, true);
+	strcpy(t->comm, "\x1b[2Jev\"\\");
+	t->group = 1;
+	t = model_thread(&m, 200, true);
+	strcpy(t->comm, "main");
+	t = model_thread(&m, 250, true);
+	t->alive = false;
+	input(&in, &m, 12 * SEC);
+	assert_int_equal(top_frame_build(&f, &in, &prev), 0);
+	assert_int_equal(f.nthreads, 2);
+	assert_int_equal(f.threads[0].tid, 200);
+	assert_string_equal(f.threads[0].group_name, "root");
+	assert_int_equal(f.threads[1].tid, 300);
+	assert_string_equal(f.threads[1].name, "\\x1b[2Jev\"\\\\");
+	assert_string_equal(f.threads[1].group_name, "ingest");
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+/* Rows whose figure in every column is 10 * (their position in want). */
+static void sort_rows(struct top_row *rows)
+{
+	static const char *const names[3] = { "b", "c", "a" };
+	static const int rank[3] = { 1, 2, 0 }; /* ascending position of each row */
+
+	memset(rows, 0, 4 * sizeof(*rows));
+	for (int i = 0; i < 3; i++) {
+		struct top_row *r = &rows[i];
+		double v = 10.0 * rank[i];
+
+		r->id = (uint32_t)i;
+		strcpy(r->name, names[i]);
+		r->rates_known = r->gpu_known = true;
+		r->cpu_pct = r->allocs_s = r->frees_s = v;
+		r->live = r->device = r->pinned = (int64_t)v - 5; /* negatives too */
+		r->kernels = r->rejects = r->yields = (uint64_t)v;
+	}
+}
+
+static void sort__every_column__both_directions(void **state)
+{
+	struct top_row rows[4];
+	(void)state;
+	for (unsigned c = 0; c < TOP_NCOLS; c++) {
+		sort_rows(rows);
+		top_sort(rows, 3, (enum top_col)c, false);
+		assert_int_equal(rows[0].id, 2);
+		assert_int_equal(rows[1].id, 0);
+		assert_int_equal(rows[2].id, 1);
+		top_sort(rows, 3, (enum top_col)c, true);
+		assert_int_equal(rows[0].id, 1);
+		assert_int_equal(rows[1].id, 0);
+		assert_int_equal(rows[2].id, 2);
+	}
+}
+
+static void sort__ties__keep_their_order(void **state)
+{
+	struct top_row rows[4];
+	(void)state;
+	for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++) {
+		sort_rows(rows);
+		rows[3] = rows[1];
+		rows[3].id = 3;
+		rows[1].id = 1;
+		/* rows 1 and 3 tie: 1 stays before 3 in both directions */
+		top_sort(rows, 4, (enum top_col)c, c % 2);
+		for (int i = 0; i < 3; i++)
+			if (rows[i].id == 3)
+				fail_msg("column %u: row 3 before row 1", c);
+			else if (rows[i].id == 1)
+				break;
+	}
+}
+
+static void sort__unknown_figures__last_in_both_directions(void **state)
+{
+	static const enum top_col cols[] = { TOP_COL_CPU,     TOP_COL_ALLOCS, TOP_COL_FREES,
+					     TOP_COL_KERNELS, TOP_COL_DEVICE, TOP_COL_PINNED };
+	struct top_row rows[4];
+	(void)state;
+	for (unsigned i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
+		for (int desc = 0; desc < 2; desc++) {
+			sort_rows(rows);
+			rows[2].rates_known = rows[2].gpu_known = false; /* the smallest */
+			rows[1].rates_known = rows[1].gpu_known = false; /* the largest */
+			top_sort(rows, 3, cols[i], desc);
+			assert_int_equal(rows[0].id, 0);
+			assert_int_equal(rows[1].id, 1); /* unknown ones in their order */
+			assert_int_equal(rows[2].id, 2);
+		}
+	}
+}
+
+static void order__keys_parse_pick_and_step(void **state)
+{
+	struct top_order o = { TOP_COL_CPU, true };
+	enum top_col c;
+	(void)state;
+	for (unsigned i = 0; i < TOP_NCOLS; i++) {
+		assert_int_equal(top_col_parse(top_col_names[i], &c), 0);
+		assert_int_equal(c, i);
+		assert_int_equal(top_col_of_key(top_col_keys[i]), (int)i);
+	}
+	assert_int_equal(top_col_parse("bogus", &c), -EINVAL);
+	assert_int_equal(top_col_parse("", &c), -EINVAL);
+	assert_int_equal(top_col_of_key('q'), -1);
+	assert_int_equal(top_col_of_key('p'), -1);
+	top_order_pick(&o, TOP_COL_CPU);
+	assert_false(o.desc); /* the same column again: reversed */
+	top_order_pick(&o, TOP_COL_NAME);
+	assert_int_equal(o.col, TOP_COL_NAME);
+	assert_false(o.desc);
+	top_order_step(&o, -1);
+	assert_int_equal(o.col, TOP_COL_YIELDS);
+	assert_true(o.desc);
+	top_order_step(&o, 1);
+	assert_int_equal(o.col, TOP_COL_NAME);
+}
+
+static void identity__tally__eight_terms_and_balance(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	(void)state;
+	fill(&m);
+	m.rp.live = 100;
+	m.rp.rounding = 20;
+	m.rp.cache = 30;
+	m.rp.span_free = 40;
+	m.rp.returned = 50;
+	m.rp.virgin = 60;
+	m.rp.hysteresis = 70;
+	m.rp.segment_overhead = 80;
+	m.rp.mapped = 450;
+	input(&in, &m, 12 * SEC);
+	top_frame_build(&f, &in, &prev);
+	assert_true(f.id.mapped_known);
+	assert_int_equal(f.id.mapped, 450);
+	for (unsigned i = 0; i < TOP_TERMS; i++) {
+		assert_true(f.id.known[i]);
+		assert_int_equal(f.id.term[i], i == 0 ? 100 : 10 * (i + 1));
+	}
+	assert_true(f.id.balanced);
+	m.rp.mapped = 451;
+	top_frame_build(&f, &in, &prev);
+	assert_false(f.id.balanced);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void identity__glibc__live_and_rounding_known_rest_unknown(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct glibc_figures g;
+	static struct top_frame f;
+	unsigned cells[TOP_TERMS];
+	(void)state;
+	fill(&m);
+	g.live = 1000;
+	g.rounding = 24;
+	input(&in, &m, 12 * SEC);
+	in.alloc = TOP_ALLOC_GLIBC;
+	in.glibc = &g;
+	top_frame_build(&f, &in, &prev);
+	assert_false(f.id.mapped_known);
+	assert_true(f.id.known[0] && f.id.known[1]);
+	assert_int_equal(f.id.term[0], 1000);
+	assert_int_equal(f.id.term[1], 24);
+	for (unsigned i = 2; i < TOP_TERMS; i++)
+		assert_false(f.id.known[i]);
+	top_bar_cells(&f.id, 50, cells);
+	for (unsigned i = 0; i < TOP_TERMS; i++)
+		assert_int_equal(cells[i], 0); /* no bar without mapped */
+	in.alloc = TOP_ALLOC_NONE;
+	top_frame_build(&f, &in, &prev);
+	for (unsigned i = 0; i < TOP_TERMS; i++)
+		assert_false(f.id.known[i]);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void bar__cells_in_proportion_adding_up_to_width(void **state)
+{
+	struct top_identity id = { .mapped_known = true, .mapped = 1000 };
+	unsigned cells[TOP_TERMS], sum = 0;
+	(void)state;
+	for (unsigned i = 0; i < TOP_TERMS; i++)
+		id.known[i] = true;
+	id.term[0] = 500; /* half */
+	id.term[5] = 333;
+	id.term[7] = 167;
+	id.term[2] = -40; /* briefly below zero: no cells */
+	top_bar_cells(&id, 60, cells);
+	for (unsigned i = 0; i < TOP_TERMS; i++)
+		sum += cells[i];
+	assert_int_equal(sum, 60);
+	assert_int_equal(cells[0], 30);
+	assert_int_equal(cells[5], 20);
+	assert_int_equal(cells[7], 10);
+	assert_int_equal(cells[2], 0);
+	/* remainders: 1 cell each to the two largest */
+	memset(id.term, 0, sizeof(id.term));
+	id.term[1] = id.term[3] = id.term[4] = 1;
+	top_bar_cells(&id, 2, cells);
+	assert_int_equal(cells[1] + cells[3] + cells[4], 2);
+	assert_int_equal(cells[1], 1);
+	assert_int_equal(cells[3], 1);
+	/* huge terms: no overflow */
+	id.term[1] = INT64_MAX / 2;
+	id.term[3] = INT64_MAX / 2;
+	id.term[4] = 0;
+	top_bar_cells(&id, 1000, cells);
+	assert_int_equal(cells[1], 500);
+	assert_int_equal(cells[3], 500);
+	top_bar_cells(&id, 0, cells);
+	assert_int_equal(cells[1], 0);
+}
+
+static void fmt_bytes__units(void **state)
+{
+	char b[16];
+	(void)state;
+	top_fmt_bytes(b, sizeof(b), 0);
+	assert_string_equal(b, "0B");
+	top_fmt_bytes(b, sizeof(b), 999);
+	assert_string_equal(b, "999B");
+	top_fmt_bytes(b, sizeof(b), 1536);
+	assert_string_equal(b, "1.50K");
+	top_fmt_bytes(b, sizeof(b), 36 << 20);
+	assert_string_equal(b, "36.0M");
+	top_fmt_bytes(b, sizeof(b), -(600 << 10));
+	assert_string_equal(b, "-600K");
+	top_fmt_bytes(b, sizeof(b), INT64_MIN);
+	assert_string_equal(b, "-8.00E");
+}
+
+static void text__hostile_names__no_control_bytes_reach_the_output(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	struct model_thread *t;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out;
+	(void)state;
+	fill(&m);
+	strcpy(m.groups[3].name, "\x1b]0;pwned\x07\x1b[31m\"\\\r\n\xc2\x9b\xff");
+	m.groups[3].known = true;
+	t = model_thread(&m, 77, true);
+	strcpy(t->comm, "\x1b[2J\x1b[31mev\"\\n");
+	t->group = 3;
+	input(&in, &m, 12 * SEC);
+	in.comm = "\x1b[H\x9b";
+	top_frame_build(&f, &in, &prev);
+	out = open_memstream(&buf, &len);
+	assert_non_null(out);
+	assert_int_equal(top_text_frame(out, &f, 1, true), 0);
+	fclose(out);
+	assert_true(harmless(buf, len, true));
+	assert_non_null(strstr(buf, "--- frame 1 ---\n"));
+	assert_non_null(strstr(buf, "\\x1b]0;pwned\\x07\\x1b[31m\"\\\\\\x0d\\x0a\\xc2\\x9b\\xff"));
+	assert_non_null(strstr(buf, "\\x1b[2J\\x1b[31mev\"\\\\n"));
+	assert_non_null(strstr(buf, "target: \\x1b[H\\x9b,"));
+	assert_int_equal(buf[len - 1], '\n');
+	assert_int_equal(buf[len - 2], '\n'); /* frames end with a blank line */
+	free(buf);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void text__exited_target_and_unknown_rates__said_plainly(void **state)
+{
+	struct model m;
+	struct top_input in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out;
+	(void)state;
+	fill(&m);
+	input(&in, &m, 12 * SEC);
+	in.gone = true;
+	in.exit_code = 3;
+	in.exact = false;
+	top_frame_build(&f, &in, &prev);
+	out = open_memstream(&buf, &len);
+	assert_int_equal(top_text_frame(out, &f, 7, false), 0);
+	fclose(out);
+	assert_non_null(strstr(buf, "--- frame 7 ---"));
+	assert_non_null(strstr(buf, "target exited (status 3)"));
+	assert_non_null(strstr(buf, "NOT exact"));
+	assert_non_null(strstr(buf, "events: -/s"));
+	assert_null(strstr(buf, "threads:"));
+	free(buf);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(sanitize__printable_ascii__kept_as_is),
+		cmocka_unit_test(sanitize__escape_sequences__shown_as_hex),
+		cmocka_unit_test(sanitize__backslash__doubled_so_escapes_are_unambiguous),
+		cmocka_unit_test(sanitize__non_ascii__escaped_valid_or_not),
+		cmocka_unit_test(sanitize__unterminated_input__stops_at_inlen),
+		cmocka_unit_test(sanitize__worst_case_name__fits_top_name_max),
+		cmocka_unit_test(sanitize__small_buffer__never_cuts_an_escape),
+		cmocka_unit_test(frame__without_previous_sample__rates_unknown),
+		cmocka_unit_test(frame__two_samples__cpu_percent_and_rates_per_second),
+		cmocka_unit_test(frame__counter_goes_back__rates_unknown_not_huge),
+		cmocka_unit_test(frame__glibc_mode__group_counts_from_glibc),
+		cmocka_unit_test(frame__groups_shown__known_or_charged_only),
+		cmocka_unit_test(frame__gpu_figures_per_group__and_dash_without_source),
+		cmocka_unit_test(frame__threads__alive_by_tid_with_group_names),
+		cmocka_unit_test(sort__every_column__both_directions),
+		cmocka_unit_test(sort__ties__keep_their_order),
+		cmocka_unit_test(sort__unknown_figures__last_in_both_directions),
+		cmocka_unit_test(order__keys_parse_pick_and_step),
+		cmocka_unit_test(identity__tally__eight_terms_and_balance),
+		cmocka_unit_test(identity__glibc__live_and_rounding_known_rest_unknown),
+		cmocka_unit_test(bar__cells_in_proportion_adding_up_to_width),
+		cmocka_unit_test(fmt_bytes__units),
+		cmocka_unit_test(text__hostile_names__no_control_bytes_reach_the_output),
+		cmocka_unit_test(text__exited_target_and_unknown_rates__said_plainly),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

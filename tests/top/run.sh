@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Integration tests of `tally top` (root): batch frames, the live view in a
+# real terminal (a private tmux server), names that attack the terminal,
+# NO_COLOR, and bad options. Each check prints "ok" or "FAIL" with what it
+# saw; the last line is "N passed, M failed".
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+TALLY=$PWD/$BUILD/tally
+DEMO=$PWD/$BUILD/demo_workload
+EVIL=$PWD/$BUILD/tests/top_evil_workload
+GROUPS_RE='ingest|decode|render|layout|cache' # demo/workload.c
+tmp=$(mktemp -d)
+TM=(tmux -L "tallytest$$" -f /dev/null)
+S=tallytest
+cleanup() {
+	"${TM[@]}" kill-server 2>/dev/null
+	# the demo runs on after tally quits (as with snapshot): stop ours
+	for p in $(cat "$tmp"/*.pid 2>/dev/null); do kill "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+
+check() { # NAME CONDITION-EXIT-STATUS DETAIL
+	if [ "$2" -eq 0 ]; then
+		echo "ok - $1"
+		passed=$((passed + 1))
+	else
+		echo "FAIL - $1: $3"
+		failed=$((failed + 1))
+	fi
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "top tests need root: skipped"
+	echo "0 passed, 0 failed"
+	exit 0
+fi
+if ! command -v tmux >/dev/null; then
+	echo "FAIL - tmux is not installed (apt-get install tmux)"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+# the pid in a batch file's first header, so that cleanup can stop it
+remember_pid() { # FILE NAME
+	sed -nE 's/^target: .*, pid ([0-9]+), .*/\1/p' "$1" | head -n1 >"$tmp/$2.pid"
+}
+
+# Group names of each frame's table rows: "K NAME" per line.
+frame_groups() {
+	awk '/^--- frame [0-9]+ ---$/ { k = $3 } $1 ~ /^[0-9]+$/ && NF == 11 && k { print k, $2 }' "$1"
+}
+
+# 1. batch: exactly 3 frames, each with every demo group and its figures
+timeout 60 "$TALLY" top -b -n 3 -i 300 -- "$DEMO" -s 3 >"$tmp/b.txt" 2>"$tmp/b.err"
+rc=$?
+remember_pid "$tmp/b.txt" b
+n=$(grep -c '^--- frame [0-9]* ---$' "$tmp/b.txt")
+check "batch: -b -n 3 exits 0 with exactly 3 frames" "$([ $rc -eq 0 ] && [ "$n" -eq 3 ]; echo $?)" \
+	"rc=$rc frames=$n $(head -c 300 "$tmp/b.err")"
+missing=""
+for k in 1 2 3; do
+	for g in ingest decode render layout cache; do
+		frame_groups "$tmp/b.txt" | grep -qx "$k $g" || missing="$missing frame$k:$g"
+	done
+done
+check "batch: every frame has a row for each demo group" "$([ -z "$missing" ]; echo $?)" \
+	"missing:$missing"
+# figures: CPU %, live, rates and the rest are numbers (rates are known from frame 1:
+# the first frame's base is the attach)
+bad=$(awk '$1 ~ /^[0-9]+$/ && NF == 11 && $2 ~ /^('"$GROUPS_RE"')$/ {
+	for (i = 3; i <= 11; i++) if ($i !~ /^-?[0-9]+(\.[0-9])?$/) { print; break } }' "$tmp/b.txt")
+check "batch: every group row has its nine figures" "$([ -z "$bad" ]; echo $?)" "$bad"
+check "batch: the header, identity and bar in every frame" \
+	"$([ "$(grep -c '^events: .* received, .* lost' "$tmp/b.txt")" -eq 3 ] &&
+		[ "$(grep -c '^identity: mapped [0-9]* = live [0-9]* + rounding' "$tmp/b.txt")" -eq 3 ] &&
+		[ "$(grep -c '^bar: \[[LrcfRvho]*\]' "$tmp/b.txt")" -eq 3 ]; echo $?)" \
+	"$(grep -E '^(events|identity|bar):' "$tmp/b.txt" | head -3)"
+allocs=$(awk '/^--- frame/ { k = $3 } k >= 2 && $2 == "render" && NF == 11 { print $6 }' "$tmp/b.txt")
+check "batch: render allocates (ALLOC/s > 0 in frames 2 and 3)" \
+	"$(echo "$allocs" | awk 'NF { n++; if ($1 <= 0) bad = 1 } END { exit !(n == 2 && !bad) }'; echo $?)" \
+	"ALLOC/s: $allocs"
+
+# 1b. the target exits before -n frames: a last frame that says so, then the end
+timeout 60 "$TALLY" top -b -n 50 -i 200 -- "$DEMO" -s 1 >"$tmp/e.txt" 2>"$tmp/e.err"
+rc=$?
+n=$(grep -c '^--- frame [0-9]* ---$' "$tmp/e.txt")
+last=$(awk '/^--- frame/ { f = "" } { f = f $0 "\n" } END { printf "%s", f }' "$tmp/e.txt")
+check "batch: a target that exits first ends the frames with 'target exited (status 0)'" \
+	"$([ $rc -eq 0 ] && [ "$n" -ge 2 ] && [ "$n" -lt 50 ] &&
+		echo "$last" | grep -q 'target exited (status 0)' &&
+		echo "$last" | grep -qE '^ +[0-9]+ render '; echo $?)" \
+	"rc=$rc frames=$n $(echo "$last" | head -3)"
+
+# 1c. stdout not a terminal, no -b: batch frames all the same
+timeout 60 "$TALLY" top -n 1 -i 200 -- "$DEMO" -s 1 2>"$tmp/p.err" | cat >"$tmp/p.txt"
+check "without a terminal and without -b: batch frames" \
+	"$(grep -q '^--- frame 1 ---$' "$tmp/p.txt"; echo $?)" "$(head -c 200 "$tmp/p.txt" "$tmp/p.err")"
+
+# 2. the live view in a real terminal
+"${TM[@]}" new-session -d -s "$S" -x 200 -y 50 \
+	env -i PATH="$PATH" HOME="$HOME" TERM=screen-256color PS1='tallytest$ ' \
+	bash --norc --noprofile
+pane() { "${TM[@]}" capture-pane -t "$S" -p "$@"; }
+wait_pane() { # REGEX TENTHS
+	for _ in $(seq "$2"); do pane | grep -qE -- "$1" && return 0; sleep 0.1; done
+	return 1
+}
+table() { pane | awk '$1 ~ /^[0-9]+$/ && NF == 11'; }
+names() { table | awk '{ print $2 }' | tr '\n' ' '; }
+wait_pane 'tallytest\$' 50
+"${TM[@]}" send-keys -t "$S" "stty -g >$tmp/stty.before" Enter
+"${TM[@]}" send-keys -t "$S" "$TALLY top -i 200 -- $DEMO -s 12; echo TALLY_EXIT=\$?" Enter
+wait_pane '^ +[0-9]+ render ' 100
+sleep 1
+table >"$tmp/t1"
+got=$(awk '{ print $2 }' "$tmp/t1" | grep -cE "^($GROUPS_RE)$")
+check "live: a row per demo group" "$([ "$got" -eq 5 ]; echo $?)" "$(pane | head -20)"
+check "live: the header (target, uptime, events, lost, exact) and the identity bar" \
+	"$(pane | grep -q '^tally top  demo_workload (pid [0-9]*, started)  up 0:00:0' &&
+		pane | grep -qE '^events [0-9.]+[KM]?/s  received [0-9]+  lost 0  figures (NOT )?exact' &&
+		pane | grep -qE '^\[[LrcfRvho]+\]$' && pane | grep -q 'segment_overhead'; echo $?)" \
+	"$(pane | head -6)"
+pane | sed -nE 's/.*\(pid ([0-9]+), .*/\1/p' | head -n1 >"$tmp/live.pid"
+sleep 1.2
+table >"$tmp/t2"
+check "live: figures change between two captures 1.2 s apart" \
+	"$(! cmp -s "$tmp/t1" "$tmp/t2"; echo $?)" "$(cat "$tmp/t1")"
+check "live: colors in a terminal that has them" \
+	"$(pane -e | grep -qE $'\e\\[[0-9;]*4[0-7]m'; echo $?)" "no background color in capture -e"
+"${TM[@]}" send-keys -t "$S" n
+sleep 0.5
+order=$(names)
+check "live: 'n' sorts by name, A to Z" \
+	"$([ "$order" = "cache decode ingest layout render root " ]; echo $?)" "order: $order"
+"${TM[@]}" send-keys -t "$S" n
+sleep 0.5
+order=$(names)
+check "live: 'n' again reverses" \
+	"$([ "$order" = "root render layout ingest decode cache " ]; echo $?)" "order: $order"
+"${TM[@]}" send-keys -t "$S" l
+sleep 0.5
+check "live: 'l' sorts by live bytes, most first" \
+	"$(table | awk '{ v = $4; m = 1; if (v ~ /K$/) m = 1024; else if (v ~ /M$/) m = 1048576;
+		else if (v ~ /G$/) m = 1073741824; sub(/[BKMG]$/, "", v); x = v * m;
+		if (NR > 1 && x > prev) bad = 1; prev = x } END { exit bad }'; echo $?)" "$(table)"
+"${TM[@]}" send-keys -t "$S" t
+sleep 0.5
+check "live: 't' shows the threads (tid, name, group)" \
+	"$(pane | grep -qE '^ +TID NAME +GROUP' && pane | grep -qE '^ +[0-9]+ demo_workload +[0-9]+ (ingest|decode|render|cache)$'; echo $?)" \
+	"$(pane | sed -n 7,14p)"
+"${TM[@]}" send-keys -t "$S" t p
+sleep 0.5
+check "live: 'p' pauses (and says so)" "$(pane | head -1 | grep -q PAUSED; echo $?)" "$(pane | head -1)"
+"${TM[@]}" send-keys -t "$S" q
+wait_pane '^TALLY_EXIT=' 100
+check "live: q exits 0" "$(pane | grep -q '^TALLY_EXIT=0$'; echo $?)" "$(pane | tail -5)"
+check "live: after q the screen is the shell's again (no header left)" \
+	"$(! pane | grep -qE '^(events .* received|tally top  demo)'; echo $?)" "$(pane | head -5)"
+"${TM[@]}" send-keys -t "$S" "stty -g >$tmp/stty.after" Enter
+sleep 0.5
+check "live: the terminal's modes are restored (stty -g)" \
+	"$(cmp -s "$tmp/stty.before" "$tmp/stty.after"; echo $?)" \
+	"$(cat "$tmp/stty.before" "$tmp/stty.after" 2>&1)"
+
+# 2b. the target exits while the view is up: it says so and keeps the figures
+"${TM[@]}" send-keys -t "$S" clear Enter
+"${TM[@]}" send-keys -t "$S" "$TALLY top -i 200 -- $DEMO -s 1.5; echo TALLY_EXIT=\$?" Enter
+wait_pane 'target exited \(status 0\)' 150
+check "live: a target that exits: 'target exited', the last figures stay" \
+	"$(pane | head -1 | grep -q 'target exited (status 0)' && [ "$(table | grep -cE " ($GROUPS_RE) ")" -eq 5 ]; echo $?)" \
+	"$(pane | head -12)"
+"${TM[@]}" send-keys -t "$S" q
+wait_pane '^TALLY_EXIT=' 100
+check "live: q after the target exited: exit 0" "$(pane | grep -q '^TALLY_EXIT=0$'; echo $?)" \
+	"$(pane | tail -3)"
+
+# 3. names that attack the terminal: a thread and a group with escapes,
+#    quotes, backslashes, CR/LF, C1 and bytes that are not UTF-8
+mkdir -p "$(dirname "$EVIL")"
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o "$EVIL" tests/top/evil_workload.c \
+	-L"$BUILD" -l:libtally.so -Wl,-rpath,"$PWD/$BUILD" 2>"$tmp/cc.err"
+check "the hostile workload builds" "$?" "$(head -c 300 "$tmp/cc.err")"
+timeout 60 "$TALLY" top -b -t -n 3 -i 400 -- "$EVIL" 2 >"$tmp/evil.txt" 2>"$tmp/evil.err"
+rc=$?
+ctl=$(LC_ALL=C tr -d '\n\040-\176' <"$tmp/evil.txt" | wc -c)
+check "hostile names, batch: no ESC or other control or non-ASCII byte in the output" \
+	"$([ $rc -eq 0 ] && [ "$ctl" -eq 0 ]; echo $?)" "rc=$rc, $ctl such bytes"
+check "hostile names, batch: the thread and group names shown escaped" \
+	"$(grep -qF '\x1b[2J\x1b[31mev"\\n' "$tmp/evil.txt" &&
+		grep -qF '\x1b]0;pwned\x07\x1b[31mgrp"\\\x0d\x0a\xc2\x9b\xff' "$tmp/evil.txt"; echo $?)" \
+	"$(grep -E 'x1b' "$tmp/evil.txt" | head -4)"
+"${TM[@]}" send-keys -t "$S" clear Enter
+"${TM[@]}" send-keys -t "$S" "$TALLY top -t -i 200 -- $EVIL 3; echo TALLY_EXIT=\$?" Enter
+wait_pane 'x1b\[2J' 100
+check "hostile names, live: the thread view shows the names as text" \
+	"$(pane | grep -qF '\x1b[2J\x1b[31mev"\\n' && pane | grep -qF '\x1b]0;pwned'; echo $?)" \
+	"$(pane | sed -n 7,12p)"
+title=$("${TM[@]}" display-message -p -t "$S" '#{pane_title}')
+check "hostile names, live: the window title is not the target's" \
+	"$([ "$title" != pwned ]; echo $?)" "title=$title"
+check "hostile names, live: the screen was not cleared by them (header still there)" \
+	"$(pane | head -1 | grep -q '^tally top '; echo $?)" "$(pane | head -2)"
+"${TM[@]}" send-keys -t "$S" q
+wait_pane '^TALLY_EXIT=' 100
+
+# 4. NO_COLOR: attributes at most, no color
+"${TM[@]}" send-keys -t "$S" clear Enter
+"${TM[@]}" send-keys -t "$S" "NO_COLOR=1 $TALLY top -i 200 -- $DEMO -s 3; echo TALLY_EXIT=\$?" Enter
+wait_pane '^ +[0-9]+ render ' 100
+sleep 0.5
+# SGR parameters 30-37, 38, 40-47, 48, 90-97, 100-107 set a color (39 and 49 reset it)
+colors=$(pane -e | grep -oE $'\e\\[[0-9;]*m' | tr -d $'\e[m' | tr ';' '\n' |
+	grep -cE '^(3[0-8]|4[0-8]|9[0-7]|10[0-7])$')
+check "NO_COLOR=1: no color in capture -e" \
+	"$(pane | grep -q '^tally top ' && [ "$colors" -eq 0 ]; echo $?)" "$colors color parameters"
+"${TM[@]}" send-keys -t "$S" q
+wait_pane '^TALLY_EXIT=' 100
+pane | sed -nE 's/.*\(pid ([0-9]+), .*/\1/p' | head -n1 >"$tmp/nc.pid"
+
+# 5. bad options: one line on stderr, exit 2, nothing on stdout
+bad() { # NAME ARGS...
+	local name=$1
+	shift
+	timeout 30 "$TALLY" top "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
+	local rc=$?
+	check "$name: exit 2, one line, nothing on stdout" \
+		"$([ $rc -eq 2 ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && [ ! -s "$tmp/bad.out" ]; echo $?)" \
+		"rc=$rc err=$(head -c 300 "$tmp/bad.err")"
+}
+bad "-i 0" -i 0 -- true
+bad "-i 1.5" -i 1.5 -- true
+bad "-n 0" -b -n 0 -- true
+bad "-n abc" -b -n abc -- true
+bad "a bad -s" -s bogus -- true
+bad "no target" -b
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `tally top`: the live view (DESIGN.md §6). The session collects, top_rows.c
+ * turns the model into frames, and either top_view.c (curses) or top_text.c
+ * (batch: plain text) shows them. This file holds the command line and the
+ * loops that tie them together.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "snapshot.h"
+#include "top_rows.h"
+#include "top_text.h"
+#include "top_view.h"
+
+#define TOP_INTERVAL_MS 1000
+#define TOP_INTERVAL_MIN 10
+#define TOP_INTERVAL_MAX 3600000
+#define TOP_IDLE_WAIT_MS 100 /* key wait once the target is gone: nothing else to poll */
+
+struct top_opts {
+	struct cli_target t;
+	int interval_ms;
+	bool batch;
+	unsigned long frames; /* 0: until the target exits, q or a signal */
+	struct top_order order;
+	bool threads;
+};
+
+struct top_run {
+	struct session s;
+	const struct top_opts *o;
+	struct top_prev prev;
+	struct top_frame frame;
+	unsigned long shown; /* frames built at a tick */
+	int err;	     /* batch: the first write error */
+};
+
+static const struct argp_option top_options[] = {
+	{ "interval", 'i', "MS", 0, "Refresh every MS milliseconds, 10 to 3600000 (default 1000)",
+	  0 },
+	{ "batch", 'b', NULL, 0,
+	  "Plain-text frames on stdout, without curses (default when stdin or stdout is not a "
+	  "terminal)",
+	  0 },
+	{ "frames", 'n', "N", 0,
+	  "Stop after N frames (default: when the target exits; the live view: on q)", 0 },
+	{ "sort", 's', "COLUMN", 0,
+	  "Sort by COLUMN: name, cpu, live, allocs, frees, kernels, device, pinned, rejects or "
+	  "yields (default cpu; names A to Z, figures largest first)",
+	  0 },
+	{ "threads", 't', NULL, 0,
+	  "The live view starts with the thread table; batch frames add it after the groups", 0 },
+	{ 0 },
+};
+
+static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
+{
+	struct top_opts *o = state->input;
+	enum top_col col;
+	double v;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		/* the target's options are the child's: hand it its part */
+		state->child_inputs[0] = &o->t;
+		break;
+	case 'i':
+		if (cli_number(arg, TOP_INTERVAL_MIN, TOP_INTERVAL_MAX, &v) || v != (double)(int)v)
+			cli_usage_error(state, "bad interval '%s': want milliseconds from %d to %d",
+					arg, TOP_INTERVAL_MIN, TOP_INTERVAL_MAX);
+		o->interval_ms = (int)v;
+		break;
+	case 'b':
+		o->batch = true;
+		break;
+	case 'n':
+		if (cli_number(arg, 1, 1e9, &v) || v != (double)(unsigned long)v)
+			cli_usage_error(state, "bad frame count '%s': want a whole number >= 1",
+					arg);
+		o->frames = (unsigned long)v;
+		break;
+	case 's':
+		if (top_col_parse(arg, &col))
+			cli_usage_error(
+				state,
+				"bad sort column '%s': want name, cpu, live, allocs, frees, "
+				"kernels, device, pinned, rejects or yields",
+				arg);
+		o->order.col = col;
+		o->order.desc = top_col_default_desc(col);
+		break;
+	case 't':
+		o->threads = true;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+/* The session's figures as plain values, for top_rows.c. */
+static void input_of(struct top_input *in, const struct session *s)
+{
+	memset(in, 0, sizeof(*in));
+	in->m = &s->model;
+	in->alloc = s->allocator == SESSION_ALLOC_TALLY ? TOP_ALLOC_TALLY :
+		    s->allocator == SESSION_ALLOC_GLIBC ? TOP_ALLOC_GLIBC :
+							  TOP_ALLOC_NONE;
+	in->glibc = s->glibc_fig;
+	in->now_ns = session_now_ns();
+	in->start_ns = s->start_ns;
+	in->pid = s->pid;
+	in->comm = s->comm;
+	in->late = s->late;
+	in->exact = snapshot_exact(s);
+	in->gone = s->gone;
+	in->exit_code = -1;
+	if (s->gone && s->spawned) {
+		if (WIFEXITED(s->exit_status))
+			in->exit_code = WEXITSTATUS(s->exit_status);
+		else if (WIFSIGNALED(s->exit_status))
+			in->exit_code = 128 + WTERMSIG(s->exit_status);
+	}
+	in->gpu_known = s->cupti || s->cuda_fig.entry_points;
+}
+
+/* A frame of the figures now, its rates since prev, sorted by order. */
+static void build(struct top_run *r, struct top_prev *prev, const struct top_order *order)
+{
+	struct top_input in;
+
+	input_of(&in, &r->s);
+	/* -ENOMEM leaves the thread table empty: the rest is still worth showing */
+	top_frame_build(&r->frame, &in, prev);
+	top_sort(r->frame.rows, r->frame.nrows, order->col, order->desc);
+}
+
+static int batch_frame(struct top_run *r)
+{
+	build(r, &r->prev, &r->o->order);
+	r->shown++;
+	r->err = top_text_frame(stdout, &r->frame, r->shown, r->o->threads);
+	if (r->err)
+		return 1;
+	return r->o->frames && r->shown >= r->o->frames;
+}
+
+static int batch_tick(struct session *s, void *ctx)
+{
+	(void)s;
+	return batch_frame(ctx);
+}
+
+/*
+ * Batch: a frame every interval. When the target exits first, one last frame
+ * with its final figures (and "target exited"), then the end, even if fewer
+ * than -n frames were printed: there is nothing more to count.
+ */
+static int run_batch(struct top_run *r)
+{
+	cli_run(&r->s, &r->o->t, r->o->interval_ms, batch_tick, r);
+	if (!r->err && r->s.gone && !session_exiting &&
+	    (!r->o->frames || r->shown < r->o->frames)) {
+		session_finish(&r->s);
+		batch_frame(r);
+	}
+	if (r->err == -EPIPE)
+		return TALLY_EXIT_OK; /* the reader had enough (| head): not a failure */
+	if (r->err) {
+		fprintf(stderr, "tally top: cannot write a frame: %s\n", strerror(-r->err));
+		return TALLY_EXIT_FAIL;
+	}
+	return TALLY_EXIT_OK;
+}
+
+/*
+ * The live view, cli_run's loop with the keyboard in it: poll the ring every
+ * 2 ms, read keys between polls, and build a frame every interval. Paused,
+ * the screen keeps its frame while the rates' base moves on, so that the
+ * first frame after a pause shows rates of its own interval. When the target
+ * exits, its final figures stay on the screen until q.
+ */
+static int run_live(struct top_run *r)
+{
+	struct session *s = &r->s;
+	uint64_t interval = (uint64_t)r->o->interval_ms * 1000000;
+	uint64_t next = session_now_ns() + interval;
+	uint64_t deadline = r->o->t.secs > 0 ? s->start_ns + (uint64_t)(r->o->t.secs * 1e9) : 0;
+	struct top_ui ui = { .order = r->o->order, .threads = r->o->threads };
+	struct top_prev none = { 0 };
+	bool final = false;
+	int err = 0;
+
+	/* a first frame at once, its rates unknown, rather than an empty screen */
+	build(r, &none, &ui.order);
+	top_view_draw(&r->frame, &ui);
+	while (!session_exiting) {
+		enum top_view_event ev;
+		int wait = 0;
+		uint64_t now;
+
+		if (!s->gone) {
+			err = session_poll(s, 2);
+			if (err < 0)
+				break;
+			err = 0;
+		} else {
+			wait = TOP_IDLE_WAIT_MS;
+		}
+		if (s->gone && !final) {
+			session_finish(s);
+			build(r, &r->prev, &ui.order);
+			final = true;
+			top_view_repaint();
+			top_view_draw(&r->frame, &ui);
+		}
+		ev = top_view_input(&ui, wait);
+		if (ev == TOP_VIEW_QUIT)
+			break;
+		now = session_now_ns();
+		if (!final && now >= next) {
+			next = now + interval;
+			session_refresh(s);
+			if (ui.paused) {
+				struct top_input in;
+				input_of(&in, s);
+				top_prev_take(&r->prev, &in);
+			} else {
+				build(r, &r->prev, &ui.order);
+				r->shown++;
+				if (s->spawned)
+					top_view_repaint();
+				ev = TOP_VIEW_REDRAW;
+			}
+		}
+		if (ev == TOP_VIEW_RESORT)
+			top_sort(r->frame.rows, r->frame.nrows, ui.order.col, ui.order.desc);
+		if (ev != TOP_VIEW_IDLE)
+			top_view_draw(&r->frame, &ui);
+		if (r->o->frames && r->shown >= r->o->frames)
+			break;
+		if (deadline && now >= deadline)
+			break;
+	}
+	top_view_close();
+	if (err) {
+		fprintf(stderr, "tally top: lost the target's events: %s\n", strerror(-err));
+		return TALLY_EXIT_FAIL;
+	}
+	return TALLY_EXIT_OK;
+}
+
+static bool no_color(void)
+{
+	const char *v = getenv("NO_COLOR");
+
+	/* no-color.org: present and not empty */
+	return v && v[0];
+}
+
+static int run_top(const struct top_opts *o)
+{
+	struct top_run *r = calloc(1, sizeof(*r));
+	struct top_input in;
+	bool batch = o->batch;
+	int rc;
+
+	if (!r) {
+		fprintf(stderr, "tally top: out of memory\n");
+		return TALLY_EXIT_FAIL;
+	}
+	r->o = o;
+	session_install_signals();
+	rc = session_start(&r->s, &o->t.o);
+	if (rc)
+		goto out;
+	/* the base of the first frame's rates: the counters at attach */
+	session_refresh(&r->s);
+	input_of(&in, &r->s);
+	top_prev_take(&r->prev, &in);
+	if (!batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
+		batch = true; /* a pipe or a file: frames a script can read */
+	if (!batch && top_view_open(no_color())) {
+		const char *term = getenv("TERM");
+		fprintf(stderr, "tally top: cannot drive the terminal (TERM=%s): batch mode\n",
+			term ? term : "unset");
+		batch = true;
+	}
+	rc = batch ? run_batch(r) : run_live(r);
+out:
+	top_view_close();
+	session_close(&r->s);
+	top_frame_free(&r->frame);
+	free(r);
+	return rc;
+}
+
+static const char top_doc[] =
+	"A live view of a traced process: a header (target, uptime, events a second, lost "
+	"events, whether the figures are exact), the byte identity as one bar split into its "
+	"eight terms with their bytes, and a row per resource group: CPU % (of one CPU), live "
+	"bytes, allocations and frees a second, kernels launched, device bytes, pinned host "
+	"bytes, back-pressure rejections, yields. A figure shown as - is not known: rates on "
+	"the first frame, GPU columns without a GPU source, Stats terms glibc has no name for.\v"
+	"KEYS: q quit; p pause (tracing goes on); t thread table (tid, name, current group) or "
+	"groups; s or > next sort column, < previous; r reverse; n c l a f k d i e y sort by "
+	"name, cpu, live, allocs, frees, kernels, device, pinned, rejects, yields (the same "
+	"key again reverses); arrows, PgUp, PgDn scroll; ^L redraw.\n\n"
+	"When stdin or stdout is not a terminal, or with -b, frames are plain text, each "
+	"beginning with a line '--- frame K ---' and ending with a blank line, one every -i "
+	"MS; -n N stops after N frames. When the target exits, batch mode prints one last "
+	"frame with its final figures and stops, even if fewer than N frames were printed; "
+	"the live view says 'target exited' and keeps the last figures until q. Quitting "
+	"leaves CMD running, as tally snapshot does. Names from the target are shown with "
+	"control and non-ASCII bytes as \\xNN and '\\' as '\\\\'. NO_COLOR turns colors "
+	"off.\n\n"
+	"EXAMPLES:\n"
+	"  tally top -- ./server --port 8080     start ./server and watch it\n"
+	"  tally top -p 1234 -s live             attach to 1234, most live bytes first\n"
+	"  tally top -b -n 3 -i 500 -- ./app     three text frames, 0.5 s apart\n"
+	"  tally top -b -t -p 1234 > top.txt     frames with their thread tables\n"
+	"\nEXIT STATUS: 0 done, 2 usage, 3 no permission, 4 no BTF, 5 no such process, 6 PID "
+	"already traced, 7 CMD could not start, 1 other failures.";
+
+int cmd_top(int argc, char **argv)
+{
+	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
+	struct argp argp = { top_options, parse_top_opt, "(-p PID | -- CMD [ARGS...])",
+			     top_doc,	  children,	 NULL,
+			     NULL };
+	struct top_opts o;
+
+	memset(&o, 0, sizeof(o));
+	cli_target_init(&o.t);
+	o.interval_ms = TOP_INTERVAL_MS;
+	o.order.col = TOP_COL_CPU;
+	o.order.desc = top_col_default_desc(TOP_COL_CPU);
+	argv[0] = "tally top";
+	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+		return TALLY_EXIT_USAGE;
+	return run_top(&o);
+}
