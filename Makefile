@@ -41,7 +41,8 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_alloc_fastpath \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model \
 	$(BUILD)/tests/test_json $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
-	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built
+	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
+	$(BUILD)/tests/test_prom
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace format-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
@@ -84,7 +85,7 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD
 	-I/usr/include/$(shell uname -m)-linux-gnu
 BPF_OBJS := tally glibc cuda
 SKELS := $(patsubst %,$(BUILD)/bpf/%.skel.h,$(BPF_OBJS))
-USER_SRCS := user/main.c user/cli.c user/session.c user/snapshot.c user/model.c user/remote.c \
+USER_SRCS := user/main.c user/cli.c user/figures.c user/session.c user/snapshot.c user/model.c user/remote.c \
 	user/target.c user/loader.c user/json.c user/replay.c user/glibc.c \
 	user/gpu.c user/cuda.c
 # The views (top, record, serve) each in files of their own.
@@ -171,6 +172,14 @@ $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(BUILD)/tests/
 		$(BUILD)/tests/san/user/replay.o $(BUILD)/tests/san/alloc/stats_identity.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/json.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/trace.o \
+		$(BUILD)/tests/san/user/json.o $(BUILD)/tests/san/user/model.o \
+		$(BUILD)/tests/san/user/gpu.o $(BUILD)/tests/san/user/replay.o \
+		$(BUILD)/tests/san/alloc/stats_identity.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/test_prom: $(BUILD)/tests/san/tests/test_prom.o $(BUILD)/tests/san/user/prom.o \
+		$(BUILD)/tests/san/alloc/stats_identity.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/tracer_workload: tests/tracer/workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)

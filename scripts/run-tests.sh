@@ -42,6 +42,8 @@ run alloc_unit 300 "$BUILD/tests/test_alloc_unit"
 run sdk 60 "$BUILD/tests/test_sdk"
 run model 60 "$BUILD/tests/test_model"
 run json 60 "$BUILD/tests/test_json"
+run trace 60 "$BUILD/tests/test_trace"
+run prom 60 "$BUILD/tests/test_prom"
 run sdk_with_tally_alloc 60 "$BUILD/tests/test_sdk_alloc"
 for i in $(seq 1 "$STRESS_RUNS"); do
 	run "alloc_stress (seed $i)" 300 "$BUILD/tests/test_alloc_stress" "$i"
@@ -53,6 +55,8 @@ run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"
 run tracer 600 tests/tracer/run.sh
 run cupti 120 tests/cupti/run.sh "$BUILD"
 run gpu_driver 300 tests/gpu/run.sh
+run record 300 tests/record/run.sh
+run serve 300 tests/serve/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
 
 echo

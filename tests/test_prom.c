@@ -8,7 +8,8 @@
  * Build (see the reply of the record/serve work for the Makefile rule):
  *   make build/tests/san/tests/test_prom.o build/tests/san/user/prom.o \
  *     build/tests/san/alloc/stats_identity.o
- *   cc -fsanitize=address,undefined -o build/tests/test_prom <those .o> -lcmocka
+ *   cc -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+ *     -o build/tests/test_prom <those .o> -lcmocka
  */
 #include <errno.h>
 #include <math.h>

@@ -11,7 +11,8 @@
  *   make build/tests/san/tests/test_trace.o build/tests/san/user/trace.o \
  *     build/tests/san/user/json.o build/tests/san/user/model.o build/tests/san/user/gpu.o \
  *     build/tests/san/user/replay.o build/tests/san/alloc/stats_identity.o
- *   cc -fsanitize=address,undefined -o build/tests/test_trace <those .o> -lcmocka
+ *   cc -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+ *     -o build/tests/test_trace <those .o> -lcmocka
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -495,6 +496,29 @@ static void trace__lost_events__one_marker_per_growth(void **state)
 	fx_free(x);
 }
 
+static void trace__yields_and_rejections__a_counter_and_instants(void **state)
+{
+	struct fixture *x = fx_new();
+	struct trace_sample *smp = calloc(1, sizeof(*smp));
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		group(x, TALLY_MSG_YIELD, 10, 0, 0, START + 1000 + i, NULL);
+	group(x, TALLY_MSG_REJECT, 10, 0, 0, START + 2000, NULL);
+	trace_sample(x->t, &x->m, smp, START + 3000);
+	fx_end(x, START + 4000);
+	assert_valid_json(x->buf);
+	assert_int_equal(count_lines(x->buf, "\"name\":\"reject\"", "\"ph\":\"i\"", "\"ts\":2,",
+				     "\"group\":\"root\"", NULL),
+			 1);
+	assert_int_equal(count_lines(x->buf, "\"name\":\"yield\"", NULL), 0);
+	assert_int_equal(count_lines(x->buf, "\"sdk.yields\"", "\"count\":3}", NULL), 1);
+	assert_int_equal(
+		count_lines(x->buf, "\"sdk.back_pressure_rejections\"", "\"count\":1}", NULL), 1);
+	free(smp);
+	fx_free(x);
+}
+
 static void gpu_msg(struct fixture *x, uint32_t tid, uint8_t type, uint8_t term, uint16_t g,
 		    uint32_t n, uint64_t bytes, uint64_t ts)
 {
@@ -605,6 +629,7 @@ int main(void)
 		cmocka_unit_test(trace__sample__every_stats_term_and_group_counters),
 		cmocka_unit_test(trace__sample_in_glibc_mode__only_known_terms),
 		cmocka_unit_test(trace__lost_events__one_marker_per_growth),
+		cmocka_unit_test(trace__yields_and_rejections__a_counter_and_instants),
 		cmocka_unit_test(trace__gpu_records__instant_events_with_their_arguments),
 		cmocka_unit_test(trace__short_and_unknown_messages__ignored),
 		cmocka_unit_test(trace__write_error__reported_at_the_end),

@@ -29,11 +29,18 @@ static const struct {
 static const char main_doc[] =
 	"tally: where every byte is, how much CPU, per resource group.\v"
 	"COMMANDS:\n"
+	"  top        a live view: the byte identity, CPU, memory and GPU per group\n"
 	"  snapshot   trace a process, print one JSON snapshot\n"
+	"  record     write a Chrome/Perfetto trace (JSON) of a process\n"
+	"  serve      serve Prometheus metrics of a process on /metrics\n"
+	"  demo       the built-in demo workload under the live view\n"
 	"\nRun `tally COMMAND --help` for a command's options.\n"
 	"EXAMPLES:\n"
-	"  tally snapshot -- ./myapp\n"
-	"  tally snapshot -p $(pidof myapp) -d 2";
+	"  tally demo\n"
+	"  tally top -- ./myapp\n"
+	"  tally snapshot -p $(pidof myapp) -d 2\n"
+	"  tally record -o trace.json -- ./myapp\n"
+	"  tally serve --listen 127.0.0.1:9464 -p $(pidof myapp)";
 
 int main(int argc, char **argv)
 {

@@ -10,12 +10,15 @@
  * short; the stream is flushed at each tick so that little is lost then.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "figures.h"
 #include "snapshot.h"
 #include "trace.h"
 
@@ -38,44 +41,14 @@ struct record_ctx {
  * large mappings) and the glibc probes' per-group counts. */
 static void record_gather(const struct session *s, struct trace_sample *smp)
 {
-	const struct glibc_figures *gf = s->glibc_fig;
-	bool glibc = s->allocator == SESSION_ALLOC_GLIBC && gf;
-	struct tally_stats st;
-
 	memset(smp, 0, sizeof(*smp));
-	if (s->allocator == SESSION_ALLOC_TALLY) {
-		model_stats(&s->model, &st);
-		uint64_t v[TALLY_STATS_FIELDS] = {
-			st.mapped,	     st.live,	     st.rounding,      st.cache,
-			st.span_free,	     st.returned,    st.virgin,	       st.hysteresis,
-			st.segment_overhead, st.large_count, st.spans_assigned
-		};
-		memcpy(smp->stats, v, sizeof(v));
-		smp->stats_known = (1u << TALLY_STATS_FIELDS) - 1;
-	} else if (glibc) {
-		smp->stats[1] = gf->live;
-		smp->stats[2] = gf->rounding;
-		smp->stats[9] = gf->large_count;
-		smp->stats_known = 1u << 1 | 1u << 2 | 1u << 9;
-	}
+	smp->stats_known = figures_stats(s, smp->stats);
 	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
-		const struct model_group *mg = &s->model.groups[g];
-		uint64_t ab, ao, db, dobj;
-		if (glibc) {
-			ab = gf->alloc_bytes[g];
-			ao = gf->alloc_objs[g];
-			db = gf->dealloc_bytes[g];
-			dobj = gf->dealloc_objs[g];
-		} else {
-			ab = (uint64_t)s->model.rp.groups[g].alloc_bytes;
-			ao = (uint64_t)s->model.rp.groups[g].alloc_objs;
-			db = (uint64_t)s->model.rp.groups[g].dealloc_bytes;
-			dobj = (uint64_t)s->model.rp.groups[g].dealloc_objs;
-		}
-		/* the snapshot's rule for which groups it lists */
-		smp->groups[g].shown = mg->known || ao || dobj || mg->os_yields;
-		smp->groups[g].live_bytes = (int64_t)(ab - db);
-		smp->groups[g].cpu_ns = mg->cpu_ns;
+		struct figures_group fg;
+		figures_group(s, g, &fg);
+		smp->groups[g].shown = fg.shown;
+		smp->groups[g].live_bytes = fg.live_bytes;
+		smp->groups[g].cpu_ns = fg.cpu_ns;
 	}
 	smp->lost_msgs = s->model.lost_msgs;
 	smp->lost_words = s->model.lost_words;
@@ -108,18 +81,8 @@ static int tick(struct session *s, void *arg)
 	return 0;
 }
 
-static const char *cuda_source(const struct session *s)
-{
-	if (s->model.gpu.seen[GPU_SRC_CUPTI])
-		return "cupti";
-	if (s->model.gpu.seen[GPU_SRC_DRIVER] || s->cuda_fig.entry_points)
-		return "driver";
-	return "none";
-}
-
 static int record_finish(struct record_run *r, const char *path)
 {
-	static const char *const alloc_names[] = { "tally", "glibc", "none" };
 	struct session *s = &r->s;
 	struct trace_summary sum = { 0 };
 	int err;
@@ -127,8 +90,8 @@ static int record_finish(struct record_run *r, const char *path)
 	record_gather(s, &r->rc.smp);
 	trace_sample(r->rc.trace, &s->model, &r->rc.smp, session_now_ns());
 	sum.exact = snapshot_exact(s);
-	sum.allocator = alloc_names[s->allocator];
-	sum.cuda = cuda_source(s);
+	sum.allocator = figures_allocator(s);
+	sum.cuda = figures_cuda(s);
 	if (s->allocator == SESSION_ALLOC_TALLY && s->have_final_inprocess) {
 		const struct tally_stats *st = &s->final_inprocess;
 		uint64_t v[TALLY_STATS_FIELDS] = {
@@ -158,35 +121,86 @@ static int record_finish(struct record_run *r, const char *path)
 	return TALLY_EXIT_OK;
 }
 
+/*
+ * FILE is opened before anything starts, so that a bad path is said before a
+ * process is started, but emptied only once the session runs: a failed start
+ * leaves an earlier file as it was, and removes one it created. Returns the
+ * stream, or NULL after one line on stderr.
+ */
+static FILE *record_open(const char *path, bool *created)
+{
+	struct stat st;
+	int fd, err;
+	FILE *f;
+
+	*created = true;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == EEXIST) {
+		*created = false;
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+	}
+	if (fd < 0) {
+		fprintf(stderr, "tally record: cannot create %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "tally record: cannot create %s: %s\n", path, strerror(EISDIR));
+		close(fd);
+		return NULL;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		err = errno;
+		fprintf(stderr, "tally record: cannot create %s: %s\n", path, strerror(err));
+		close(fd);
+		if (*created)
+			unlink(path);
+	}
+	return f;
+}
+
+/* The session runs: an existing regular FILE loses its old content now. */
+static int record_truncate(FILE *f)
+{
+	struct stat st;
+
+	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode))
+		return 0; /* a FIFO or a device: nothing to empty */
+	return ftruncate(fileno(f), 0) ? -errno : 0;
+}
+
 static int run_record(struct record_opts *o)
 {
 	struct record_run *r = calloc(1, sizeof(*r));
+	bool created;
 	int rc, err;
 
 	if (!r) {
 		fprintf(stderr, "tally record: out of memory\n");
 		return TALLY_EXIT_FAIL;
 	}
-	/* the file first: a bad path is said before any process is started */
-	r->rc.f = fopen(o->out, "w");
+	r->rc.f = record_open(o->out, &created);
 	if (!r->rc.f) {
-		fprintf(stderr, "tally record: cannot create %s: %s\n", o->out, strerror(errno));
 		free(r);
 		return TALLY_EXIT_FAIL;
 	}
 	session_install_signals();
 	rc = session_start(&r->s, &o->target.o);
 	if (!rc) {
-		err = trace_new(&r->rc.trace, r->rc.f, (uint32_t)r->s.pid, r->s.start_ns);
+		err = record_truncate(r->rc.f);
+		if (!err)
+			err = trace_new(&r->rc.trace, r->rc.f, (uint32_t)r->s.pid, r->s.start_ns);
 		if (err) {
-			fprintf(stderr, "tally record: %s\n", strerror(-err));
+			fprintf(stderr, "tally record: cannot write %s: %s\n", o->out,
+				strerror(-err));
 			rc = TALLY_EXIT_FAIL;
 		}
 	}
 	if (rc) {
 		/* nothing was recorded: leave no file that is not a trace */
 		fclose(r->rc.f);
-		unlink(o->out);
+		if (created)
+			unlink(o->out);
 		session_close(&r->s);
 		free(r);
 		return rc;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "figures.h"
 #include "prom.h"
 #include "snapshot.h"
 
@@ -167,72 +168,41 @@ static enum MHD_Result serve_handle(void *cls, struct MHD_Connection *c, const c
 	return ret;
 }
 
-static const char *cuda_source(const struct session *s)
-{
-	if (s->model.gpu.seen[GPU_SRC_CUPTI])
-		return "cupti";
-	if (s->model.gpu.seen[GPU_SRC_DRIVER] || s->cuda_fig.entry_points)
-		return "driver";
-	return "none";
-}
-
 /* The figures as snapshot.c shows them (see its write_stats and
  * write_groups): the replayed identity with libtally_alloc, in glibc mode
  * what glibc can say and the glibc probes' per-group counts. */
 static void serve_gather(const struct session *s, struct prom_figures *p)
 {
-	static const char *const alloc_names[] = { "tally", "glibc", "none" };
-	const struct glibc_figures *gf = s->glibc_fig;
-	bool glibc = s->allocator == SESSION_ALLOC_GLIBC && gf;
-	struct tally_stats st;
-
 	memset(p, 0, sizeof(*p));
 	p->pid = (uint32_t)s->pid;
 	memcpy(p->comm, s->comm, sizeof(p->comm));
-	p->allocator = alloc_names[s->allocator];
-	p->cuda = cuda_source(s);
+	p->allocator = figures_allocator(s);
+	p->cuda = figures_cuda(s);
 	p->running = !s->gone;
 	p->exact = snapshot_exact(s);
 	p->received = s->model.received;
 	p->lost_msgs = s->model.lost_msgs;
 	p->lost_words = s->model.lost_words;
+	p->stats_known = figures_stats(s, p->stats);
 	if (s->allocator == SESSION_ALLOC_TALLY) {
-		model_stats(&s->model, &st);
-		uint64_t v[TALLY_STATS_FIELDS] = {
-			st.mapped,	     st.live,	     st.rounding,      st.cache,
-			st.span_free,	     st.returned,    st.virgin,	       st.hysteresis,
-			st.segment_overhead, st.large_count, st.spans_assigned
-		};
-		memcpy(p->stats, v, sizeof(v));
-		p->stats_known = (1u << TALLY_STATS_FIELDS) - 1;
 		p->identity = true;
 		p->have_resident = s->have_resident;
 		p->resident = s->resident;
-	} else if (glibc) {
-		p->stats[1] = gf->live;
-		p->stats[2] = gf->rounding;
-		p->stats[9] = gf->large_count;
-		p->stats_known = 1u << 1 | 1u << 2 | 1u << 9;
 	}
 	model_instance(&s->model, MODEL_PROCESS, &p->process);
 	p->gpu_groups = s->model.gpu.seen[GPU_SRC_CUPTI] || s->model.gpu.seen[GPU_SRC_DRIVER];
 	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
 		const struct model_group *mg = &s->model.groups[g];
 		struct prom_group *pg = &p->groups[g];
-		if (glibc) {
-			pg->alloc_bytes = gf->alloc_bytes[g];
-			pg->alloc_objs = gf->alloc_objs[g];
-			pg->dealloc_bytes = gf->dealloc_bytes[g];
-			pg->dealloc_objs = gf->dealloc_objs[g];
-		} else {
-			pg->alloc_bytes = (uint64_t)s->model.rp.groups[g].alloc_bytes;
-			pg->alloc_objs = (uint64_t)s->model.rp.groups[g].alloc_objs;
-			pg->dealloc_bytes = (uint64_t)s->model.rp.groups[g].dealloc_bytes;
-			pg->dealloc_objs = (uint64_t)s->model.rp.groups[g].dealloc_objs;
-		}
-		pg->shown = mg->known || pg->alloc_objs || pg->dealloc_objs || mg->os_yields;
-		pg->live_bytes = (int64_t)(pg->alloc_bytes - pg->dealloc_bytes);
-		pg->cpu_ns = mg->cpu_ns;
+		struct figures_group fg;
+		figures_group(s, g, &fg);
+		pg->alloc_bytes = fg.alloc_bytes;
+		pg->alloc_objs = fg.alloc_objs;
+		pg->dealloc_bytes = fg.dealloc_bytes;
+		pg->dealloc_objs = fg.dealloc_objs;
+		pg->shown = fg.shown;
+		pg->live_bytes = fg.live_bytes;
+		pg->cpu_ns = fg.cpu_ns;
 		memcpy(pg->name, mg->name, sizeof(pg->name));
 		pg->name[sizeof(pg->name) - 1] = 0;
 		model_instance(&s->model, g, &pg->in);

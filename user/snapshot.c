@@ -10,26 +10,13 @@
 #include <string.h>
 
 #include "cli.h"
+#include "figures.h"
 #include "snapshot.h"
-
-static const char *const stat_names[TALLY_STATS_FIELDS] = {
-	"mapped",  "live",	 "rounding",	     "cache",	    "span_free",      "returned",
-	"virgin",  "hysteresis", "segment_overhead", "large_count", "spans_assigned",
-};
-
-static void stats_fields(uint64_t v[TALLY_STATS_FIELDS], const struct tally_stats *s)
-{
-	uint64_t f[TALLY_STATS_FIELDS] = { s->mapped,	   s->live,	   s->rounding,
-					   s->cache,	   s->span_free,   s->returned,
-					   s->virgin,	   s->hysteresis,  s->segment_overhead,
-					   s->large_count, s->spans_assigned };
-	memcpy(v, f, sizeof(f));
-}
 
 static void write_stats11(struct json_writer *w, const uint64_t v[TALLY_STATS_FIELDS])
 {
 	for (unsigned i = 0; i < TALLY_STATS_FIELDS; i++)
-		json_kv_u64(w, stat_names[i], v[i]);
+		json_kv_u64(w, figures_stat_names[i], v[i]);
 }
 
 /* The instance figures (DESIGN.md §4) of one group, or of the process when
@@ -52,25 +39,16 @@ static void write_instance(struct json_writer *w, const struct session *s, uint3
 		json_kv_bool(w, "scheduler", in.yield_count > 0);
 }
 
-static const char *cuda_source(const struct session *s)
-{
-	if (s->model.gpu.seen[GPU_SRC_CUPTI])
-		return "cupti";
-	if (s->model.gpu.seen[GPU_SRC_DRIVER] || s->cuda_fig.entry_points)
-		return "driver";
-	return "none";
-}
-
 static void write_stats(struct json_writer *w, const struct session *s)
 {
 	struct tally_stats st;
 	uint64_t v[TALLY_STATS_FIELDS];
+	unsigned known = figures_stats(s, v);
 
 	json_key(w, "stats");
 	json_begin_object(w);
 	if (s->allocator == SESSION_ALLOC_TALLY) {
 		model_stats(&s->model, &st);
-		stats_fields(v, &st);
 		write_stats11(w, v);
 		json_kv_u64(w, "accounted", tally_stats_accounted(&st));
 		json_kv_bool(w, "balanced", tally_stats_balanced(&st));
@@ -82,16 +60,11 @@ static void write_stats(struct json_writer *w, const struct session *s)
 	} else {
 		/* glibc can say what is live, its rounding and its mmapped
 		 * chunks; the other terms have no glibc meaning */
-		const struct glibc_figures *g = s->glibc_fig;
 		for (unsigned i = 0; i < TALLY_STATS_FIELDS; i++) {
-			if (g && i == 1)
-				json_kv_u64(w, stat_names[i], g->live);
-			else if (g && i == 2)
-				json_kv_u64(w, stat_names[i], g->rounding);
-			else if (g && i == 9)
-				json_kv_u64(w, stat_names[i], g->large_count);
+			if (known & (1u << i))
+				json_kv_u64(w, figures_stat_names[i], v[i]);
 			else
-				json_kv_null(w, stat_names[i]);
+				json_kv_null(w, figures_stat_names[i]);
 		}
 		json_kv_null(w, "accounted");
 		json_kv_null(w, "balanced");
@@ -101,7 +74,7 @@ static void write_stats(struct json_writer *w, const struct session *s)
 	json_end_object(w);
 	json_key(w, "stats_inprocess");
 	if (s->allocator == SESSION_ALLOC_TALLY && s->have_final_inprocess) {
-		stats_fields(v, &s->final_inprocess);
+		figures_stats_array(&s->final_inprocess, v);
 		json_begin_object(w);
 		write_stats11(w, v);
 		json_end_object(w);
@@ -114,32 +87,16 @@ static void write_stats(struct json_writer *w, const struct session *s)
 	}
 }
 
-static void group_counts(const struct session *s, uint32_t g, uint64_t c[4])
-{
-	if (s->allocator == SESSION_ALLOC_GLIBC && s->glibc_fig) {
-		c[0] = s->glibc_fig->alloc_bytes[g];
-		c[1] = s->glibc_fig->alloc_objs[g];
-		c[2] = s->glibc_fig->dealloc_bytes[g];
-		c[3] = s->glibc_fig->dealloc_objs[g];
-		return;
-	}
-	c[0] = (uint64_t)s->model.rp.groups[g].alloc_bytes;
-	c[1] = (uint64_t)s->model.rp.groups[g].alloc_objs;
-	c[2] = (uint64_t)s->model.rp.groups[g].dealloc_bytes;
-	c[3] = (uint64_t)s->model.rp.groups[g].dealloc_objs;
-}
-
 static void write_groups(struct json_writer *w, const struct session *s)
 {
 	json_key(w, "groups");
 	json_begin_array(w);
 	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
 		const struct model_group *mg = &s->model.groups[g];
-		uint64_t c[4];
+		struct figures_group fg;
 
-		group_counts(s, g, c);
-		/* a group is shown once it has a name or has been charged something */
-		if (!mg->known && !c[1] && !c[3] && !mg->os_yields)
+		figures_group(s, g, &fg);
+		if (!fg.shown)
 			continue;
 		json_begin_object(w);
 		json_kv_u64(w, "id", g);
@@ -147,12 +104,12 @@ static void write_groups(struct json_writer *w, const struct session *s)
 			json_kv_str(w, "name", mg->name);
 		else
 			json_kv_null(w, "name");
-		json_kv_u64(w, "allocated_bytes", c[0]);
-		json_kv_u64(w, "allocated_objects", c[1]);
-		json_kv_u64(w, "deallocated_bytes", c[2]);
-		json_kv_u64(w, "deallocated_objects", c[3]);
-		json_kv_i64(w, "live_bytes", (int64_t)(c[0] - c[2]));
-		json_kv_u64(w, "cpu_ns", mg->cpu_ns);
+		json_kv_u64(w, "allocated_bytes", fg.alloc_bytes);
+		json_kv_u64(w, "allocated_objects", fg.alloc_objs);
+		json_kv_u64(w, "deallocated_bytes", fg.dealloc_bytes);
+		json_kv_u64(w, "deallocated_objects", fg.dealloc_objs);
+		json_kv_i64(w, "live_bytes", fg.live_bytes);
+		json_kv_u64(w, "cpu_ns", fg.cpu_ns);
 		json_key(w, "instance");
 		json_begin_object(w);
 		write_instance(w, s, g);
@@ -175,15 +132,13 @@ bool snapshot_exact(const struct session *s)
 
 void snapshot_write(struct json_writer *w, const struct session *s)
 {
-	static const char *const alloc_names[] = { "tally", "glibc", "none" };
-
 	json_begin_object(w);
 	json_key(w, "target");
 	json_begin_object(w);
 	json_kv_i64(w, "pid", s->pid);
 	json_kv_str(w, "comm", s->comm);
-	json_kv_str(w, "allocator", alloc_names[s->allocator]);
-	json_kv_str(w, "cuda", cuda_source(s));
+	json_kv_str(w, "allocator", figures_allocator(s));
+	json_kv_str(w, "cuda", figures_cuda(s));
 	json_kv_str(w, "attach", s->late ? "running" : "start");
 	json_end_object(w);
 	json_kv_bool(w, "exact", snapshot_exact(s));

@@ -23,10 +23,15 @@ enum {
 };
 
 #define NAME_MIN 8
-#define NAME_MAX_W 24
+#define NAME_MAX_W 40
+/* widths of the columns after NAME, each after a space: 66 columns, 70 with
+ * ID's; 80 columns leave the name 10 */
+static const int col_w[TOP_NCOLS] = { 0, 6, 6, 7, 6, 7, 6, 6, 7, 6 };
+#define FIXED_W 70
 
 static SCREEN *screen;
 static bool color;
+static int cursor = 1; /* the cursor's visibility before: restored on close */
 
 /* A background per term, black letters on it, so that the bar reads in
  * color and, through the letters, without. */
@@ -56,17 +61,18 @@ int top_view_open(bool no_color)
 	noecho();
 	nonl();
 	keypad(stdscr, TRUE);
-	curs_set(0);
+	cursor = curs_set(0);
 	color = !no_color && has_colors();
 	if (color) {
 		start_color();
-		use_default_colors();
+		/* the terminal's own background where it can keep it */
+		short bg = use_default_colors() == OK ? -1 : COLOR_BLACK;
 		for (int i = 0; i < TOP_TERMS; i++)
 			init_pair((short)(PAIR_TERM + i),
 				  term_bg[i] == COLOR_BLACK ? COLOR_WHITE : COLOR_BLACK,
 				  term_bg[i]);
-		init_pair(PAIR_TITLE, COLOR_CYAN, -1);
-		init_pair(PAIR_WARN, COLOR_RED, -1);
+		init_pair(PAIR_TITLE, COLOR_CYAN, bg);
+		init_pair(PAIR_WARN, COLOR_RED, bg);
 		init_pair(PAIR_TABLE, COLOR_BLACK, COLOR_GREEN);
 		init_pair(PAIR_KEY, COLOR_BLACK, COLOR_CYAN);
 		init_pair(PAIR_SORTED, COLOR_BLACK, COLOR_CYAN);
@@ -78,7 +84,7 @@ void top_view_close(void)
 {
 	if (!screen)
 		return;
-	curs_set(1);
+	curs_set(cursor == ERR ? 1 : cursor);
 	endwin();
 	delscreen(screen);
 	screen = NULL;
@@ -223,16 +229,21 @@ static int draw_identity(const struct top_frame *f, int y)
 	return y + 2;
 }
 
+/* As wide as the longest name, within what the terminal leaves it. */
 static int name_width(const struct top_frame *f)
 {
-	int w = NAME_MIN;
+	int w = NAME_MIN, room = COLS - FIXED_W;
 
 	for (unsigned i = 0; i < f->nrows; i++) {
 		int len = (int)strlen(f->rows[i].name);
 		if (len > w)
-			w = len < NAME_MAX_W ? len : NAME_MAX_W;
+			w = len;
 	}
-	return w;
+	if (w > room)
+		w = room;
+	if (w > NAME_MAX_W)
+		w = NAME_MAX_W;
+	return w < NAME_MIN ? NAME_MIN : w;
 }
 
 static void draw_name(int y, int x, const char *name, int w)
@@ -259,25 +270,26 @@ static void clamp_scroll(struct top_ui *ui, size_t nrows, unsigned room)
 
 static void draw_groups(const struct top_frame *f, struct top_ui *ui, int y)
 {
-	static const int w[TOP_NCOLS] = { 0, 6, 7, 8, 8, 8, 7, 7, 8, 7 };
+	const int *w = col_w;
 	int nw = name_width(f), x;
 	unsigned room;
 
-	/* the whole line in the table's color, then the titles over it */
+	/* the whole line in the table's color, then the titles over it; the
+	 * sorted column's title has its direction in the space before it */
 	put(y, 0, pair_or(PAIR_TABLE, A_REVERSE), "%*s", COLS, "");
-	x = put(y, 0, pair_or(PAIR_TABLE, A_REVERSE), "%4s ", "ID");
+	x = put(y, 0, pair_or(PAIR_TABLE, A_REVERSE), "%3s", "ID");
 	for (unsigned c = 0; c < TOP_NCOLS; c++) {
 		bool sorted = ui->order.col == c;
 		attr_t a = sorted ? pair_or(PAIR_SORTED, A_BOLD) | A_BOLD :
 				    pair_or(PAIR_TABLE, A_REVERSE);
+		char mark = !sorted ? ' ' : ui->order.desc ? 'v' : '^';
 		char t[16];
 
-		snprintf(t, sizeof(t), "%s%s", top_col_titles[c],
-			 sorted ? (ui->order.desc ? "v" : "^") : "");
+		snprintf(t, sizeof(t), "%c%s", mark, top_col_titles[c]);
 		if (c == TOP_COL_NAME)
-			x = put(y, x, a, "%-*s", nw, t);
+			x = put(y, x, a, "%-*s", nw + 1, t);
 		else
-			x = put(y, x, a, " %*s", w[c], t);
+			x = put(y, x, a, "%*s", w[c] + 1, mark == ' ' ? t + 1 : t);
 	}
 	y++;
 	room = table_room(y);
@@ -306,7 +318,7 @@ static void draw_groups(const struct top_frame *f, struct top_ui *ui, int y)
 		}
 		fmt_count(v[TOP_COL_REJECTS], 16, (double)r->rejects);
 		fmt_count(v[TOP_COL_YIELDS], 16, (double)r->yields);
-		x = put(y, 0, A_NORMAL, "%4u ", r->id);
+		x = put(y, 0, A_NORMAL, "%3u ", r->id);
 		draw_name(y, x, r->name, nw);
 		x += nw;
 		for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++)
@@ -367,7 +379,7 @@ void top_view_draw(const struct top_frame *f, struct top_ui *ui)
 		return;
 	erase();
 	if (LINES < 8 || COLS < 40) {
-		put(0, 0, A_NORMAL, "tally top: the terminal is too small (%dx%d)", COLS, LINES);
+		put(0, 0, A_NORMAL, "tally top: too small (%dx%d)", COLS, LINES);
 		refresh();
 		return;
 	}

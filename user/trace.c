@@ -395,11 +395,10 @@ static void group_msg(struct trace *t, const struct model *m, const struct tally
 		else if (g->group)
 			slice_begin(t, m, h->tid, g->group, h->ts_ns, "returned to");
 		break;
-	case TALLY_MSG_YIELD:
 	case TALLY_MSG_REJECT: {
-		struct json_writer *w =
-			ev_open(t, "i", h->kind == TALLY_MSG_YIELD ? "yield" : "reject", "sdk",
-				h->tid, h->ts_ns);
+		/* rejections are rare and telling: each is drawn; yields come
+		 * thousands a second and are drawn as a counter instead */
+		struct json_writer *w = ev_open(t, "i", "reject", "sdk", h->tid, h->ts_ns);
 		json_kv_str(w, "s", "t");
 		json_key(w, "args");
 		json_begin_object(w);
@@ -421,7 +420,6 @@ void trace_message(struct trace *t, const struct model *m, const void *data, siz
 	switch (h->kind) {
 	case TALLY_MSG_GROUP_ENTER:
 	case TALLY_MSG_GROUP_EXIT:
-	case TALLY_MSG_YIELD:
 	case TALLY_MSG_REJECT:
 		if (len >= sizeof(struct tally_msg_group))
 			group_msg(t, m, data);
@@ -471,6 +469,7 @@ void trace_sample(struct trace *t, const struct model *m, const struct trace_sam
 		  uint64_t now_ns)
 {
 	char name[TALLY_GROUP_NAME_MAX + 64], g_name[TALLY_GROUP_NAME_MAX + 16];
+	struct model_instance in;
 
 	for (unsigned i = 0; i < TALLY_STATS_FIELDS; i++) {
 		if (!(smp->stats_known & (1u << i)))
@@ -488,9 +487,13 @@ void trace_sample(struct trace *t, const struct model *m, const struct trace_sam
 		snprintf(name, sizeof(name), "group %s cpu_ns", g_name);
 		counter(t, name, "ns", (int64_t)smp->groups[g].cpu_ns, now_ns);
 	}
+	model_instance(m, MODEL_PROCESS, &in);
+	if (in.yield_count || in.back_pressure_rejections) {
+		counter(t, "sdk.yields", "count", (int64_t)in.yield_count, now_ns);
+		counter(t, "sdk.back_pressure_rejections", "count",
+			(int64_t)in.back_pressure_rejections, now_ns);
+	}
 	if (m->gpu.seen[GPU_SRC_CUPTI] || m->gpu.seen[GPU_SRC_DRIVER]) {
-		struct model_instance in;
-		model_instance(m, MODEL_PROCESS, &in);
 		counter(t, "gpu.device_bytes", "bytes", in.device_bytes_allocated, now_ns);
 		counter(t, "gpu.host_pinned_bytes", "bytes", in.host_pinned_bytes, now_ns);
 		counter(t, "gpu.image_bytes", "bytes", in.bytes_pinned, now_ns);

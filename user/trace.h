@@ -8,13 +8,15 @@
  *
  * What it holds:
  *   - "M" process_name and thread_name metadata;
- *   - "C" counters at each sample: every Stats term that is known, and each
- *     group's live bytes and CPU ns;
+ *   - "C" counters at each sample: every Stats term that is known, each
+ *     group's live bytes and CPU ns, the SDK's yields and rejections and
+ *     the GPU gauges when there are any;
  *   - "B"/"E" slices for SDK group enter/exit on each thread, balanced on
  *     every thread (see trace_message() for the unmatched cases);
  *   - "i" instant events for GPU launches, device memory, pinned host memory
- *     and module images, SDK yields and rejections, and a global "events
- *     lost" marker wherever the ring buffer dropped messages.
+ *     and module images, SDK rejections (not yields: thousands a second
+ *     would swamp the file; they are a counter), and a global "events lost"
+ *     marker wherever the ring buffer dropped messages.
  *
  * Timestamps ("ts") are microseconds (with ns decimals) since the session's
  * start, from the messages' CLOCK_MONOTONIC stamps. Pure code apart from the

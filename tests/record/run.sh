@@ -6,7 +6,7 @@
 # mid-run; hostile names come back byte for byte. Each check prints "ok" or
 # "FAIL"; the last line is "N passed, M failed".
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 TALLY=$PWD/$BUILD/tally
 WL=$PWD/$BUILD/tests/tracer_workload
@@ -138,6 +138,20 @@ check "SIGINT mid-run: slices left open by the demo's threads are closed, groups
 	"$(jq -e '[.traceEvents[] | select(.ph == "E")] | length > 0' "$tmp/sigINT.json" >/dev/null; echo $?)" \
 	"$(jq -c '[.traceEvents[] | select(.ph == "B")] | length' "$tmp/sigINT.json" 2>&1)"
 
+# 3b. a late attach to threads that are inside groups already: their slices
+#     begin at ts 0, and every slice is closed at the end
+"$DEMO" -s 30 >/dev/null 2>&1 &
+dpid=$!
+pids+=("$dpid")
+sleep 1
+timeout 60 "$TALLY" record -o "$tmp/late.json" -d 2 -p "$dpid" 2>"$tmp/late.err"
+rc=$?
+check "record -p PID (late attach): valid, balanced, threads already in groups shown from ts 0" \
+	"$([ $rc -eq 0 ] && jq -e "($BALANCED) and ([.traceEvents[] | select(.ph == \"B\" and .ts == 0 and .args.began == \"before attach\")] | length > 0)" "$tmp/late.json" >/dev/null; echo $?)" \
+	"rc=$rc $(head -c 300 "$tmp/late.err") $(jq -c '[.traceEvents[] | select(.ph == "B")][0:3]' "$tmp/late.json" 2>&1)"
+check "record -p PID: the target runs on" "$(kill -0 "$dpid" 2>/dev/null; echo $?)" "pid $dpid"
+kill "$dpid" 2>/dev/null
+
 # 4. hostile names: a thread and a group named with ESC, a quote, a backslash
 cc -std=gnu11 -D_GNU_SOURCE -pthread -o "$tmp/hostile" tests/record/hostile.c -L"$BUILD" \
 	-l:libtally.so -Wl,-rpath,"$PWD/$BUILD" 2>"$tmp/cc.err"
@@ -187,6 +201,10 @@ bad "no -o" 2 "$tmp/none.json" "$TALLY" record -- true
 bad "a bad -i" 2 "$tmp/i.json" "$TALLY" record -o "$tmp/i.json" -i 0 -- true
 bad "a CMD that does not exist" 7 "$tmp/c.json" "$TALLY" record -o "$tmp/c.json" -- /nonexistent/cmd
 bad "no such PID" 5 "$tmp/p.json" "$TALLY" record -o "$tmp/p.json" -p 999999999
+echo keep >"$tmp/old.json"
+timeout 30 "$TALLY" record -o "$tmp/old.json" -p 999999999 >/dev/null 2>&1
+check "a failed start leaves an earlier FILE as it was" "$([ "$(cat "$tmp/old.json")" = keep ]; echo $?)" \
+	"$(head -c 100 "$tmp/old.json")"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Integration tests of `tally serve` (root): /metrics in the Prometheus text
+# format, with HELP and TYPE for every family, and figures equal to the
+# workload's own and to `tally snapshot`'s; the final figures kept after the
+# target exits; clear errors for a bad address and a port in use. Each check
+# prints "ok" or "FAIL"; the last line is "N passed, M failed".
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+TALLY=$PWD/$BUILD/tally
+WL=$PWD/$BUILD/tests/tracer_workload
+GPU_WL=$PWD/$BUILD/tests/gpu/gpu_workload
+FAKE=$PWD/$BUILD/tests/fake_cuda/libcuda.so.1
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+
+check() { # NAME STATUS DETAIL
+	if [ "$2" -eq 0 ]; then
+		echo "ok - $1"
+		passed=$((passed + 1))
+	else
+		echo "FAIL - $1: $3"
+		failed=$((failed + 1))
+	fi
+}
+
+wait_file() {
+	for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
+
+# a free TCP port on the loopback, from the kernel's ephemeral range
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_port() { # PORT: until something answers there
+	for _ in $(seq 100); do
+		curl -s -o /dev/null "http://127.0.0.1:$1/metrics" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "serve tests need root: skipped"
+	echo "0 passed, 0 failed"
+	exit 0
+fi
+
+# the eleven Stats terms of a scrape, as the snapshot names them
+SCRAPE_STATS='
+	/^tally_stats_(mapped|live|rounding|cache|span_free|returned|virgin|hysteresis|segment_overhead)_bytes / {
+		n = $1; sub(/^tally_stats_/, "", n); sub(/_bytes$/, "", n); printf "\"%s\": %s,", n, $2 }
+	/^tally_stats_large_objects / { printf "\"large_count\": %s,", $2 }
+	/^tally_stats_spans_assigned / { printf "\"spans_assigned\": %s,", $2 }'
+scrape_stats() { # FILE: {term: value} from a scrape
+	echo "{$(awk "$SCRAPE_STATS" "$1" | sed 's/,$//')}" | jq -cS . 2>&1
+}
+scrape_live() { # FILE: {group: live bytes}
+	sed -n 's/^tally_group_live_bytes{id="[0-9]*",group="\(.*\)"} \(-\{0,1\}[0-9]*\)$/"\1": \2,/p' "$1" |
+		tr -d '\n' | sed 's/^/{/; s/,$/}/' | jq -cS . 2>&1
+}
+
+# 1. a started workload that allocates, reports its own figures and waits
+port=$(free_port)
+"$TALLY" serve --listen "127.0.0.1:$port" -- "$WL" wait "$tmp/wait.json" 2>"$tmp/serve.err" &
+spid=$!
+pids+=("$spid")
+wait_file "$tmp/wait.json"
+wpid=$(jq -r .pid "$tmp/wait.json" 2>/dev/null)
+[ -n "$wpid" ] && pids+=("$wpid")
+sleep 1.5 # more than a tick (500 ms) after the figures were written
+curl -s -D "$tmp/m1.head" -o "$tmp/m1.txt" "http://127.0.0.1:$port/metrics"
+rc=$?
+check "GET /metrics: 200, text/plain; version=0.0.4" \
+	"$([ $rc -eq 0 ] && grep -q '^HTTP/1.1 200' "$tmp/m1.head" && grep -qi '^Content-Type: text/plain; version=0.0.4' "$tmp/m1.head"; echo $?)" \
+	"curl rc=$rc $(head -c 300 "$tmp/m1.head") $(head -c 300 "$tmp/serve.err")"
+# every family has HELP and TYPE before its samples; counters end in _total
+shape=$(awk '
+	/^# HELP / { help[$3] = 1; next }
+	/^# TYPE / { type[$3] = $4; if (!help[$3]) { print "TYPE before HELP: " $3; bad = 1 }
+		if (($4 == "counter") != ($3 ~ /_total$/)) { print "counter name: " $3; bad = 1 } next }
+	/^#/ { print "odd comment: " $0; bad = 1; next }
+	{ name = $1; sub(/\{.*/, "", name)
+	  if (!(name in type)) { print "no TYPE for " name; bad = 1 }
+	  if ($0 !~ /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*"(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")*\})? -?[0-9.e+]+$/) {
+		print "bad line: " $0; bad = 1 } n++ }
+	END { if (!n) { print "no samples"; bad = 1 } exit bad }' "$tmp/m1.txt" 2>&1)
+check "every line well formed, every family with HELP and TYPE" "$([ -z "$shape" ]; echo $?)" "$shape"
+want=$(jq -cS '.stats' "$tmp/wait.json" 2>&1)
+got=$(scrape_stats "$tmp/m1.txt")
+check "tally_stats_*: every Stats term, equal to the workload's own figures" \
+	"$([ "$want" = "$got" ]; echo $?)" "want $want got $got"
+want=$(jq -cS '.groups' "$tmp/wait.json" 2>&1)
+got=$(scrape_live "$tmp/m1.txt" | jq -cS 'del(.root)' 2>&1)
+check "tally_group_live_bytes: each group's, equal to the workload's own count" \
+	"$([ "$want" = "$got" ]; echo $?)" "want $want got $got"
+missing=$(for m in 'tally_stats_balanced 1' 'tally_exact 1' 'tally_target_running 1' \
+	'tally_group_cpu_seconds_total{id="1",group="parse"} ' 'tally_group_allocations_total{' \
+	'tally_group_frees_total{' 'tally_group_allocated_bytes_total{' 'tally_gpu_kernels_launched_total 0' \
+	'tally_gpu_device_bytes 0' 'tally_events_lost_total 0' 'tally_events_received_total '; do
+	grep -qF "$m" "$tmp/m1.txt" || echo "$m"
+done)
+check "the other families: balanced, exact, CPU, allocations, GPU, events" \
+	"$([ -z "$missing" ]; echo $?)" "missing: $missing"
+code_root=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/")
+code_post=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d x=1 "http://127.0.0.1:$port/metrics")
+check "404 elsewhere, 405 for POST" "$([ "$code_root" = 404 ] && [ "$code_post" = 405 ]; echo $?)" \
+	"/ $code_root, POST $code_post"
+
+# the same process under `tally snapshot`, once serve let go of it (SIGTERM:
+# exit 0, the target runs on): the scrape's figures are the snapshot's
+kill -TERM "$spid"
+wait "$spid"
+rc=$?
+timeout 60 "$TALLY" snapshot -p "${wpid:-0}" -d 1 >"$tmp/snap.json" 2>"$tmp/snap.err"
+want=$(jq -cS '.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)' "$tmp/snap.json" 2>&1)
+got=$(scrape_stats "$tmp/m1.txt")
+check "SIGTERM: exit 0, the target runs on; the scrape's Stats equal tally snapshot's" \
+	"$([ $rc -eq 0 ] && kill -0 "${wpid:-0}" 2>/dev/null && [ "$want" = "$got" ]; echo $?)" \
+	"rc=$rc want $want got $got $(head -c 200 "$tmp/snap.err")"
+want=$(jq -cS '[.groups[] | {(.name): .live_bytes}] | add' "$tmp/snap.json" 2>&1)
+got=$(scrape_live "$tmp/m1.txt")
+check "the scrape's group live bytes equal tally snapshot's" "$([ "$want" = "$got" ]; echo $?)" \
+	"want $want got $got"
+[ -n "$wpid" ] && kill "$wpid" 2>/dev/null
+
+# 2. a target that exits: its final figures stay served until SIGINT
+port=$(free_port)
+"$TALLY" serve --listen "127.0.0.1:$port" -i 100 -- "$WL" wait "$tmp/w2.json" 2>"$tmp/s2.err" &
+spid=$!
+pids+=("$spid")
+wait_file "$tmp/w2.json"
+wpid=$(jq -r .pid "$tmp/w2.json" 2>/dev/null)
+kill "${wpid:-0}" 2>/dev/null
+sleep 1
+curl -s -o "$tmp/m2.txt" "http://127.0.0.1:$port/metrics"
+want=$(jq -cS '.stats' "$tmp/w2.json" 2>&1)
+got=$(scrape_stats "$tmp/m2.txt")
+check "after the target exits: still served, tally_target_running 0, the final Stats, said on stderr" \
+	"$(grep -q '^tally_target_running 0$' "$tmp/m2.txt" && [ "$want" = "$got" ] && grep -q 'exited' "$tmp/s2.err"; echo $?)" \
+	"want $want got $got $(head -c 300 "$tmp/s2.err")"
+t0=$(date +%s%N)
+kill -INT "$spid"
+wait "$spid"
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+check "SIGINT then: exit 0 within 2 s" "$([ $rc -eq 0 ] && [ $ms -lt 2000 ]; echo $?)" "rc=$rc ${ms}ms"
+
+# 3. -d ends serving; IPv6 when the loopback has it
+port=$(free_port)
+if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
+	"$TALLY" serve --listen "[::1]:$port" -d 3 -- "$WL" wait "$tmp/w3.json" 2>"$tmp/s3.err" &
+	spid=$!
+	pids+=("$spid")
+	wait_file "$tmp/w3.json"
+	sleep 0.7
+	code=$(curl -s -g -o "$tmp/m3.txt" -w '%{http_code}' "http://[::1]:$port/metrics")
+	wait "$spid"
+	rc=$?
+	check "--listen [::1]:PORT serves; -d 3 ends it with exit 0" \
+		"$([ "$code" = 200 ] && grep -q '^tally_stats_live_bytes ' "$tmp/m3.txt" && [ $rc -eq 0 ]; echo $?)" \
+		"code=$code rc=$rc $(head -c 200 "$tmp/s3.err")"
+	kill "$(jq -r .pid "$tmp/w3.json" 2>/dev/null)" 2>/dev/null
+fi
+
+# 4. GPU figures through the fake driver, after the workload exits
+if [ -x "$GPU_WL" ] && [ -r "$FAKE" ]; then
+	port=$(free_port)
+	TALLY_LIBCUDA=$FAKE "$TALLY" serve --listen "127.0.0.1:$port" -i 100 -- "$GPU_WL" run "$tmp/gpu.json" \
+		</dev/null >/dev/null 2>"$tmp/s4.err" &
+	spid=$!
+	pids+=("$spid")
+	wait_file "$tmp/gpu.json.end"
+	sleep 1
+	curl -s -o "$tmp/m4.txt" "http://127.0.0.1:$port/metrics"
+	want=$(jq -r '.instance | "\(.kernels_launched) \(.graph_launches) \(.failed_launches) \(.back_pressure_rejections) \(.yield_count) \(.device_bytes_allocated)"' "$tmp/gpu.json.end" 2>&1)
+	got=$(for m in tally_gpu_kernels_launched_total tally_gpu_graph_launches_total tally_gpu_failed_launches_total \
+		tally_back_pressure_rejections_total tally_yields_total tally_gpu_device_bytes; do
+		sed -n "s/^$m //p" "$tmp/m4.txt"; done | tr '\n' ' ' | sed 's/ $//')
+	check "GPU: the process's launches, refusals, yields and device bytes equal the workload's" \
+		"$([ "$want" = "$got" ] && grep -q '^tally_group_gpu_kernels_launched_total{id=.*group="train"} ' "$tmp/m4.txt"; echo $?)" \
+		"want $want got $got"
+	kill -TERM "$spid"
+	wait "$spid"
+fi
+
+# 5. bad addresses and a port in use: one line, and no CMD started
+bad() { # NAME WANT-STATUS CMD...
+	local name=$1 want=$2
+	shift 2
+	rm -f "$tmp/started"
+	timeout 30 "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
+	local rc=$?
+	check "$name: exit $want, one line, CMD not started" \
+		"$([ $rc -eq "$want" ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && [ ! -s "$tmp/bad.out" ] && [ ! -e "$tmp/started" ]; echo $?)" \
+		"rc=$rc err=$(head -c 300 "$tmp/bad.err")"
+}
+for a in nonsense 127.0.0.1 127.0.0.1:99999 127.0.0.1:0 '[::1]9464' localhost:9464 '::1:9464' '1.2.3:80'; do
+	bad "--listen '$a'" 2 "$TALLY" serve --listen "$a" -- touch "$tmp/started"
+done
+python3 -c 'import socket, time, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True); time.sleep(30)' >"$tmp/busy.port" &
+bpid=$!
+pids+=("$bpid")
+wait_file "$tmp/busy.port"
+bport=$(cat "$tmp/busy.port")
+bad "a port in use" 1 "$TALLY" serve --listen "127.0.0.1:$bport" -- touch "$tmp/started"
+check "a port in use: the message says so" "$(grep -q 'in use' "$tmp/bad.err"; echo $?)" "$(cat "$tmp/bad.err")"
+kill "$bpid" 2>/dev/null
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
