@@ -42,7 +42,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model \
 	$(BUILD)/tests/test_json $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
-	$(BUILD)/tests/test_prom
+	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace format-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
@@ -178,6 +178,11 @@ $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/
 		$(BUILD)/tests/san/user/gpu.o $(BUILD)/tests/san/user/replay.o \
 		$(BUILD)/tests/san/alloc/stats_identity.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/test_top: $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/top_rows.o \
+		$(BUILD)/tests/san/user/top_text.o $(BUILD)/tests/san/user/model.o \
+		$(BUILD)/tests/san/user/gpu.o $(BUILD)/tests/san/user/replay.o \
+		$(BUILD)/tests/san/alloc/stats_identity.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_prom: $(BUILD)/tests/san/tests/test_prom.o $(BUILD)/tests/san/user/prom.o \
 		$(BUILD)/tests/san/alloc/stats_identity.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -232,12 +237,14 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # The demo workload: threads in resource groups (demo/workload.c), run with
-# the allocator and the SDK. The tracer's live view joins it with its issue.
+# the allocator and the SDK; `tally demo` runs it under `tally top`.
 $(BUILD)/demo_workload: demo/workload.c $(BUILD)/libtally.so $(BUILD)/libtally_alloc.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -pthread -o $@ $< -L$(BUILD) -l:libtally_alloc.so -l:libtally.so \
 		-Wl,-rpath,'$$ORIGIN' -ldl
 
+# The demo under tally's live view (text frames and the snapshot without a
+# terminal); tally needs root, or CAP_BPF and CAP_PERFMON.
 demo: setup
-	@$(MAKE) --no-print-directory all $(BUILD)/demo_workload
-	$(BUILD)/demo_workload -s 3
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/tally demo

@@ -44,6 +44,7 @@ run model 60 "$BUILD/tests/test_model"
 run json 60 "$BUILD/tests/test_json"
 run trace 60 "$BUILD/tests/test_trace"
 run prom 60 "$BUILD/tests/test_prom"
+run top 60 "$BUILD/tests/test_top"
 run sdk_with_tally_alloc 60 "$BUILD/tests/test_sdk_alloc"
 for i in $(seq 1 "$STRESS_RUNS"); do
 	run "alloc_stress (seed $i)" 300 "$BUILD/tests/test_alloc_stress" "$i"
@@ -55,6 +56,8 @@ run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"
 run tracer 600 tests/tracer/run.sh
 run cupti 120 tests/cupti/run.sh "$BUILD"
 run gpu_driver 300 tests/gpu/run.sh
+run top_view 300 tests/top/run.sh
+run demo 120 tests/demo/run.sh
 run record 300 tests/record/run.sh
 run serve 300 tests/serve/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"

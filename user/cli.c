@@ -129,6 +129,7 @@ int cli_run(struct session *s, const struct cli_target *t, int tick_ms,
 			break;
 		if (next_tick && now >= next_tick) {
 			next_tick = now + (uint64_t)tick_ms * 1000000;
+			session_collect(s);
 			session_refresh(s);
 			rc = tick(s, ctx);
 			if (rc)

@@ -186,6 +186,25 @@ int loader_group_cpu(struct loader *l, uint64_t cpu[TALLY_MAX_GROUPS])
 	return 0;
 }
 
+void loader_running_cpu(struct loader *l, uint64_t now_ns, uint64_t cpu[TALLY_MAX_GROUPS])
+{
+	int fd = bpf_map__fd(l->skel->maps.threads);
+	uint32_t key, next;
+	bool first = true;
+
+	/* the interval a running thread is in is charged at its next switch:
+	 * a view adds it now, so that a busy thread shows its CPU as it goes */
+	while (!bpf_map_get_next_key(fd, first ? NULL : &key, &next)) {
+		struct tally_bpf_thread t;
+		first = false;
+		key = next;
+		if (bpf_map_lookup_elem(fd, &key, &t) || !t.running || t.group >= TALLY_MAX_GROUPS ||
+		    now_ns <= t.last_ns)
+			continue;
+		cpu[t.group] += now_ns - t.last_ns;
+	}
+}
+
 int loader_set_thread_group(struct loader *l, uint32_t tid, uint32_t group)
 {
 	int fd = bpf_map__fd(l->skel->maps.threads);

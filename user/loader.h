@@ -30,6 +30,8 @@ int loader_attach_batch(struct loader *l, pid_t pid, const char *path);
 int loader_consume(struct loader *l);
 void loader_lost(struct loader *l, struct tally_lost *sum);
 int loader_group_cpu(struct loader *l, uint64_t cpu[TALLY_MAX_GROUPS]);
+/* Add to cpu[] the intervals running threads are in now (not charged yet). */
+void loader_running_cpu(struct loader *l, uint64_t now_ns, uint64_t cpu[TALLY_MAX_GROUPS]);
 /* The group a thread's CPU is charged to from now on. */
 int loader_set_thread_group(struct loader *l, uint32_t tid, uint32_t group);
 int loader_threads_fd(struct loader *l);

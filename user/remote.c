@@ -67,7 +67,21 @@ static int walk_segment(pid_t pid, uint64_t at, struct segment *seg, uint16_t *m
 	return 0;
 }
 
+static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out, bool spans);
+
 int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out)
+{
+	return remote_read(pid, heaps_addr, out, true);
+}
+
+int remote_pending_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out)
+{
+	return remote_read(pid, heaps_addr, out, false);
+}
+
+/* spans: walk the segments too (the figures); without, only the heaps'
+ * positions and pending records. */
+static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out, bool spans)
 {
 	struct heap *h = malloc(sizeof(*h));
 	struct segment *seg = malloc(sizeof(*seg));
@@ -106,7 +120,7 @@ int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out)
 		rh->npending = count;
 		memcpy(rh->pending, h->batch.words, count * sizeof(rh->pending[0]));
 		stats_walk_heap(w, h);
-		for (seg_at = (uint64_t)(uintptr_t)h->segs; !err && seg_at;
+		for (seg_at = spans ? (uint64_t)(uintptr_t)h->segs : 0; !err && seg_at;
 		     seg_at = (uint64_t)(uintptr_t)seg->next) {
 			err = peek(pid, seg_at, seg, sizeof(*seg));
 			if (!err)

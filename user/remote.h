@@ -37,6 +37,9 @@ struct remote_alloc {
 /* The allocator's state: heaps_addr is the address of `tally_heaps` in the
  * target. 0 or -errno (-ESRCH: the target is gone). */
 int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out);
+/* Only each heap's position and pending records (no figures): cheap enough
+ * for every refresh of a view. */
+int remote_pending_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out);
 void remote_alloc_free(struct remote_alloc *ra);
 /* The SDK's registry at `addr` (symbol tally_registry of libtally.so). */
 int remote_registry_read(pid_t pid, uint64_t addr, struct tally_registry *out);

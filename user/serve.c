@@ -8,10 +8,9 @@
  * thread only copies the latest buffer, under a mutex held for the copy. A
  * scrape therefore never sees half a tick, and never waits on the tracer.
  *
- * At each tick the figures of a live target are completed the way the
- * snapshot completes them at its end (session_finish: the records its
- * threads hold and have not handed over yet, its registry's counters), so a
- * scrape of an idle process equals its snapshot. When the target exits, the
+ * Before each tick the loop (cli_run) completes a live target's figures with
+ * the records its threads hold and have not handed over yet
+ * (session_collect), so a scrape of an idle process equals its snapshot. When the target exits, the
  * final figures stay on /metrics (tally_target_running 0) until SIGINT,
  * SIGTERM or -d: a scraper gets to see how it ended.
  */
@@ -241,9 +240,6 @@ static void serve_render(struct session *s, struct serve_ctx *ctx)
 
 static int tick(struct session *s, void *arg)
 {
-	/* a live target's figures completed as a snapshot's are */
-	if (!s->gone)
-		session_finish(s);
 	serve_render(s, arg);
 	return 0;
 }

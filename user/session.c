@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,11 +127,38 @@ static int lock_target(struct session *s)
 
 /* Messages go to the model; a thread that a --group rule now names has its
  * CPU charged to that group by the BPF side too. */
+/* While a running target's state is read, messages are kept aside (the
+ * read can take longer than the ring holds), then applied in order. */
+struct deferred {
+	struct deferred *next;
+	size_t len;
+	char data[];
+};
+
+static void defer(struct session *s, const void *data, size_t len)
+{
+	struct deferred *d = malloc(sizeof(*d) + len);
+
+	if (!d) {
+		s->model.malformed++; /* counted: the figures say they are not exact */
+		return;
+	}
+	d->next = NULL;
+	d->len = len;
+	memcpy(d->data, data, len);
+	*s->deferred_tail = d;
+	s->deferred_tail = &d->next;
+}
+
 static int on_msg(void *ctx, const void *data, size_t len)
 {
 	struct session *s = ctx;
 	const struct tally_msg *h = data;
 
+	if (s->deferring) {
+		defer(s, data, len);
+		return 0;
+	}
 	model_apply(&s->model, data, len);
 	if (s->observer)
 		s->observer(s->observer_ctx, data, len);
@@ -259,7 +287,7 @@ static int spawn(struct session *s, const struct session_opts *o)
 		env_extra[0] = inject;
 		s->cupti = true;
 	}
-	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, env_extra, &s->child);
+	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, env_extra, o->cmd_stdio, &s->child);
 	if (err)
 		return fail(TALLY_EXIT_CMD, "cannot start %s: %s", o->cmd[0], strerror(-err));
 	s->pid = s->child.pid;
@@ -298,8 +326,58 @@ static int find_running(struct session *s)
 	return TALLY_EXIT_OK;
 }
 
-/* A running target's state, read after every probe is in place. */
+static void *drain_main(void *arg)
+{
+	struct session *s = arg;
+
+	while (!__atomic_load_n(&s->drain_stop, __ATOMIC_ACQUIRE)) {
+		loader_consume(s->loader);
+		usleep(1000);
+	}
+	loader_consume(s->loader);
+	return NULL;
+}
+
+static void apply_deferred(struct session *s)
+{
+	struct deferred *d = s->deferred;
+
+	s->deferring = false;
+	while (d) {
+		struct deferred *next = d->next;
+		on_msg(s, d->data, d->len);
+		free(d);
+		d = next;
+	}
+	s->deferred = NULL;
+	s->deferred_tail = &s->deferred;
+}
+
+static int read_running_state_at(struct session *s);
+
+/* A running target's state, read after every probe is in place; meanwhile
+ * a thread keeps the ring drained into the deferred list. */
 static int read_running_state(struct session *s)
+{
+	pthread_t drain;
+	bool draining;
+	int rc;
+
+	s->deferred = NULL;
+	s->deferred_tail = &s->deferred;
+	s->deferring = true;
+	s->drain_stop = false;
+	draining = !pthread_create(&drain, NULL, drain_main, s);
+	rc = read_running_state_at(s);
+	if (draining) {
+		__atomic_store_n(&s->drain_stop, true, __ATOMIC_RELEASE);
+		pthread_join(drain, NULL);
+	}
+	apply_deferred(s);
+	return rc;
+}
+
+static int read_running_state_at(struct session *s)
 {
 	struct remote_alloc ra;
 	struct tally_registry *reg;
@@ -470,11 +548,9 @@ int session_poll(struct session *s, int timeout_ms)
 	return s->gone ? 1 : 0;
 }
 
-/* The figures of a target still running: its pending records, its
- * allocator's own figures and resident bytes, its registry's counters. */
-static void finish_running(struct session *s)
+/* The addresses a started CMD's libraries have, once it has mapped them. */
+static void find_started_libs(struct session *s)
 {
-	struct remote_alloc ra;
 	uint64_t a, bias;
 
 	if (!s->heaps_addr && s->spawned &&
@@ -486,6 +562,31 @@ static void finish_running(struct session *s)
 	    !target_find_lib(s->pid, "libtally.so", s->sdk_path, sizeof(s->sdk_path), &bias) &&
 	    !target_elf_symbol(s->sdk_path, "tally_registry", &a))
 		s->registry_addr = bias + a;
+}
+
+void session_collect(struct session *s)
+{
+	struct remote_alloc ra;
+
+	if (s->gone)
+		return;
+	find_started_libs(s);
+	if (!s->heaps_addr || remote_pending_read(s->pid, s->heaps_addr, &ra))
+		return;
+	for (uint32_t i = 0; i < ra.nheaps; i++) {
+		struct remote_heap *h = &ra.heaps[i];
+		model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending, h->npending);
+	}
+	remote_alloc_free(&ra);
+}
+
+/* The figures of a target still running: its pending records, its
+ * allocator's own figures and resident bytes, its registry's counters. */
+static void finish_running(struct session *s)
+{
+	struct remote_alloc ra;
+
+	find_started_libs(s);
 	if (s->heaps_addr && !remote_alloc_read(s->pid, s->heaps_addr, &ra)) {
 		for (uint32_t i = 0; i < ra.nheaps; i++) {
 			struct remote_heap *h = &ra.heaps[i];
@@ -515,6 +616,8 @@ void session_refresh(struct session *s)
 	s->model.lost_words = lost.words;
 	s->model.malformed_bpf = lost.bad;
 	loader_group_cpu(s->loader, s->cpu);
+	if (!s->gone)
+		loader_running_cpu(s->loader, session_now_ns(), s->cpu);
 	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
 		s->model.groups[g].cpu_ns = s->cpu[g];
 		if (s->cpu[g])

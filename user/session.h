@@ -39,6 +39,7 @@ struct session_opts {
 	char **cmd;	     /* or start this command */
 	bool no_preload;     /* start CMD as it is, without tally's libraries */
 	bool verbose;	     /* say when attached */
+	const char *cmd_stdio; /* a started CMD's stdin, stdout and stderr, or NULL: tally's */
 	uint64_t ring_bytes; /* ring buffer size */
 	const char **rules;  /* --group NAME=GLOB */
 	unsigned nrules;
@@ -73,6 +74,10 @@ struct session {
 	struct tally_stats final_inprocess;
 	bool have_resident;
 	uint64_t resident;
+	/* messages kept aside while a running target's state is read */
+	bool deferring;
+	bool drain_stop;
+	struct deferred *deferred, **deferred_tail;
 	/* every message, after the model has it (tally record) */
 	void (*observer)(void *ctx, const void *data, size_t len);
 	void *observer_ctx;
@@ -89,6 +94,9 @@ int session_poll(struct session *s, int timeout_ms);
 /* The figures kept outside the ring (lost counts, CPU per group, the GPU and
  * glibc probes' counters) into the model: at every refresh of a view. */
 void session_refresh(struct session *s);
+/* A live target's records its threads have not handed over yet (read from
+ * its heaps), so that a view of an idle target is exact: at each refresh. */
+void session_collect(struct session *s);
 /* Everything that is still to be had, for the final figures. */
 void session_finish(struct session *s);
 void session_close(struct session *s);

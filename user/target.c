@@ -20,8 +20,8 @@
 extern char **environ;
 
 /* In the child between fork and exec: async-signal-safe calls only. */
-static void child_run(char *const argv[], const char *preload, char *const env_extra[], int gate,
-		      int status)
+static void child_run(char *const argv[], const char *preload, char *const env_extra[],
+		      const char *stdio, int gate, int status)
 {
 	char c;
 	int err;
@@ -29,6 +29,13 @@ static void child_run(char *const argv[], const char *preload, char *const env_e
 	if (read(gate, &c, 1) != 1)
 		_exit(127); /* tally gave up before releasing us */
 	close(gate);
+	if (stdio) {
+		int fd = open(stdio, O_RDWR);
+		if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			goto fail;
+		if (fd > 2)
+			close(fd);
+	}
 	if (preload && setenv("LD_PRELOAD", preload, 1))
 		goto fail;
 	for (int i = 0; env_extra && env_extra[i]; i++)
@@ -43,7 +50,7 @@ fail:
 }
 
 int target_spawn(char *const argv[], const char *preload, char *const env_extra[],
-		 struct target_child *c)
+		 const char *stdio, struct target_child *c)
 {
 	int gate[2], status[2], err;
 	char *merged = NULL;
@@ -73,7 +80,7 @@ int target_spawn(char *const argv[], const char *preload, char *const env_extra[
 	if (c->pid == 0) {
 		close(gate[1]);
 		close(status[0]);
-		child_run(argv, preload, env_extra, gate[0], status[1]);
+		child_run(argv, preload, env_extra, stdio, gate[0], status[1]);
 	}
 	free(merged);
 	close(gate[0]);

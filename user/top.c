@@ -23,6 +23,8 @@
 #define TOP_INTERVAL_MAX 3600000
 #define TOP_IDLE_WAIT_MS 100 /* key wait once the target is gone: nothing else to poll */
 
+enum { OPT_FINAL_SNAPSHOT = 2000 };
+
 struct top_opts {
 	struct cli_target t;
 	int interval_ms;
@@ -30,6 +32,7 @@ struct top_opts {
 	unsigned long frames; /* 0: until the target exits, q or a signal */
 	struct top_order order;
 	bool threads;
+	bool final_snapshot; /* batch: the snapshot document after the last frame (tally demo) */
 };
 
 struct top_run {
@@ -56,6 +59,7 @@ static const struct argp_option top_options[] = {
 	  0 },
 	{ "threads", 't', NULL, 0,
 	  "The live view starts with the thread table; batch frames add it after the groups", 0 },
+	{ "final-snapshot", OPT_FINAL_SNAPSHOT, NULL, OPTION_HIDDEN, NULL, 0 },
 	{ 0 },
 };
 
@@ -97,6 +101,9 @@ static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case 't':
 		o->threads = true;
+		break;
+	case OPT_FINAL_SNAPSHOT:
+		o->final_snapshot = true;
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -169,6 +176,11 @@ static int run_batch(struct top_run *r)
 	    (!r->o->frames || r->shown < r->o->frames)) {
 		session_finish(&r->s);
 		batch_frame(r);
+	}
+	if (!r->err && r->o->final_snapshot) {
+		if (!r->s.gone || session_exiting)
+			session_finish(&r->s);
+		r->err = snapshot_print(stdout, &r->s);
 	}
 	if (r->err == -EPIPE)
 		return TALLY_EXIT_OK; /* the reader had enough (| head): not a failure */
@@ -264,7 +276,7 @@ static bool no_color(void)
 	return v && v[0];
 }
 
-static int run_top(const struct top_opts *o)
+static int run_top(struct top_opts *o)
 {
 	struct top_run *r = calloc(1, sizeof(*r));
 	struct top_input in;
@@ -277,6 +289,11 @@ static int run_top(const struct top_opts *o)
 	}
 	r->o = o;
 	session_install_signals();
+	if (!batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
+		batch = true; /* a pipe or a file: frames a script can read */
+	/* a started CMD would write over the live view */
+	if (!batch)
+		o->t.o.cmd_stdio = "/dev/null";
 	rc = session_start(&r->s, &o->t.o);
 	if (rc)
 		goto out;
@@ -284,8 +301,6 @@ static int run_top(const struct top_opts *o)
 	session_refresh(&r->s);
 	input_of(&in, &r->s);
 	top_prev_take(&r->prev, &in);
-	if (!batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
-		batch = true; /* a pipe or a file: frames a script can read */
 	if (!batch && top_view_open(no_color())) {
 		const char *term = getenv("TERM");
 		fprintf(stderr, "tally top: cannot drive the terminal (TERM=%s): batch mode\n",
@@ -317,8 +332,9 @@ static const char top_doc[] =
 	"beginning with a line '--- frame K ---' and ending with a blank line, one every -i "
 	"MS; -n N stops after N frames. When the target exits, batch mode prints one last "
 	"frame with its final figures and stops, even if fewer than N frames were printed; "
-	"the live view says 'target exited' and keeps the last figures until q. Quitting "
-	"leaves CMD running, as tally snapshot does. Names from the target are shown with "
+	"the live view says 'target exited' and keeps the last figures until q. In the live "
+	"view a started CMD's stdin, stdout and stderr are /dev/null, so that it cannot write "
+	"over the screen. Quitting leaves CMD running, as tally snapshot does. Names from the target are shown with "
 	"control and non-ASCII bytes as \\xNN and '\\' as '\\\\'. NO_COLOR turns colors "
 	"off.\n\n"
 	"EXAMPLES:\n"

@@ -4,7 +4,7 @@
 # NO_COLOR, and bad options. Each check prints "ok" or "FAIL" with what it
 # saw; the last line is "N passed, M failed".
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 TALLY=$PWD/$BUILD/tally
 DEMO=$PWD/$BUILD/demo_workload

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `tally demo` without a terminal, as `make demo` runs it on a fresh machine:
+# text frames with every group, then the snapshot JSON. Root only; the last
+# line is "N passed, M failed".
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+check() {
+	if [ "$2" -eq 0 ]; then
+		echo "ok - $1"
+		passed=$((passed + 1))
+	else
+		echo "FAIL - $1: $3"
+		failed=$((failed + 1))
+	fi
+}
+if [ "$(id -u)" -ne 0 ]; then
+	echo "demo tests need root: skipped"
+	echo "0 passed, 0 failed"
+	exit 0
+fi
+
+timeout 60 "$BUILD/tally" demo -s 2 -i 500 </dev/null >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "tally demo without a terminal runs to the end" "$rc" "rc=$rc $(head -c 300 "$tmp/err")"
+frames=$(grep -c '^--- frame ' "$tmp/out")
+check "it prints text frames" "$([ "$frames" -ge 2 ]; echo $?)" "$frames frames"
+groups_ok=0
+for g in ingest decode render layout cache infer; do
+	grep -Eq "^ +[0-9]+ $g " "$tmp/out" || groups_ok=1
+done
+check "every demo group is in the frames" "$groups_ok" "$(grep -A9 '^--- frame 1' "$tmp/out")"
+sed -n '/^{/,$p' "$tmp/out" >"$tmp/snap.json"
+check "then the snapshot: exact, balanced, GPU calls counted through the fake driver" \
+	"$(jq -e '.exact and .stats.balanced and .target.cuda == "driver" and ([.groups[] | select(.name == "infer") | .instance.kernels_launched] | .[0] > 0) and .instance.yield_count > 0' "$tmp/snap.json" >/dev/null; echo $?)" \
+	"$(jq -c '[.exact, .target, .instance]' "$tmp/snap.json" 2>&1 | head -c 400)"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
