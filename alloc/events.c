@@ -103,9 +103,9 @@ __attribute__((destructor)) static void ev_exit_handover(void)
 	pthread_mutex_lock(&tally_heaps_lock);
 	resident = ev_resident();
 	pthread_mutex_unlock(&tally_heaps_lock);
-	uint64_t v[TALLY_STATS_FIELDS] = { st.mapped,	  st.live,	st.rounding,
-					   st.cache,	  st.span_free, st.returned,
-					   st.virgin,	  st.hysteresis, st.segment_overhead,
+	uint64_t v[TALLY_STATS_FIELDS] = { st.mapped,	   st.live,	     st.rounding,
+					   st.cache,	   st.span_free,     st.returned,
+					   st.virgin,	   st.hysteresis,    st.segment_overhead,
 					   st.large_count, st.spans_assigned };
 	STAP_PROBE2(tally, stats, v, resident);
 }

@@ -360,9 +360,8 @@ extern unsigned short tally_batch_semaphore __attribute__((visibility("hidden"))
 void ev_flush(struct heap *h);
 /* The traced fast paths' record of malloc or free: one word, no second look
  * at the semaphore (their caller looked). */
-static inline __attribute__((always_inline)) void ev_word(struct heap *h, uint8_t type,
-							   uint16_t group, uint32_t n,
-							   uint32_t bytes)
+static inline __attribute__((always_inline)) void
+ev_word(struct heap *h, uint8_t type, uint16_t group, uint32_t n, uint32_t bytes)
 {
 	struct tally_batch *b = &h->batch;
 	b->words[b->count] = tally_ev_word(type, group, n, bytes);

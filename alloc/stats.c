@@ -70,8 +70,7 @@ TALLY_API int tally_alloc_group_stats(uint32_t group, struct tally_group_stats *
 	stats_walk_all(w);
 	const struct group_ctr *c = &w->groups[group];
 	*out = (struct tally_group_stats){ (uint64_t)c->alloc_bytes, (uint64_t)c->alloc_objs,
-					   (uint64_t)c->dealloc_bytes,
-					   (uint64_t)c->dealloc_objs };
+					   (uint64_t)c->dealloc_bytes, (uint64_t)c->dealloc_objs };
 	stats_walk_free(w);
 	return 0;
 }

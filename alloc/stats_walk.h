@@ -59,7 +59,8 @@ static inline void stats_walk_heap(struct stats_walk *w, const struct heap *h)
 	w->t.spans_assigned += WALK_LOAD(h->st.spans_assigned);
 	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
 		struct group_ctr *c = &w->groups[g];
-		int64_t ab = WALK_LOAD(h->gc[g].alloc_bytes), db = WALK_LOAD(h->gc[g].dealloc_bytes);
+		int64_t ab = WALK_LOAD(h->gc[g].alloc_bytes),
+			db = WALK_LOAD(h->gc[g].dealloc_bytes);
 		c->alloc_bytes += ab;
 		c->alloc_objs += WALK_LOAD(h->gc[g].alloc_objs);
 		c->dealloc_bytes += db;
@@ -90,8 +91,8 @@ static inline void stats_walk_finish(const struct stats_walk *w, struct tally_st
 	*out = (struct tally_stats){
 		.mapped = (uint64_t)t->mapped,
 		.live = (uint64_t)w->live,
-		.rounding =
-			(uint64_t)(w->slots - t->cache - (w->live - t->large_live) + t->large_round),
+		.rounding = (uint64_t)(w->slots - t->cache - (w->live - t->large_live) +
+				       t->large_round),
 		.cache = (uint64_t)t->cache,
 		.span_free = (uint64_t)(t->pool - w->slots),
 		.returned = (uint64_t)t->returned,

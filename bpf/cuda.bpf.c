@@ -130,10 +130,9 @@ int BPF_KPROBE(cuda_pitch, __u64 out, __u64 ppitch, __u64 width, __u64 height)
 	if (!in_target())
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending p = { .api = bpf_get_attach_cookie(ctx),
-			     .out = out,
-			     .arg2 = height,
-			     .pitch_ptr = ppitch };
+	struct pending p = {
+		.api = bpf_get_attach_cookie(ctx), .out = out, .arg2 = height, .pitch_ptr = ppitch
+	};
 	bpf_map_update_elem(&calls, &tid, &p, BPF_ANY);
 	return 0;
 }
@@ -248,13 +247,15 @@ int BPF_KRETPROBE(cuda_return, long rc)
 	switch (api & CUDA_KIND_MASK) {
 	case CUDA_KIND_LAUNCH:
 		if (err)
-			emit(TALLY_EV_GPU_LAUNCH_FAILED, 0, group, (__u32)err, api >> CUDA_API_SHIFT);
+			emit(TALLY_EV_GPU_LAUNCH_FAILED, 0, group, (__u32)err,
+			     api >> CUDA_API_SHIFT);
 		else
 			emit(TALLY_EV_GPU_LAUNCH, 0, group, 0, api >> CUDA_API_SHIFT);
 		break;
 	case CUDA_KIND_GRAPH:
 		if (err)
-			emit(TALLY_EV_GPU_LAUNCH_FAILED, 0, group, (__u32)err, api >> CUDA_API_SHIFT);
+			emit(TALLY_EV_GPU_LAUNCH_FAILED, 0, group, (__u32)err,
+			     api >> CUDA_API_SHIFT);
 		else
 			emit(TALLY_EV_GPU_GRAPH_LAUNCH, 0, group, 0, api >> CUDA_API_SHIFT);
 		break;
@@ -263,7 +264,7 @@ int BPF_KRETPROBE(cuda_return, long rc)
 		if (err || bpf_probe_read_user(&handle, sizeof(handle), (void *)p->out))
 			break;
 		remember((api & CUDA_KIND_MASK) == CUDA_KIND_DEV_ALLOC ? TALLY_EV_GPU_DEVICE_MEM :
-									  TALLY_EV_GPU_HOST_PINNED,
+									 TALLY_EV_GPU_HOST_PINNED,
 			 handle, p->arg, group);
 		break;
 	case CUDA_KIND_DEV_PITCH: {

@@ -217,7 +217,6 @@ struct tally_batch {
 };
 _Static_assert(sizeof(struct tally_batch) == 32 + 8 * TALLY_BATCH_WORDS, "batch layout");
 
-
 /*
  * What the BPF programs put in the ring buffer: every message starts with
  * struct tally_msg; `kind` says which payload follows. The allocator's
@@ -236,7 +235,7 @@ enum tally_msg_kind {
 	TALLY_MSG_THREAD_EXIT = 8,    /* struct tally_msg_thread: group_dead set when the last */
 	TALLY_MSG_THREAD_NAME = 9,    /* struct tally_msg_thread: comm after a rename or exec */
 	TALLY_MSG_STATS = 10,	      /* struct tally_msg_stats: the allocator's figures at exit */
-	TALLY_MSG_GPU = 11,	      /* struct tally_msg_gpu: one GPU record from the driver probes */
+	TALLY_MSG_GPU = 11, /* struct tally_msg_gpu: one GPU record from the driver probes */
 };
 
 struct tally_msg {
@@ -292,9 +291,9 @@ _Static_assert(sizeof(struct tally_msg_stats) == 16 + 8 * 12, "tally_msg_stats l
 
 /* Per-CPU counters of what the BPF side could not carry (map `lost`). */
 struct tally_lost {
-	__u64 msgs;    /* messages whose ring reservation failed */
-	__u64 words;   /* words of allocator records inside lost batches */
-	__u64 bad;     /* malformed batches refused by the BPF program */
+	__u64 msgs;  /* messages whose ring reservation failed */
+	__u64 words; /* words of allocator records inside lost batches */
+	__u64 bad;   /* malformed batches refused by the BPF program */
 };
 
 #endif /* TALLY_EVENTS_H */

@@ -216,8 +216,9 @@ static void *infer(void *arg)
 	int dev;
 	(void)arg;
 
-	if (!cuda_open(&cu) || cu.init(0) || cu.device_get(&dev, 0) || cu.ctx_create(&ctx, 0, dev) ||
-	    cu.module_load(&mod, ptx) || cu.get_function(&fn, mod, "noop"))
+	if (!cuda_open(&cu) || cu.init(0) || cu.device_get(&dev, 0) ||
+	    cu.ctx_create(&ctx, 0, dev) || cu.module_load(&mod, ptx) ||
+	    cu.get_function(&fn, mod, "noop"))
 		return NULL; /* no GPU: the demo goes on without one */
 	tally_group_enter(tally_group_register("infer"));
 	for (unsigned i = 0; !atomic_load(&stop); i++) {

@@ -52,12 +52,30 @@ static void group_msg(struct model *m, uint16_t kind, uint32_t tid, uint32_t g, 
 	assert_int_equal(model_apply(m, &msg, sizeof(msg)), 0);
 }
 
-#define SEG(len, hdr) { TALLY_EV_SEG_MAP, 0, 0, hdr, len }
-#define BUMP(b) { TALLY_EV_BUMP, TALLY_TERM_VIRGIN, 0, 0, b }
-#define ALLOC(g, q, s) { TALLY_EV_ALLOC, 0, g, q, s }
-#define FREE(g, q, s) { TALLY_EV_FREE, 0, g, q, s }
-#define XFREE(g, q, s) { TALLY_EV_FREE_FOREIGN, 0, g, q, s }
-#define DRAIN(s) { TALLY_EV_DRAIN, 0, 0, 0, s }
+#define SEG(len, hdr)                                                                              \
+	{                                                                                          \
+		TALLY_EV_SEG_MAP, 0, 0, hdr, len                                                   \
+	}
+#define BUMP(b)                                                                                    \
+	{                                                                                          \
+		TALLY_EV_BUMP, TALLY_TERM_VIRGIN, 0, 0, b                                          \
+	}
+#define ALLOC(g, q, s)                                                                             \
+	{                                                                                          \
+		TALLY_EV_ALLOC, 0, g, q, s                                                         \
+	}
+#define FREE(g, q, s)                                                                              \
+	{                                                                                          \
+		TALLY_EV_FREE, 0, g, q, s                                                          \
+	}
+#define XFREE(g, q, s)                                                                             \
+	{                                                                                          \
+		TALLY_EV_FREE_FOREIGN, 0, g, q, s                                                  \
+	}
+#define DRAIN(s)                                                                                   \
+	{                                                                                          \
+		TALLY_EV_DRAIN, 0, 0, 0, s                                                         \
+	}
 
 static void check_balanced(const struct model *m)
 {
@@ -71,7 +89,8 @@ static void model__batches_out_of_order__same_figures(void **state)
 	(void)state;
 	struct model m;
 	struct tally_ev a[] = { SEG(4 << 20, 65536), BUMP(4096), ALLOC(1, 100, 112) };
-	struct tally_ev b[] = { SEG(4 << 20, 65536), BUMP(4096), ALLOC(2, 30, 32), FREE(2, 30, 32) };
+	struct tally_ev b[] = { SEG(4 << 20, 65536), BUMP(4096), ALLOC(2, 30, 32),
+				FREE(2, 30, 32) };
 	struct tally_ev a2[] = { FREE(1, 100, 112), ALLOC(1, 7, 16) };
 
 	model_init(&m);

@@ -52,6 +52,16 @@ int cli_number(const char *arg, double lo, double hi, double *out)
 	return 0;
 }
 
+int cli_interval_ms(const struct argp_state *state, const char *arg, int lo, int hi)
+{
+	double v;
+
+	if (cli_number(arg, lo, hi, &v) || v != (double)(int)v)
+		cli_usage_error(state, "bad interval '%s': want milliseconds from %d to %d", arg,
+				lo, hi);
+	return (int)v;
+}
+
 static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 {
 	struct cli_target *c = state->input;
@@ -77,8 +87,8 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_RING_MB:
 		if (cli_number(arg, 0.000001, 65536, &v))
-			cli_usage_error(state, "bad --ring-mb '%s': want a size in MiB, up to 65536",
-					arg);
+			cli_usage_error(state,
+					"bad --ring-mb '%s': want a size in MiB, up to 65536", arg);
 		c->o.ring_bytes = (uint64_t)(v * 1048576.0);
 		break;
 	case OPT_NO_PRELOAD:
@@ -103,8 +113,9 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-const struct argp cli_target_argp = { target_options, parse_target_opt, NULL, NULL,
-				      NULL,	      NULL,		NULL };
+const struct argp cli_target_argp = {
+	target_options, parse_target_opt, NULL, NULL, NULL, NULL, NULL
+};
 
 void cli_target_init(struct cli_target *t)
 {

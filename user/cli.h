@@ -29,6 +29,8 @@ void cli_target_init(struct cli_target *t);
 /* One line on stderr ("tally CMD: ... (see tally CMD --help)") and exit 2. */
 void cli_usage_error(const struct argp_state *state, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3), noreturn));
+/* -i MS of every view: whole milliseconds in [lo, hi], else a usage error. */
+int cli_interval_ms(const struct argp_state *state, const char *arg, int lo, int hi);
 /* A number in [lo, hi]: 0 or -EINVAL. */
 int cli_number(const char *arg, double lo, double hi, double *out);
 

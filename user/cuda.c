@@ -110,7 +110,8 @@ fail:
 static int attach_one(struct cuda_trace *c, struct bpf_program *prog, pid_t pid, const char *path,
 		      const char *func, uint64_t cookie, bool ret)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = func, .retprobe = ret, .bpf_cookie = cookie);
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = func, .retprobe = ret,
+		    .bpf_cookie = cookie);
 	struct bpf_link *link;
 
 	if (c->nlinks == MAX_LINKS)

@@ -24,8 +24,8 @@ struct demo_opts {
 };
 
 static const struct argp_option demo_options[] = {
-	{ "seconds", 's', "SECS", 0, "How long the workload runs (default 20 in a terminal, 4 without)",
-	  0 },
+	{ "seconds", 's', "SECS", 0,
+	  "How long the workload runs (default 20 in a terminal, 4 without)", 0 },
 	{ "interval", 'i', "MS", 0, "Refresh every MS milliseconds (default 1000)", 0 },
 	{ 0 },
 };
@@ -42,9 +42,7 @@ static error_t parse_demo_opt(int key, char *arg, struct argp_state *state)
 		o->secs = v;
 		break;
 	case 'i':
-		if (cli_number(arg, 10, 3600000, &v) || v != (double)(int)v)
-			cli_usage_error(state, "bad -i '%s': want milliseconds, 10 to 3600000", arg);
-		o->interval_ms = (int)v;
+		o->interval_ms = cli_interval_ms(state, arg, 10, 3600000);
 		break;
 	case ARGP_KEY_ARG:
 		cli_usage_error(state, "no arguments expected: '%s'", arg);

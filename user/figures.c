@@ -5,8 +5,8 @@
 #include "figures.h"
 
 const char *const figures_stat_names[TALLY_STATS_FIELDS] = {
-	"mapped",  "live",	 "rounding",	     "cache",	    "span_free",      "returned",
-	"virgin",  "hysteresis", "segment_overhead", "large_count", "spans_assigned",
+	"mapped", "live",	"rounding",	    "cache",	   "span_free",	     "returned",
+	"virgin", "hysteresis", "segment_overhead", "large_count", "spans_assigned",
 };
 
 const char *figures_allocator(const struct session *s)
@@ -27,9 +27,9 @@ const char *figures_cuda(const struct session *s)
 
 void figures_stats_array(const struct tally_stats *st, uint64_t v[TALLY_STATS_FIELDS])
 {
-	uint64_t f[TALLY_STATS_FIELDS] = { st->mapped,	    st->live,	     st->rounding,
-					   st->cache,	    st->span_free,   st->returned,
-					   st->virgin,	    st->hysteresis,  st->segment_overhead,
+	uint64_t f[TALLY_STATS_FIELDS] = { st->mapped,	    st->live,	       st->rounding,
+					   st->cache,	    st->span_free,     st->returned,
+					   st->virgin,	    st->hysteresis,    st->segment_overhead,
 					   st->large_count, st->spans_assigned };
 	memcpy(v, f, sizeof(f));
 }

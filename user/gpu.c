@@ -47,8 +47,7 @@ static int intern(struct gpu_model *g, uint32_t id, const char *s, size_t len)
 	return 0;
 }
 
-int gpu_apply(struct gpu_model *g, enum gpu_source src, const struct tally_ev *e,
-	      const __u64 *name)
+int gpu_apply(struct gpu_model *g, enum gpu_source src, const struct tally_ev *e, const __u64 *name)
 {
 	struct gpu_group *gg;
 	int64_t sign = e->term ? -1 : 1;

@@ -43,8 +43,7 @@ static uint64_t ring_size(uint64_t bytes)
 	return n;
 }
 
-int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg_fn fn,
-		void *ctx)
+int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg_fn fn, void *ctx)
 {
 	struct loader *l = calloc(1, sizeof(*l));
 	int err;
@@ -64,8 +63,7 @@ int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg
 		goto fail;
 	/* every program is attached by hand, each to its own file and pid */
 	struct bpf_program *prog;
-	bpf_object__for_each_program(prog, l->skel->obj)
-		bpf_program__set_autoattach(prog, false);
+	bpf_object__for_each_program(prog, l->skel->obj) bpf_program__set_autoattach(prog, false);
 	err = tally_bpf__load(l->skel);
 	if (err)
 		goto fail;
@@ -198,8 +196,8 @@ void loader_running_cpu(struct loader *l, uint64_t now_ns, uint64_t cpu[TALLY_MA
 		struct tally_bpf_thread t;
 		first = false;
 		key = next;
-		if (bpf_map_lookup_elem(fd, &key, &t) || !t.running || t.group >= TALLY_MAX_GROUPS ||
-		    now_ns <= t.last_ns)
+		if (bpf_map_lookup_elem(fd, &key, &t) || !t.running ||
+		    t.group >= TALLY_MAX_GROUPS || now_ns <= t.last_ns)
 			continue;
 		cpu[t.group] += now_ns - t.last_ns;
 	}

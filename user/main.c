@@ -22,7 +22,7 @@ static const struct {
 	const char *name;
 	int (*run)(int argc, char **argv);
 } commands[] = {
-	{ "snapshot", cmd_snapshot }, { "top", cmd_top },     { "record", cmd_record },
+	{ "snapshot", cmd_snapshot }, { "top", cmd_top },   { "record", cmd_record },
 	{ "serve", cmd_serve },	      { "demo", cmd_demo },
 };
 

@@ -31,8 +31,8 @@ struct model_group {
 
 struct model_thread {
 	uint32_t tid;
-	uint32_t group;	     /* current group as the SDK says */
-	int32_t rule_group;  /* group given by a --group rule, or -1 */
+	uint32_t group;	    /* current group as the SDK says */
+	int32_t rule_group; /* group given by a --group rule, or -1 */
 	bool alive;
 	char comm[TALLY_COMM_LEN];
 };
@@ -61,14 +61,14 @@ struct model {
 	size_t nheaps, cap_heaps;
 	struct model_rule rules[MODEL_MAX_RULES];
 	unsigned nrules;
-	uint64_t received;   /* messages */
-	uint64_t records;    /* allocator records applied */
-	uint64_t skipped;    /* records already in a state read from memory */
-	uint64_t malformed;  /* messages or records refused */
+	uint64_t received;	/* messages */
+	uint64_t records;	/* allocator records applied */
+	uint64_t skipped;	/* records already in a state read from memory */
+	uint64_t malformed;	/* messages or records refused */
 	uint64_t malformed_bpf; /* batches the BPF side refused */
-	uint64_t lost_msgs;  /* from the BPF side's counters */
-	uint64_t lost_words; /* words of allocator records in lost batches */
-	bool have_inprocess; /* the allocator handed over its own figures at exit */
+	uint64_t lost_msgs;	/* from the BPF side's counters */
+	uint64_t lost_words;	/* words of allocator records in lost batches */
+	bool have_inprocess;	/* the allocator handed over its own figures at exit */
 	uint64_t inprocess[TALLY_STATS_FIELDS];
 	uint64_t resident_at_exit;
 	bool exited;

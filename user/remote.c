@@ -136,10 +136,10 @@ static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out,
 		goto out;
 	stats_walk_finish(w, &out->stats);
 	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
-		out->groups[g] = (struct tally_group_stats){
-			(uint64_t)w->groups[g].alloc_bytes, (uint64_t)w->groups[g].alloc_objs,
-			(uint64_t)w->groups[g].dealloc_bytes, (uint64_t)w->groups[g].dealloc_objs
-		};
+		out->groups[g] = (struct tally_group_stats){ (uint64_t)w->groups[g].alloc_bytes,
+							     (uint64_t)w->groups[g].alloc_objs,
+							     (uint64_t)w->groups[g].dealloc_bytes,
+							     (uint64_t)w->groups[g].dealloc_objs };
 out:
 	if (err)
 		remote_alloc_free(out);

@@ -31,7 +31,7 @@ struct remote_alloc {
 	struct tally_group_stats groups[TALLY_MAX_GROUPS];
 	uint32_t nheaps;
 	struct remote_heap *heaps; /* malloc'd, nheaps entries */
-	bool consistent; /* no heap's position moved while it was read */
+	bool consistent;	   /* no heap's position moved while it was read */
 };
 
 /* The allocator's state: heaps_addr is the address of `tally_heaps` in the

@@ -323,7 +323,6 @@ static const struct argp_option serve_options[] = {
 static error_t parse_serve_opt(int key, char *arg, struct argp_state *state)
 {
 	struct serve_opts *o = state->input;
-	double v;
 
 	switch (key) {
 	case ARGP_KEY_INIT:
@@ -333,10 +332,7 @@ static error_t parse_serve_opt(int key, char *arg, struct argp_state *state)
 		o->listen = arg;
 		break;
 	case 'i':
-		if (cli_number(arg, 1, 3600000, &v) || v != (double)(int)v)
-			cli_usage_error(state, "bad interval '%s': want milliseconds, 1 or more",
-					arg);
-		o->interval_ms = (int)v;
+		o->interval_ms = cli_interval_ms(state, arg, 1, 3600000);
 		break;
 	case ARGP_KEY_END:
 		if (serve_parse_listen(o->listen, &o->addr, &o->addr_len))

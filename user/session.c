@@ -197,8 +197,7 @@ static int start_glibc(struct session *s)
 	int err;
 
 	/* a started command maps the libc tally maps; a running one says which */
-	err = target_find_lib(s->spawned ? getpid() : s->pid, "libc.so", libc, sizeof(libc),
-			      &bias);
+	err = target_find_lib(s->spawned ? getpid() : s->pid, "libc.so", libc, sizeof(libc), &bias);
 	if (err)
 		return fail(TALLY_EXIT_FAIL, "no libc mapped in %d: %s", s->pid, strerror(-err));
 	s->glibc = glibc_trace_open(s->pid, loader_threads_fd(s->loader), 0, &err);
@@ -216,8 +215,10 @@ static int start_glibc(struct session *s)
 static int find_libcuda(const struct session *s, char *path, size_t len)
 {
 	static const char *const places[] = {
-		"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1",
-		"/usr/lib/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1",
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+		"/usr/lib64/libcuda.so.1",
+		"/usr/lib/libcuda.so.1",
+		"/usr/lib/wsl/lib/libcuda.so.1",
 		"/usr/local/nvidia/lib64/libcuda.so.1",
 	};
 	const char *env = getenv("TALLY_LIBCUDA");
@@ -287,7 +288,8 @@ static int spawn(struct session *s, const struct session_opts *o)
 		env_extra[0] = inject;
 		s->cupti = true;
 	}
-	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, env_extra, o->cmd_stdio, &s->child);
+	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, env_extra, o->cmd_stdio,
+			   &s->child);
 	if (err)
 		return fail(TALLY_EXIT_CMD, "cannot start %s: %s", o->cmd[0], strerror(-err));
 	s->pid = s->child.pid;
@@ -438,7 +440,8 @@ int session_start(struct session *s, const struct session_opts *o)
 	for (unsigned i = 0; i < o->nrules; i++) {
 		err = model_add_rule(&s->model, o->rules[i]);
 		if (err)
-			return fail(TALLY_EXIT_USAGE, "bad --group '%s': want NAME=GLOB", o->rules[i]);
+			return fail(TALLY_EXIT_USAGE, "bad --group '%s': want NAME=GLOB",
+				    o->rules[i]);
 	}
 	if (!have_caps())
 		return fail(TALLY_EXIT_PERM, "needs root, or CAP_BPF and CAP_PERFMON");
@@ -575,7 +578,8 @@ void session_collect(struct session *s)
 		return;
 	for (uint32_t i = 0; i < ra.nheaps; i++) {
 		struct remote_heap *h = &ra.heaps[i];
-		model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending, h->npending);
+		model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending,
+				    h->npending);
 	}
 	remote_alloc_free(&ra);
 }
@@ -628,7 +632,7 @@ void session_refresh(struct session *s)
 		s->model.groups[g].os_yields = s->cuda_fig.os_yields[g];
 	s->allocator = s->model.saw_alloc ? SESSION_ALLOC_TALLY :
 		       s->glibc		  ? SESSION_ALLOC_GLIBC :
-						    SESSION_ALLOC_NONE;
+					    SESSION_ALLOC_NONE;
 	if (s->allocator == SESSION_ALLOC_GLIBC) {
 		if (!s->glibc_fig)
 			s->glibc_fig = calloc(1, sizeof(*s->glibc_fig));

@@ -35,13 +35,13 @@ enum tally_exit {
 enum session_allocator { SESSION_ALLOC_TALLY, SESSION_ALLOC_GLIBC, SESSION_ALLOC_NONE };
 
 struct session_opts {
-	pid_t pid;	     /* attach to this process, or 0 */
-	char **cmd;	     /* or start this command */
-	bool no_preload;     /* start CMD as it is, without tally's libraries */
-	bool verbose;	     /* say when attached */
+	pid_t pid;	       /* attach to this process, or 0 */
+	char **cmd;	       /* or start this command */
+	bool no_preload;       /* start CMD as it is, without tally's libraries */
+	bool verbose;	       /* say when attached */
 	const char *cmd_stdio; /* a started CMD's stdin, stdout and stderr, or NULL: tally's */
-	uint64_t ring_bytes; /* ring buffer size */
-	const char **rules;  /* --group NAME=GLOB */
+	uint64_t ring_bytes;   /* ring buffer size */
+	const char **rules;    /* --group NAME=GLOB */
 	unsigned nrules;
 };
 

@@ -225,8 +225,8 @@ static int run_snapshot(struct cli_target *c)
 int cmd_snapshot(int argc, char **argv)
 {
 	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
-	struct argp argp = { NULL, NULL, "(-p PID | -- CMD [ARGS...])", snapshot_doc, children, NULL,
-			     NULL };
+	struct argp argp = { NULL, NULL, "(-p PID | -- CMD [ARGS...])", snapshot_doc, children,
+			     NULL, NULL };
 	struct cli_target c;
 
 	cli_target_init(&c);

@@ -286,7 +286,8 @@ int target_elf_symbols(const char *path, const char *const names[], size_t n, ui
 	}
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
 		Elf_Data *data = elf_getdata(scn, NULL);
 		size_t count = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
@@ -294,7 +295,8 @@ int target_elf_symbols(const char *path, const char *const names[], size_t n, ui
 			GElf_Sym s;
 			const char *nm;
 			/* defined here, not merely imported */
-			if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
+			if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF ||
+			    !s.st_value)
 				continue;
 			nm = elf_strptr(elf, sh.sh_link, s.st_name);
 			for (size_t k = 0; nm && k < n; k++)

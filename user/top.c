@@ -75,10 +75,7 @@ static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
 		state->child_inputs[0] = &o->t;
 		break;
 	case 'i':
-		if (cli_number(arg, TOP_INTERVAL_MIN, TOP_INTERVAL_MAX, &v) || v != (double)(int)v)
-			cli_usage_error(state, "bad interval '%s': want milliseconds from %d to %d",
-					arg, TOP_INTERVAL_MIN, TOP_INTERVAL_MAX);
-		o->interval_ms = (int)v;
+		o->interval_ms = cli_interval_ms(state, arg, TOP_INTERVAL_MIN, TOP_INTERVAL_MAX);
 		break;
 	case 'b':
 		o->batch = true;

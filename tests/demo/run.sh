@@ -5,24 +5,8 @@
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-check() {
-	if [ "$2" -eq 0 ]; then
-		echo "ok - $1"
-		passed=$((passed + 1))
-	else
-		echo "FAIL - $1: $3"
-		failed=$((failed + 1))
-	fi
-}
-if [ "$(id -u)" -ne 0 ]; then
-	echo "demo tests need root: skipped"
-	echo "0 passed, 0 failed"
-	exit 0
-fi
+. tests/lib.sh
+need_root demo
 
 timeout 60 "$BUILD/tally" demo -s 2 -i 500 </dev/null >"$tmp/out" 2>"$tmp/err"
 rc=$?
@@ -39,5 +23,4 @@ check "then the snapshot: exact, balanced, GPU calls counted through the fake dr
 	"$(jq -e '.exact and .stats.balanced and .target.cuda == "driver" and ([.groups[] | select(.name == "infer") | .instance.kernels_launched] | .[0] > 0) and .instance.yield_count > 0' "$tmp/snap.json" >/dev/null; echo $?)" \
 	"$(jq -c '[.exact, .target, .instance]' "$tmp/snap.json" 2>&1 | head -c 400)"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -13,31 +13,10 @@ DL=$PWD/$BUILD/tests/gpu/dlopen_workload
 FAKE=$PWD/$BUILD/tests/fake_cuda/libcuda.so.1
 ALLOC=$PWD/$BUILD/libtally_alloc.so
 export TALLY_LIBCUDA=$FAKE
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-passed=0
-failed=0
+. tests/lib.sh
 
-check() { # NAME STATUS DETAIL
-	if [ "$2" -eq 0 ]; then
-		echo "ok - $1"
-		passed=$((passed + 1))
-	else
-		echo "FAIL - $1: $3"
-		failed=$((failed + 1))
-	fi
-}
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "GPU tests need root: skipped"
-	echo "0 passed, 0 failed"
-	exit 0
-fi
+need_root GPU
 
 FIELDS='{kernels_launched, graph_launches, failed_launches, back_pressure_rejections, yield_count, os_yields, device_bytes_allocated, host_pinned_bytes, bytes_pinned}'
 # the figures of a tally snapshot, shaped as the workload writes them
@@ -48,15 +27,6 @@ tally_view() {
 }
 want_view() {
 	jq -cS "{instance: (.instance | $FIELDS), groups: (.groups | map_values($FIELDS))}" "$1"
-}
-# tally -v says when its probes are in place
-wait_attached() {
-	for _ in $(seq 200); do grep -q '^tally: attached' "$1" 2>/dev/null && return 0; sleep 0.05; done
-	return 1
-}
-wait_file() {
-	for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
-	return 1
 }
 
 # 1. a started workload: every entry point, frees across groups, all released at the end
@@ -108,5 +78,4 @@ check "a driver dlopened after the attach is counted (4 launches, 1 refused, 1 M
 	"$([ $rc -eq 0 ] && jq -e '.instance.kernels_launched == 4 and .instance.failed_launches == 1 and .instance.device_bytes_allocated == 0 and .instance.bytes_pinned == 0 and .target.cuda == "driver"' "$tmp/s3.json" >/dev/null; echo $?)" \
 	"rc=$rc $(jq -c '[.target, .instance]' "$tmp/s3.json" 2>&1) $(head -c 200 "$tmp/s3.err")"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -13,36 +13,11 @@ WL=$PWD/$BUILD/tests/tracer_workload
 DEMO=$PWD/$BUILD/demo_workload
 GPU_WL=$PWD/$BUILD/tests/gpu/gpu_workload
 FAKE=$PWD/$BUILD/tests/fake_cuda/libcuda.so.1
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-passed=0
-failed=0
+. tests/lib.sh
 
-check() { # NAME STATUS DETAIL
-	if [ "$2" -eq 0 ]; then
-		echo "ok - $1"
-		passed=$((passed + 1))
-	else
-		echo "FAIL - $1: $3"
-		failed=$((failed + 1))
-	fi
-}
 
-wait_file() {
-	for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
-	return 1
-}
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "record tests need root: skipped"
-	echo "0 passed, 0 failed"
-	exit 0
-fi
+need_root record
 
 # jq programs over a trace
 STATS='["mapped","live","rounding","cache","span_free","returned","virgin","hysteresis","segment_overhead","large_count","spans_assigned"]'
@@ -206,5 +181,4 @@ timeout 30 "$TALLY" record -o "$tmp/old.json" -p 999999999 >/dev/null 2>&1
 check "a failed start leaves an earlier FILE as it was" "$([ "$(cat "$tmp/old.json")" = keep ]; echo $?)" \
 	"$(head -c 100 "$tmp/old.json")"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

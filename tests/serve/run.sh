@@ -11,30 +11,9 @@ TALLY=$PWD/$BUILD/tally
 WL=$PWD/$BUILD/tests/tracer_workload
 GPU_WL=$PWD/$BUILD/tests/gpu/gpu_workload
 FAKE=$PWD/$BUILD/tests/fake_cuda/libcuda.so.1
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-passed=0
-failed=0
+. tests/lib.sh
 
-check() { # NAME STATUS DETAIL
-	if [ "$2" -eq 0 ]; then
-		echo "ok - $1"
-		passed=$((passed + 1))
-	else
-		echo "FAIL - $1: $3"
-		failed=$((failed + 1))
-	fi
-}
 
-wait_file() {
-	for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
-	return 1
-}
 
 # a free TCP port on the loopback, from the kernel's ephemeral range
 free_port() {
@@ -49,11 +28,7 @@ wait_port() { # PORT: until something answers there
 	return 1
 }
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "serve tests need root: skipped"
-	echo "0 passed, 0 failed"
-	exit 0
-fi
+need_root serve
 
 # the eleven Stats terms of a scrape, as the snapshot names them
 SCRAPE_STATS='
@@ -218,5 +193,4 @@ bad "a port in use" 1 "$TALLY" serve --listen "127.0.0.1:$bport" -- touch "$tmp/
 check "a port in use: the message says so" "$(grep -q 'in use' "$tmp/bad.err"; echo $?)" "$(cat "$tmp/bad.err")"
 kill "$bpid" 2>/dev/null
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -10,34 +10,17 @@ TALLY=$PWD/$BUILD/tally
 DEMO=$PWD/$BUILD/demo_workload
 EVIL=$PWD/$BUILD/tests/top_evil_workload
 GROUPS_RE='ingest|decode|render|layout|cache' # demo/workload.c
-tmp=$(mktemp -d)
 TM=(tmux -L "tallytest$$" -f /dev/null)
 S=tallytest
-cleanup() {
+suite_cleanup() {
 	"${TM[@]}" kill-server 2>/dev/null
 	# the demo runs on after tally quits (as with snapshot): stop ours
 	for p in $(cat "$tmp"/*.pid 2>/dev/null); do kill "$p" 2>/dev/null; done
-	rm -rf "$tmp"
 }
-trap cleanup EXIT
-passed=0
-failed=0
+. tests/lib.sh
 
-check() { # NAME CONDITION-EXIT-STATUS DETAIL
-	if [ "$2" -eq 0 ]; then
-		echo "ok - $1"
-		passed=$((passed + 1))
-	else
-		echo "FAIL - $1: $3"
-		failed=$((failed + 1))
-	fi
-}
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "top tests need root: skipped"
-	echo "0 passed, 0 failed"
-	exit 0
-fi
+need_root top
 if ! command -v tmux >/dev/null; then
 	echo "FAIL - tmux is not installed (apt-get install tmux)"
 	echo "0 passed, 1 failed"
@@ -274,5 +257,4 @@ bad "-n abc" -b -n abc -- true
 bad "a bad -s" -s bogus -- true
 bad "no target" -b
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -9,39 +9,14 @@ TALLY=$PWD/$BUILD/tally
 WL=$PWD/$BUILD/tests/tracer_workload
 ALLOC=$PWD/$BUILD/libtally_alloc.so
 SDK=$PWD/$BUILD/libtally.so
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-passed=0
-failed=0
+. tests/lib.sh
 
-check() { # NAME CONDITION-EXIT-STATUS DETAIL
-	if [ "$2" -eq 0 ]; then
-		echo "ok - $1"
-		passed=$((passed + 1))
-	else
-		echo "FAIL - $1: $3"
-		failed=$((failed + 1))
-	fi
-}
 
 # the eleven Stats fields of a snapshot's "stats"
 STATS11='.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)'
 
-wait_file() {
-	for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
-	return 1
-}
 
-if [ "$(id -u)" -ne 0 ]; then
-	echo "tracer tests need root: skipped"
-	echo "0 passed, 0 failed"
-	exit 0
-fi
+need_root tracer
 
 # 1. a started workload: threads, nested groups, realloc, aligned blocks,
 #    cross-thread frees, threads that exit
@@ -156,5 +131,4 @@ check "a target without libtally_alloc: glibc mode, live known, the rest null" \
 	"rc=$rc $(head -c 200 "$tmp/s8.err") $(jq -c '[.target, .stats]' "$tmp/s8.json" 2>&1)"
 kill "$gpid" 2>/dev/null
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
