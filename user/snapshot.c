@@ -140,6 +140,10 @@ void snapshot_write(struct json_writer *w, const struct session *s)
 	json_kv_str(w, "allocator", figures_allocator(s));
 	json_kv_str(w, "cuda", figures_cuda(s));
 	json_kv_str(w, "attach", s->late ? "running" : "start");
+	/* a late attach to a busy allocator may find heaps moving while it reads
+	 * them: then the figures are not exact, and this says why */
+	if (s->late && s->allocator == SESSION_ALLOC_TALLY)
+		json_kv_bool(w, "state_read_consistent", s->late_consistent);
 	json_end_object(w);
 	json_kv_bool(w, "exact", snapshot_exact(s));
 	json_key(w, "events");
