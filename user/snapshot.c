@@ -125,6 +125,10 @@ bool snapshot_exact(const struct session *s)
 		return false;
 	if (s->late && !s->late_consistent && s->allocator == SESSION_ALLOC_TALLY)
 		return false;
+	/* ended without the allocator's exit hand-over (killed, or _exit): what
+	 * its threads held and had not handed over may be missing */
+	if (s->gone && s->allocator == SESSION_ALLOC_TALLY && !s->model.have_inprocess)
+		return false;
 	if (s->allocator == SESSION_ALLOC_GLIBC)
 		return s->glibc_fig && glibc_figures_exact(s->glibc_fig) && !s->late;
 	return true;
@@ -222,6 +226,9 @@ static int run_snapshot(struct cli_target *c)
 			"try a larger --ring-mb\n",
 			(unsigned long long)s.model.lost_msgs,
 			(unsigned long long)s.model.lost_words);
+	else if (s.gone && s.allocator == SESSION_ALLOC_TALLY && !s.model.have_inprocess)
+		fprintf(stderr, "tally: the target ended without the allocator's exit hand-over "
+				"(killed?): records its threads held may be missing\n");
 	session_close(&s);
 	return err ? TALLY_EXIT_FAIL : TALLY_EXIT_OK;
 }
