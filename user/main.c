@@ -11,7 +11,6 @@
 #include "cli.h"
 
 const char *argp_program_version = "tally 0.4";
-const char *argp_program_bug_address = "<tally@localhost>";
 
 /* Commands whose files are not linked in are absent (weak). */
 #pragma weak cmd_top
