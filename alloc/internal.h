@@ -263,19 +263,19 @@ static inline uint32_t span_slot_index(const struct span *sp, const void *p)
 	return (uint32_t)(((uint64_t)off * sp->recip) >> 32);
 }
 /*
- * A free slot holds its free-list link and its own index (slots are at least
- * 16 bytes), so that malloc finds the slot's metadata without a division.
+ * A free slot holds its free-list link, nothing else: malloc finds the
+ * slot's metadata from its address (span_slot_index), which it has before
+ * the slot's own cache line arrives, so the metadata store does not wait
+ * for it, and free writes one word into the slot, not two.
  */
 struct free_slot {
 	struct free_slot *next;
-	uint32_t idx;
 };
 
-static inline void span_push_free(struct span *sp, void *p, uint32_t i)
+static inline void span_push_free(struct span *sp, void *p)
 {
 	struct free_slot *f = p;
 	f->next = sp->free;
-	f->idx = i;
 	sp->free = f;
 }
 

@@ -41,7 +41,7 @@ static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, s
 {
 	struct free_slot *p = sp->free;
 	sp->free = p->next;
-	sp->meta[p->idx] = (uint16_t)((sp->size1 - q) | flag);
+	sp->meta[span_slot_index(sp, p)] = (uint16_t)((sp->size1 - q) | flag);
 	sp->used++;
 	if (traced)
 		ev_word(h, TALLY_EV_ALLOC, sp->group, (uint32_t)q, sp->size);
@@ -163,7 +163,7 @@ static inline void small_free(struct heap *h, struct small_ref *r)
 	} else {
 		uint32_t s = sp->size;
 		sp->meta[r->idx] = META_FREE;
-		span_push_free(sp, r->slot, r->idx);
+		span_push_free(sp, r->slot);
 		ev(h, TALLY_EV_FREE, 0, sp->group, (uint32_t)r->q, s);
 		if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
 			span_free_slow(h, sp);
@@ -286,7 +286,7 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 	if (traced)
 		ev_word(h, TALLY_EV_FREE, sp->group, sp->size1 - m, sp->size);
 	sp->meta[i] = META_FREE;
-	span_push_free(sp, p, i);
+	span_push_free(sp, p);
 	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
 		span_free_slow(h, sp);
 }

@@ -125,7 +125,7 @@ static uint32_t span_rebuild_free(struct span *sp)
 			}
 			continue;
 		}
-		span_push_free(sp, base + off, i);
+		span_push_free(sp, base + off);
 	}
 	sp->npark = npark;
 	return ret;
@@ -145,7 +145,7 @@ static bool span_bump(struct heap *h, struct span *sp)
 		end = sp->nslots;
 	char *base = span_base(sp) + sp->slot_off;
 	for (uint32_t i = end; i-- > start;)
-		span_push_free(sp, base + (size_t)i * s, i);
+		span_push_free(sp, base + (size_t)i * s);
 	sp->bump = end;
 	uint64_t bytes = (uint64_t)(end - start) * s;
 	term_add(h, sp->src_term, -(int64_t)bytes);
@@ -338,7 +338,7 @@ void span_drain(struct heap *h, struct span *sp)
 		next = *(void **)p;
 		sp->xbytes += sp->size - ((sp->meta[i] & META_ROUND_MASK) - 1);
 		sp->meta[i] = META_FREE;
-		span_push_free(sp, p, i);
+		span_push_free(sp, p);
 		n++;
 	}
 	if (!n)
