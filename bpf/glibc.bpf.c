@@ -51,6 +51,7 @@
 
 #include "tally_events.h"
 #include "tally_bpf.h"
+#include "tally_threads.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -153,17 +154,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct glibc_call);
 } calls SEC(".maps");
-
-/* bpf/tally.bpf.c's map, declared identically: the loader hands this object
- * the main object's map (bpf_map__reuse_fd), so the group is the one the
- * SDK's probes and the scheduler programs keep. Alone, it stays empty and
- * every call is in group 0. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, TALLY_BPF_MAX_THREADS);
-	__type(key, __u32);
-	__type(value, struct tally_bpf_thread);
-} threads SEC(".maps");
 
 static __always_inline bool glibc_watching(void)
 {

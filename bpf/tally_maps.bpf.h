@@ -25,12 +25,6 @@ struct {
 	__type(value, struct tally_lost);
 } lost SEC(".maps");
 
-/* The target's threads: current group and the start of the interval being timed. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, TALLY_BPF_MAX_THREADS);
-	__type(key, __u32);
-	__type(value, struct tally_bpf_thread);
-} threads SEC(".maps");
+#include "tally_threads.bpf.h"
 
 #endif /* TALLY_MAPS_BPF_H */

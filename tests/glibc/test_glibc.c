@@ -7,19 +7,9 @@
  * glibc itself says (malloc_usable_size, mallinfo2) and with the workload's
  * book of requested sizes: they must be equal, not close.
  *
- * Build and run, from the repository root:
- *   mkdir -p /tmp/gl
- *   make build/bpf/tally.skel.h
- *   clang -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -I build/bpf -I bpf \
- *       -I/usr/include/x86_64-linux-gnu -c bpf/glibc.bpf.c -o build/bpf/glibc.bpf.o
- *   bpftool gen skeleton build/bpf/glibc.bpf.o name glibc_bpf > build/bpf/glibc.skel.h
- *   CF="-std=gnu11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
- *       -Wmissing-prototypes -Wformat=2 -D_GNU_SOURCE"
- *   cc $CF -I build/bpf -I bpf -c user/glibc.c -o /tmp/gl/glibc.o
- *   cc $CF -I build/bpf -I bpf -I user -c tests/glibc/test_glibc.c -o /tmp/gl/test_glibc.o
- *   cc -o /tmp/gl/test_glibc /tmp/gl/test_glibc.o /tmp/gl/glibc.o -lbpf -lelf -lz -lcmocka
- *   cc $CF -fno-builtin -pthread -Wl,-z,now -o /tmp/gl/glibc_workload tests/glibc/workload.c
- *   sudo /tmp/gl/test_glibc [WORKLOAD]   # default: glibc_workload beside the test
+ * Build and run, from the repository root (make test runs it):
+ *   make build/tests/test_glibc build/tests/glibc_workload
+ *   sudo build/tests/test_glibc build/tests/glibc_workload
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +32,7 @@
 #include <linux/types.h>
 
 #include "glibc.h"
+#include "target.h"
 #include "tally_bpf.h"
 #include "tally.skel.h"
 
@@ -188,25 +179,9 @@ static uint64_t rep(const struct child *c, const char *key, int idx)
 /* The libc the child maps, as /proc/PID/maps names it. */
 static int find_libc(pid_t pid, char *path, size_t size)
 {
-	char maps[64], line[PATH_MAX + 128];
-	int err = -ENOENT;
-	FILE *f;
+	uint64_t bias;
 
-	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
-	f = fopen(maps, "r");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		char *p = strchr(line, '/');
-		if (!p || !strstr(p, "/libc.so"))
-			continue;
-		p[strcspn(p, "\n")] = 0;
-		snprintf(path, size, "%s", p);
-		err = 0;
-		break;
-	}
-	fclose(f);
-	return err;
+	return target_find_lib(pid, "libc.so", path, size, &bias);
 }
 
 /* Start the workload and trace it; threads_fd as glibc_trace_open's. With
