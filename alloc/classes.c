@@ -30,7 +30,6 @@ void classes_init(void)
 {
 	for (unsigned c = 0; c < CLASS_COUNT; c++) {
 		struct tally_class *k = &tally_classes[c];
-		uint32_t n;
 
 		k->size = class_size(c);
 		k->recip = (uint32_t)(((1ULL << 32) + k->size - 1) / k->size);
@@ -40,14 +39,12 @@ void classes_init(void)
 			k->slot_off = 0;
 			continue;
 		}
-		for (n = SPAN_SIZE / k->size; n > 0; n--) {
-			uint32_t off = (2 * n + 15) & ~15u;
-			if (off + n * k->size <= SPAN_SIZE) {
-				k->nslots = n;
-				k->slot_off = off;
-				break;
-			}
-		}
+		/* the metadata has an entry per cell of the span and takes
+		 * whole cells (internal.h) */
+		uint32_t cells = (uint32_t)((SPAN_SIZE + k->size - 1) / k->size);
+		uint32_t meta_cells = (2 * cells + k->size - 1) / k->size;
+		k->slot_off = meta_cells * k->size;
+		k->nslots = (uint32_t)((SPAN_SIZE - k->slot_off) / k->size);
 	}
 	for (unsigned i = 0; i <= 128; i++) {
 		size_t q = (size_t)i * 8;

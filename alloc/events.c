@@ -16,7 +16,7 @@
 void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes);
 #elif !defined(TALLY_NO_PROBES)
 #include "probes.h"
-TALLY_SEMAPHORE(batch);
+/* tally:batch's semaphore is part of tally_arena (segment.c) */
 TALLY_SEMAPHORE(stats);
 #endif
 

@@ -164,7 +164,7 @@ static void heap_sweep_dirty(struct heap *h, bool force)
 			sp->dirty_next = keep;
 			keep = sp;
 		} else {
-			sp->flags &= ~SPAN_DIRTY;
+			span_set_flags(sp, sp->flags & ~SPAN_DIRTY);
 			if (sp->state == SPAN_ACTIVE)
 				span_reclaim(h, sp);
 		}
@@ -182,7 +182,7 @@ static void heap_sweep_all(struct heap *h)
 			struct span *sp = &seg->spans[i];
 			if (sp->state != SPAN_ACTIVE)
 				continue;
-			if (sp->used == 0)
+			if (span_used(sp) == 0)
 				span_make_empty(h, sp);
 			else
 				span_reclaim(h, sp);
@@ -283,10 +283,12 @@ static void fork_prepare(void)
 {
 	pthread_mutex_lock(&tally_heaps_lock);
 	large_lock_prepare();
+	segment_lock_prepare();
 }
 
 static void fork_parent(void)
 {
+	segment_lock_release();
 	large_lock_release();
 	pthread_mutex_unlock(&tally_heaps_lock);
 }
@@ -295,6 +297,7 @@ static void fork_child(void)
 {
 	struct heap *self = tally_tls_heap != &tally_heap_none ? tally_tls_heap : NULL;
 
+	segment_lock_release();
 	large_lock_release();
 	for (struct heap *h = tally_heaps; h; h = h->all_next) {
 		if (h == self || h->orphaned)

@@ -7,10 +7,15 @@
  *
  * Span layout (span i of a segment starts at seg + i * SPAN_SIZE):
  *
- *   [slot metadata: u16 per slot, padded to 16][slot 0][slot 1]...[tail]
+ *   [slot metadata: u16 per size-wide cell of the span][slot 0][slot 1]...[tail]
  *
- * Classes with at most SPAN_INLINE_SLOTS slots keep their metadata in the span
- * descriptor instead, so that e.g. two 32 KiB slots still fit a span.
+ * The metadata is indexed by offset-in-span / size (the cell), so that the
+ * fast paths find a slot's entry with one multiply and no subtraction; the
+ * metadata's own cells and the tail's are never written and read as free,
+ * which is how the free path refuses a pointer into them without a bounds
+ * check. slot_off is therefore a whole number of cells. Classes with at most
+ * SPAN_INLINE_SLOTS slots keep their metadata in the span descriptor
+ * instead, so that e.g. two 32 KiB slots still fit a span.
  *
  * Per-slot metadata (u16): 0 = free; otherwise bits 0..13 hold
  * rounding + 1 (slot size minus requested size, plus one), bit 14 marks a
@@ -76,6 +81,15 @@ enum span_flags {
 struct heap;
 
 /*
+ * span.used carries, beside its count, a bit set whenever the span's flags
+ * are anything but SPAN_DIRTY (full, or freed into since its last reclaim):
+ * the free path then learns from one decrement whether it may stay fast (the
+ * result is positive) or must see to the span (it emptied, or a flag needs
+ * handling). Every flag change goes through span_set_flags.
+ */
+#define USED_SLOW 0x80000000u
+
+/*
  * One span descriptor; lives in the segment header. 256 bytes, so that a
  * pointer finds its descriptor by shifts; the first cache line holds all the
  * fast paths read, and the foreign-free list sits on another line, so that
@@ -85,13 +99,13 @@ struct heap;
 struct span {
 	/* hot: malloc and free */
 	void *free;	   /* local free list: free slots none of whose pages is discarded */
-	uint16_t *meta;	   /* per-slot metadata (in the span's head or inline_meta) */
+	uint16_t *cells;   /* metadata by cell (span_cell_product): the head or inline_meta */
 	struct heap *heap; /* owner (read by any thread) */
 	uint32_t size;	   /* slot size (copy of the class's) */
 	uint32_t recip;	   /* copy of the class's reciprocal */
 	uint32_t slot_off; /* offset of slot 0 (== metadata bytes counted as overhead) */
 	uint32_t bump;	   /* slots ever handed to the free list: [0, bump); 0 when unassigned */
-	uint32_t used;	   /* slots allocated or waiting in xfree: nonzero while not empty */
+	uint32_t used;	   /* slots allocated or waiting in xfree (span_used), | USED_SLOW */
 	uint16_t group;	   /* resource group of every slot */
 	uint16_t cls;	   /* class index */
 	uint8_t state;	   /* enum span_state */
@@ -118,6 +132,7 @@ struct span {
 	uint32_t ret;		  /* bytes of free slots on discarded pages: `returned` */
 	uint32_t npark;		  /* free slots with a discarded page: not in the free list */
 	uint16_t discarded;	  /* page bitmap: pages handed back with madvise */
+	uint16_t meta_skip;	  /* slot_off / size: slot i's entry is cells[meta_skip + i] */
 	uint64_t stamp_ms;	  /* SPAN_EMPTY: empty since; dirty: dirty since */
 	struct span *next, *prev; /* bin list (active or empty) */
 	struct span *lru_next, *lru_prev; /* heap's empty-span list, oldest first */
@@ -220,6 +235,8 @@ static inline unsigned size_to_class(size_t q)
 void *os_map(size_t len);
 void *os_map_flags(size_t len, int flags);
 void *os_map_aligned(size_t len, size_t align);
+void *os_reserve(size_t len, size_t align);
+int os_commit(void *p, size_t len);
 int os_unmap(void *p, size_t len);
 void os_discard(void *p, size_t len);
 void os_touch(void *p, size_t len);
@@ -240,6 +257,53 @@ static inline bool seg_map_has(const void *p)
 	uintptr_t i = (uintptr_t)p >> SEGMENT_SHIFT;
 	return i < SEG_MAP_LEN && atomic_load_explicit(&tally_seg_map[i], memory_order_relaxed);
 }
+/*
+ * The arena: one reservation of address space, carved into segments in
+ * address order and never given back, so that [base, base + len) holds only
+ * segments of ours and the free path knows a pointer is one of ours by one
+ * subtraction and one compare, with no load that depends on the pointer.
+ * Segments beyond it (the reservation refused or used up) are mapped one by
+ * one and known by the map above. base is set once, by the first segment
+ * (before the program can have passed a pointer of ours to another thread).
+ *
+ * probe_word holds the semaphore of the tally:batch probe in its top two
+ * bytes (segment.c): the kernel raises it while a tracer is attached, which
+ * makes arena_has_untraced fail, so that the untraced free path learns both
+ * things from one test.
+ */
+#define ARENA_RESERVE (64UL << 30) /* 16384 segments */
+/*
+ * Plain words, read without atomics so that the free path's test can take
+ * them as memory operands: each is aligned (one load, never torn), base is
+ * written once before any pointer exists, len only grows, under
+ * arena_lock, with a release store, and the kernel writes the semaphore.
+ */
+struct tally_arena {
+	uintptr_t base;
+	uintptr_t len;	     /* bytes carved, from base */
+	uint64_t probe_word; /* bytes 6..7: tally_batch_semaphore */
+};
+#define ARENA_SEMAPHORE_OFFSET 22 /* offsetof(probe_word) + 6, for the assembler */
+extern struct tally_arena tally_arena;
+static inline bool arena_has(const void *p)
+{
+	return (uintptr_t)p - tally_arena.base < tally_arena.len;
+}
+/* Nonzero while a tracer is attached: OR it into a quantity a fast path
+ * bounds, and the bound fails (the semaphore's bits are above any bound). */
+static inline uint64_t arena_probe_word(void)
+{
+#if !defined(TALLY_NO_PROBES) && !defined(TALLY_ALLOC_TEST_SINK)
+	return tally_arena.probe_word;
+#else
+	return 0;
+#endif
+}
+/* arena_has, and nobody tracing */
+static inline bool arena_has_untraced(const void *p)
+{
+	return (((uintptr_t)p - tally_arena.base) | arena_probe_word()) < tally_arena.len;
+}
 static inline struct segment *segment_of(const void *p)
 {
 	return (struct segment *)((uintptr_t)p & ~(SEGMENT_SIZE - 1));
@@ -256,6 +320,17 @@ static inline struct span *span_of(const void *p)
 	uintptr_t a = (uintptr_t)p;
 	return (struct span *)((a & ~(SEGMENT_SIZE - 1)) + offsetof(struct segment, spans) +
 			       ((a >> (SPAN_SHIFT - 8)) & ((SPANS_PER_SEGMENT - 1) << 8)));
+}
+/* A pointer's cell: the slot it is in is cell - slot_off / size. The low half
+ * of the product is below recip exactly when p is at a cell's start. */
+static inline uint64_t span_cell_product(const struct span *sp, const void *p)
+{
+	return (uint64_t)((uintptr_t)p & (SPAN_SIZE - 1)) * sp->recip;
+}
+/* The metadata by slot index (slot i's entry is span_meta(sp)[i]). */
+static inline uint16_t *span_meta(const struct span *sp)
+{
+	return sp->cells + sp->meta_skip;
 }
 static inline uint32_t span_slot_index(const struct span *sp, const void *p)
 {
@@ -279,12 +354,38 @@ static inline void span_push_free(struct span *sp, void *p)
 	sp->free = f;
 }
 
+static inline uint32_t span_used(const struct span *sp)
+{
+	return sp->used & ~USED_SLOW;
+}
+static inline void span_set_flags(struct span *sp, uint8_t flags)
+{
+	sp->flags = flags;
+	sp->used = span_used(sp) | (flags == SPAN_DIRTY ? 0 : USED_SLOW);
+}
+/* A free's decrement of used: false while the span needs nothing more.
+ * On x86-64 one instruction and the branch on its flags (the compiler would
+ * load, subtract, store and test). */
+static inline __attribute__((always_inline)) bool span_used_dec(struct span *sp)
+{
+#if defined(__x86_64__) && !defined(__clang__)
+	__asm__ goto("subl $1, %0\n\tjle %l[slow]" : "+m"(sp->used) : : "cc" : slow);
+	return false;
+slow:
+	return true;
+#else
+	return (int32_t)--sp->used <= 0;
+#endif
+}
+
 static inline char *span_slot(const struct span *sp, uint32_t i)
 {
 	return span_base(sp) + sp->slot_off + (size_t)i * sp->size;
 }
 struct span *segment_claim_span(struct heap *h);
 void segment_release_span(struct heap *h, struct span *sp);
+void segment_lock_prepare(void);
+void segment_lock_release(void);
 
 /* span.c */
 struct span *span_acquire(struct heap *h, unsigned cls);

@@ -41,7 +41,7 @@ static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, s
 {
 	struct free_slot *p = sp->free;
 	sp->free = p->next;
-	sp->meta[span_slot_index(sp, p)] = (uint16_t)((sp->size1 - q) | flag);
+	sp->cells[span_cell_product(sp, p) >> 32] = (uint16_t)((sp->size1 - q) | flag);
 	sp->used++;
 	if (traced)
 		ev_word(h, TALLY_EV_ALLOC, sp->group, (uint32_t)q, sp->size);
@@ -114,7 +114,7 @@ static inline void small_lookup(void *p, struct small_ref *r)
 	if (unlikely(i >= sp->bump))
 		tally_fatal("free of a pointer it never allocated", p);
 	char *slot = span_slot(sp, i);
-	uint16_t m = sp->meta[i];
+	uint16_t m = span_meta(sp)[i];
 	if (unlikely(m == META_FREE || (m & META_FOREIGN)))
 		tally_fatal("double free or free of a pointer it never allocated", p);
 	if (unlikely(slot != (char *)p && !(m & META_ALIGNED)))
@@ -129,7 +129,7 @@ static inline void small_lookup(void *p, struct small_ref *r)
 static void small_free_foreign(struct heap *h, struct small_ref *r)
 {
 	struct span *sp = r->sp;
-	uint16_t old = __atomic_fetch_or(&sp->meta[r->idx], META_FOREIGN, __ATOMIC_RELAXED);
+	uint16_t old = __atomic_fetch_or(&span_meta(sp)[r->idx], META_FOREIGN, __ATOMIC_RELAXED);
 	if (unlikely(old != r->meta))
 		tally_fatal("double free (two threads at once)", r->slot);
 	void *head = atomic_load_explicit(&sp->xfree, memory_order_relaxed);
@@ -162,10 +162,10 @@ static inline void small_free(struct heap *h, struct small_ref *r)
 		small_free_foreign(h, r);
 	} else {
 		uint32_t s = sp->size;
-		sp->meta[r->idx] = META_FREE;
+		span_meta(sp)[r->idx] = META_FREE;
 		span_push_free(sp, r->slot);
 		ev(h, TALLY_EV_FREE, 0, sp->group, (uint32_t)r->q, s);
-		if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
+		if (unlikely(span_used_dec(sp)))
 			span_free_slow(h, sp);
 	}
 	if (unlikely(--h->tick <= 0))
@@ -228,7 +228,9 @@ static bool pow2(size_t a)
 }
 
 /* The fast path: a small request whose bin has a slot ready. Everything else
- * (first call of a thread, refills, large blocks) goes through tally_malloc. */
+ * (first call of a thread, refills, large blocks) goes through tally_malloc.
+ * (Folding the semaphore into the size test, as free does, measured slower
+ * here: the separate test is one fused compare-and-branch.) */
 static inline __attribute__((always_inline)) void *malloc_as(size_t n, bool traced)
 {
 	struct heap *h = tally_tls_heap;
@@ -253,41 +255,48 @@ TALLY_API void *TA(malloc)(size_t n)
 	return malloc_as(n, false);
 }
 
+__attribute__((noinline)) static void free_traced(void *p);
+
 /*
  * The fast path: a block of the calling thread's heap, freed exactly once,
  * not aligned. Anything else, and every check that fails, takes tally_free,
- * which sorts out which it was (and stops on a bad pointer).
+ * which sorts out which it was (and stops on a bad pointer). Untraced, the
+ * first test also fails while a tracer is attached (arena_has_untraced),
+ * which sends the call to the traced path.
  */
 static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 {
-	if (unlikely(!seg_map_has(p))) {
-		tally_free(p, SIZE_MAX);
+	if (unlikely(traced ? !arena_has(p) : !arena_has_untraced(p))) {
+		if (!traced && ev_tracing())
+			free_traced(p);
+		else
+			tally_free(p, SIZE_MAX);
 		return;
 	}
 	struct span *sp = span_of(p);
 	struct heap *h = tally_tls_heap;
-	uint32_t off = (uint32_t)((uintptr_t)p & (SPAN_SIZE - 1)) - sp->slot_off;
-	uint64_t prod = (uint64_t)off * sp->recip;
-	uint32_t i = (uint32_t)(prod >> 32);
-	/* below bump (unassigned spans have bump 0; an offset below slot_off
-	 * wraps to an index beyond any bump), at a slot's start (with recip =
-	 * ceil(2^32 / size), the low half of the product is below recip exactly
-	 * when size divides off, for any offset inside a span), ours */
-	if (unlikely(i >= sp->bump || (uint32_t)prod >= sp->recip || sp->heap != h)) {
+	uint64_t prod = span_cell_product(sp, p);
+	/* at a cell's start (with recip = ceil(2^32 / size), the low half of
+	 * the product is below recip exactly when size divides the offset, for
+	 * any offset inside a span; unassigned spans have recip 0), ours */
+	if (unlikely((uint32_t)prod >= sp->recip || sp->heap != h)) {
 		tally_free(p, SIZE_MAX);
 		return;
 	}
-	uint16_t m = sp->meta[i];
-	/* allocated, not aligned, no foreign free in flight: 1 .. META_ROUND_MASK */
+	uint16_t *cell = &sp->cells[prod >> 32];
+	uint16_t m = *cell;
+	/* allocated, not aligned, no foreign free in flight: 1 .. META_ROUND_MASK
+	 * (the cells of the metadata itself, of the tail and of slots never
+	 * handed out read as free) */
 	if (unlikely((uint16_t)(m - 1) >= META_ROUND_MASK)) {
 		tally_free(p, SIZE_MAX);
 		return;
 	}
 	if (traced)
 		ev_word(h, TALLY_EV_FREE, sp->group, sp->size1 - m, sp->size);
-	sp->meta[i] = META_FREE;
+	*cell = META_FREE;
 	span_push_free(sp, p);
-	if (unlikely(--sp->used == 0 || sp->flags != SPAN_DIRTY))
+	if (unlikely(span_used_dec(sp)))
 		span_free_slow(h, sp);
 }
 
@@ -299,11 +308,11 @@ __attribute__((noinline)) static void free_traced(void *p)
 
 TALLY_API void TA(free)(void *p)
 {
-	if (unlikely(ev_tracing())) {
-		free_traced(p);
-		return;
-	}
+#if defined(TALLY_ALLOC_TEST_SINK)
+	free_traced(p); /* recording always on */
+#else
 	free_as(p, false);
+#endif
 }
 
 TALLY_API void *TA(calloc)(size_t n, size_t size)
@@ -339,7 +348,7 @@ TALLY_API void *TA(realloc)(void *p, size_t n)
 			/* same slot: live and rounding trade bytes. As an allocation
 			 * of n and a free of the old size by the owner: the span's
 			 * counters take the allocation, the metadata the free. */
-			sp->meta[r.idx] = (uint16_t)(sp->size - n + 1);
+			span_meta(sp)[r.idx] = (uint16_t)(sp->size - n + 1);
 			sp->abytes += n;
 			sp->nalloc++;
 			ev(h, TALLY_EV_REALLOC, 0, sp->group, (uint32_t)r.q, n);

@@ -36,6 +36,34 @@ void *os_map_flags(size_t len, int flags)
 	return p;
 }
 
+/* Address space only: no access, no memory, no commit charge, until os_commit. */
+void *os_reserve(size_t len, size_t align)
+{
+	if (len + align < len)
+		return NULL;
+	char *p = mmap(NULL, len + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	uintptr_t a = ((uintptr_t)p + align - 1) & ~(align - 1);
+	size_t head = a - (uintptr_t)p, tail = align - head;
+	if (head)
+		munmap(p, head);
+	if (tail)
+		munmap((char *)a + len, tail);
+	return (void *)a;
+}
+
+/* Part of a reservation made usable, with the flags every mapping carries. */
+int os_commit(void *p, size_t len)
+{
+	if (mprotect(p, len, PROT_READ | PROT_WRITE))
+		return -errno;
+	madvise(p, len, MADV_NOHUGEPAGE);
+	madvise(p, len, MADV_RANDOM);
+	return 0;
+}
+
 /* len and align are multiples of the page size; trims the excess of an over-sized mapping. */
 void *os_map_aligned(size_t len, size_t align)
 {

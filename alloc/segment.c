@@ -10,6 +10,55 @@
 
 _Atomic uint8_t tally_seg_map[SEG_MAP_LEN];
 
+#if !defined(TALLY_NO_PROBES) && !defined(TALLY_ALLOC_TEST_SINK)
+/* In the section the probe notes point their semaphores into; the batch
+ * probe's semaphore is a name for two bytes of it (internal.h). */
+__attribute__((section(".probes"), used)) struct tally_arena tally_arena;
+_Static_assert(offsetof(struct tally_arena, probe_word) + 6 == ARENA_SEMAPHORE_OFFSET,
+	       "the semaphore is the top two bytes of probe_word");
+#define STR_(x) #x
+#define STR(x) STR_(x)
+__asm__(".globl tally_batch_semaphore\n\t"
+	".hidden tally_batch_semaphore\n\t"
+	".set tally_batch_semaphore, tally_arena + " STR(ARENA_SEMAPHORE_OFFSET));
+#else
+struct tally_arena tally_arena;
+#endif
+static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool arena_tried;
+
+/* The next segment of the arena, or NULL when there is none to give. */
+static void *arena_carve(void)
+{
+	void *seg = NULL;
+
+	pthread_mutex_lock(&arena_lock);
+	if (!arena_tried) {
+		arena_tried = true;
+		tally_arena.base = (uintptr_t)os_reserve(ARENA_RESERVE, SEGMENT_SIZE);
+	}
+	uintptr_t base = tally_arena.base, len = tally_arena.len;
+	if (base && len < ARENA_RESERVE && os_commit((void *)(base + len), SEGMENT_SIZE) == 0) {
+		seg = (void *)(base + len);
+		/* len grows only over committed memory: a stray pointer inside
+		 * [base, base + len) reads a segment header, never a hole */
+		__atomic_store_n(&tally_arena.len, len + SEGMENT_SIZE, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&arena_lock);
+	return seg;
+}
+
+/* fork: the child must not inherit the lock held by a thread it does not have */
+void segment_lock_prepare(void)
+{
+	pthread_mutex_lock(&arena_lock);
+}
+
+void segment_lock_release(void)
+{
+	pthread_mutex_unlock(&arena_lock);
+}
+
 static void seg_map_set(struct segment *seg, bool on)
 {
 	atomic_store_explicit(&tally_seg_map[(uintptr_t)seg >> SEGMENT_SHIFT], on,
@@ -18,7 +67,9 @@ static void seg_map_set(struct segment *seg, bool on)
 
 static struct segment *segment_new(struct heap *h)
 {
-	struct segment *seg = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+	struct segment *seg = arena_carve();
+	if (!seg)
+		seg = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
 	if (!seg)
 		return NULL;
 	uint32_t hdr = (uint32_t)((sizeof(*seg) + OS_PAGE - 1) & ~(OS_PAGE - 1));

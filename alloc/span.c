@@ -110,7 +110,7 @@ static uint32_t span_rebuild_free(struct span *sp)
 
 	sp->free = NULL;
 	for (uint32_t i = sp->bump; i-- > 0;) {
-		if (sp->meta[i] != META_FREE)
+		if (span_meta(sp)[i] != META_FREE)
 			continue;
 		uint32_t off = sp->slot_off + i * sp->size, end = off + sp->size;
 		uint16_t pm = page_mask(off, sp->size);
@@ -188,18 +188,19 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 	sp->group = (uint16_t)h->group;
 	sp->discarded = 0;
 	sp->state = SPAN_ACTIVE;
-	sp->flags &= SPAN_DIRTY; /* it may still sit on the dirty list */
+	span_set_flags(sp, sp->flags & SPAN_DIRTY); /* it may still sit on the dirty list */
 	sp->free = NULL;
 	sp->heap = h;
 	atomic_store_explicit(&sp->xfree, NULL, memory_order_relaxed);
 	if (k->slot_off) {
-		sp->meta = (uint16_t *)base;
+		sp->cells = (uint16_t *)base;
 		/* fresh or discarded pages read as zero: all slots free already */
 		os_touch(base, k->slot_off);
 	} else {
-		sp->meta = sp->inline_meta;
+		sp->cells = sp->inline_meta;
 		memset(sp->inline_meta, 0, sizeof(sp->inline_meta));
 	}
+	sp->meta_skip = (uint16_t)(k->slot_off / k->size);
 	term_add(h, sp->src_term, -(int64_t)k->slot_off);
 	h->st.segment_overhead += k->slot_off;
 	h->st.spans_assigned++;
@@ -229,7 +230,7 @@ void span_make_empty(struct heap *h, struct span *sp)
 
 	if (!(sp->flags & SPAN_FULL))
 		bin_remove(h, b, sp);
-	sp->flags &= ~SPAN_FULL;
+	span_set_flags(sp, sp->flags & ~SPAN_FULL);
 	sp->state = SPAN_EMPTY;
 	sp->stamp_ms = h->now_ms;
 	list_push(&b->empty, sp);
@@ -242,7 +243,7 @@ void span_make_empty(struct heap *h, struct span *sp)
 
 struct span_frees span_owner_frees(const struct span *sp)
 {
-	return stats_span_frees(sp, sp->meta);
+	return stats_span_frees(sp, span_meta(sp));
 }
 
 /* Move the span's share of its group's counters into the heap's. */
@@ -274,7 +275,8 @@ void span_retire(struct heap *h, struct span *sp)
 	sp->state = SPAN_UNASSIGNED;
 	sp->src_term = TALLY_TERM_RETURNED;
 	sp->free = NULL;
-	sp->bump = 0; /* the free path's bound check then refuses any pointer into it */
+	sp->bump = 0;
+	sp->recip = 0; /* the free path's cell test then refuses any pointer into it */
 	h->st.hysteresis -= hyst;
 	h->st.virgin -= virgin;
 	h->st.returned += hyst + virgin;
@@ -299,7 +301,7 @@ void span_reclaim(struct heap *h, struct span *sp)
 	if (bump_off < SPAN_SIZE)
 		busy |= page_mask(bump_off, (uint32_t)SPAN_SIZE - bump_off);
 	for (uint32_t i = 0; i < sp->bump; i++)
-		if (sp->meta[i] != META_FREE)
+		if (span_meta(sp)[i] != META_FREE)
 			busy |= page_mask(sp->slot_off + i * s, s);
 	uint16_t cand = (uint16_t)~busy & (uint16_t)~sp->discarded;
 	if (!cand)
@@ -336,8 +338,8 @@ void span_drain(struct heap *h, struct span *sp)
 	for (void *p = list, *next; p; p = next) {
 		uint32_t i = span_slot_index(sp, p);
 		next = *(void **)p;
-		sp->xbytes += sp->size - ((sp->meta[i] & META_ROUND_MASK) - 1);
-		sp->meta[i] = META_FREE;
+		sp->xbytes += sp->size - ((span_meta(sp)[i] & META_ROUND_MASK) - 1);
+		span_meta(sp)[i] = META_FREE;
 		span_push_free(sp, p);
 		n++;
 	}
@@ -355,14 +357,14 @@ void span_drain(struct heap *h, struct span *sp)
 void span_free_slow(struct heap *h, struct span *sp)
 {
 	if (!(sp->flags & SPAN_DIRTY)) {
-		sp->flags |= SPAN_DIRTY;
+		span_set_flags(sp, sp->flags | SPAN_DIRTY);
 		sp->stamp_ms = h->now_ms;
 		sp->dirty_next = h->dirty;
 		h->dirty = sp;
 	}
 	struct bin *b = span_bin(h, sp);
 	if (sp->flags & SPAN_FULL) {
-		sp->flags &= ~SPAN_FULL;
+		span_set_flags(sp, sp->flags & ~SPAN_FULL);
 		bin_push(h, b, sp);
 		/* keep the current span current */
 		if (sp->next) {
@@ -374,7 +376,7 @@ void span_free_slow(struct heap *h, struct span *sp)
 	/* The bin's current span stays active when it empties: a pattern that
 	 * allocates and frees one object must not move a span in and out of
 	 * hysteresis on every call. A sweep returns its pages all the same. */
-	if (sp->used == 0 && b->head != sp)
+	if (span_used(sp) == 0 && b->head != sp)
 		span_make_empty(h, sp);
 }
 
@@ -402,7 +404,7 @@ struct span *span_acquire(struct heap *h, unsigned cls)
 			return sp;
 		/* full: out of the list until a free brings it back */
 		bin_remove(h, b, sp);
-		sp->flags |= SPAN_FULL;
+		span_set_flags(sp, sp->flags | SPAN_FULL);
 	}
 	if ((sp = b->empty)) {
 		span_refill(h, sp);

@@ -21,7 +21,7 @@ static void stats_walk_all(struct stats_walk *w)
 			for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++) {
 				struct span *sp = &seg->spans[i];
 				if (WALK_LOAD(sp->state) != SPAN_UNASSIGNED)
-					stats_walk_span(w, sp, sp->meta);
+					stats_walk_span(w, sp, span_meta(sp));
 			}
 		}
 	}

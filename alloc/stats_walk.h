@@ -5,7 +5,7 @@
  * (stats.c, reading its own memory) and by the tracer (user/remote.c, reading
  * a copy of a target's memory for a late attach), so that both derive them
  * the same way. A span's metadata is passed separately: the tracer's copy of
- * it is not where sp->meta points.
+ * it is not where span_meta(sp) points.
  */
 #ifndef TALLY_STATS_WALK_H
 #define TALLY_STATS_WALK_H
@@ -38,7 +38,7 @@ static inline struct span_frees stats_span_frees(const struct span *sp, const ui
 	uint64_t abytes = WALK_LOAD(sp->abytes) + (acc & ACC_BYTES);
 	uint64_t nalloc = WALK_LOAD(sp->nalloc) + (acc >> ACC_SHIFT);
 	uint64_t xbytes = WALK_LOAD(sp->xbytes);
-	uint64_t used = WALK_LOAD(sp->used);
+	uint64_t used = WALK_LOAD(sp->used) & ~USED_SLOW;
 	uint64_t ndrained = WALK_LOAD(sp->ndrained);
 	return (struct span_frees){ abytes, nalloc, abytes - held - xbytes,
 				    nalloc - used - ndrained };
@@ -76,7 +76,7 @@ static inline void stats_walk_span(struct stats_walk *w, const struct span *sp,
 	struct span_frees fr = stats_span_frees(sp, meta);
 	struct group_ctr *c = &w->groups[WALK_LOAD(sp->group) % TALLY_MAX_GROUPS];
 
-	w->slots += (int64_t)WALK_LOAD(sp->used) * WALK_LOAD(sp->size);
+	w->slots += (int64_t)(WALK_LOAD(sp->used) & ~USED_SLOW) * WALK_LOAD(sp->size);
 	w->live += (int64_t)(fr.abytes - fr.bytes);
 	c->alloc_bytes += (int64_t)fr.abytes;
 	c->alloc_objs += (int64_t)fr.nalloc;

@@ -63,12 +63,19 @@ static void classes__span_geometry_fits_and_divides_exactly(void **state)
 		if (k->slot_off == 0) {
 			assert_true(k->nslots <= SPAN_INLINE_SLOTS);
 		} else {
-			assert_true(k->slot_off >= 2 * k->nslots);
+			/* whole cells, enough for an entry per cell, and no
+			 * more than it takes: one cell fewer would not do */
+			uint32_t cells = (SPAN_SIZE + k->size - 1) / k->size;
+			assert_int_equal(k->slot_off % k->size, 0);
+			assert_true(k->slot_off >= 2 * cells);
+			assert_true(k->slot_off - k->size < 2 * cells);
 			assert_int_equal(k->slot_off % 16, 0);
-			/* one more slot would not fit with its metadata */
-			uint32_t off = (2 * (k->nslots + 1) + 15) & ~15u;
-			assert_true(off + (uint64_t)(k->nslots + 1) * k->size > SPAN_SIZE);
+			/* every slot that fits after it */
+			assert_true(k->slot_off + (uint64_t)(k->nslots + 1) * k->size > SPAN_SIZE);
 		}
+		/* the inline metadata has an entry for every cell too */
+		if (k->slot_off == 0)
+			assert_true((SPAN_SIZE + k->size - 1) / k->size <= SPAN_INLINE_SLOTS);
 		for (uint32_t i = 0; i < k->nslots; i++) {
 			uint64_t lo = (uint64_t)i * k->size, hi = lo + k->size - 1;
 			assert_int_equal((lo * k->recip) >> 32, i);
@@ -83,6 +90,7 @@ static void segment__blocks_live_in_aligned_segments(void **state)
 	char *p = T(malloc)(100);
 	assert_non_null(p);
 	assert_true(seg_map_has(p));
+	assert_true(arena_has(p)); /* the free path's quick test knows it */
 	struct segment *seg = segment_of(p);
 	assert_int_equal((uintptr_t)seg % SEGMENT_SIZE, 0);
 	struct span *sp = span_of(p);
@@ -378,6 +386,22 @@ static void never_given_free(void)
 	T(free)(p + 64 * 50); /* a slot of the same span no one asked for */
 }
 
+/* The part of the arena no segment has been carved from yet: never read. */
+static void arena_hole_free(void)
+{
+	void *p = T(malloc)(64);
+	(void)p;
+	uintptr_t end = tally_arena.base + tally_arena.len;
+	T(free)((void *)(end + 3 * SEGMENT_SIZE + 4096));
+}
+
+/* A segment's header span is no block. */
+static void segment_header_free(void)
+{
+	char *p = T(malloc)(64);
+	T(free)((char *)segment_of(p) + 512);
+}
+
 static void wrong_size_free(void)
 {
 	void *p = T(malloc)(64);
@@ -398,6 +422,8 @@ static void errors__bad_frees_stop_with_a_diagnostic(void **state)
 	expect_abort(foreign_pointer_free, "never allocated");
 	expect_abort(interior_free, "middle of a block");
 	expect_abort(never_given_free, "never allocated");
+	expect_abort(arena_hole_free, "never allocated");
+	expect_abort(segment_header_free, "never allocated");
 	expect_abort(wrong_size_free, "free_sized");
 	expect_abort(large_double_free, "never allocated");
 }

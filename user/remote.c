@@ -53,9 +53,12 @@ static int walk_segment(pid_t pid, uint64_t at, struct segment *seg, uint16_t *m
 			continue;
 		if (sp->bump > SPAN_SIZE / 16)
 			return -EPROTO;
-		if ((uint64_t)(uintptr_t)sp->meta != inline_at) {
-			int err = peek(pid, (uint64_t)(uintptr_t)sp->meta, meta,
-				       sp->bump * sizeof(*meta));
+		/* an address in the target: only computed, never dereferenced here */
+		uint64_t meta_at = (uint64_t)(uintptr_t)sp->cells + sp->meta_skip * sizeof(*meta);
+		if (sp->meta_skip > SPAN_SIZE / 16)
+			return -EPROTO;
+		if (meta_at != inline_at) {
+			int err = peek(pid, meta_at, meta, sp->bump * sizeof(*meta));
 			if (err)
 				return err;
 			m = meta;

@@ -17,6 +17,10 @@
 #   sort            GNU sort of a generated 64 MiB file, in memory
 #   sort-tmpfiles   the same with -S 20M --parallel=2 (temporary files, threads)
 #   containers      tests/preload/containers.cpp, built here with g++
+#   no-arena        python as above under a 2 GiB address-space limit, which
+#                   refuses the allocator its arena: segments are then mapped
+#                   one by one (a second process prints how many arena-sized
+#                   reservations it holds, 0 in both runs)
 #
 # Prints "PASS name" or "FAIL name (reason)" plus an indented excerpt per case,
 # then one line "N passed, M failed". Exit status: 0 if all passed, 1 if any
@@ -285,10 +289,30 @@ case_containers()
 	run_pair containers "$bin"
 }
 
+case_no_arena()
+{
+	if [ -z "$python" ]; then
+		fail no-arena "python3 not found"
+		return
+	fi
+	local maps_probe='
+n = 0
+for line in open("/proc/self/maps"):
+    f = line.split()
+    lo, hi = (int(x, 16) for x in f[0].split("-"))
+    n += f[1] == "---p" and hi - lo >= 32 << 30
+print("arena-sized reservations:", n)
+'
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	run_pair no-arena PYTHONMALLOC=malloc PYTHONHASHSEED=0 prlimit --as=$((2 << 30)) \
+		sh -c '"$0" "$1" && "$0" -c "$2"' "$python" "$here/alloc_heavy.py" "$maps_probe"
+}
+
 case_preload_active
 case_python
 case_sort
 case_containers
+case_no_arena
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
