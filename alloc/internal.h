@@ -17,10 +17,13 @@
  * SPAN_INLINE_SLOTS slots keep their metadata in the span descriptor
  * instead, so that e.g. two 32 KiB slots still fit a span.
  *
- * Per-slot metadata (u16): 0 = free; otherwise bits 0..13 hold
- * rounding + 1 (slot size minus requested size, plus one), bit 14 marks a
- * foreign free in flight (set by the freeing thread, cleared by the owner's
- * drain) and bit 15 marks an aligned block whose pointer is inside the slot.
+ * Per-slot metadata (u16): 0 = free; otherwise bits 0..13 hold the requested
+ * size + 1 (classes below META_Q_LIMIT: what malloc has in hand, so that it
+ * stores it without a look at the span) or the rounding + 1 (slot size
+ * minus requested size, plus one: the largest classes, whose sizes do not
+ * fit), bit 14 marks a foreign free in flight (set by the freeing thread,
+ * cleared by the owner's drain) and bit 15 marks an aligned block whose
+ * pointer is inside the slot. meta_encode and meta_requested convert.
  */
 #ifndef TALLY_ALLOC_INTERNAL_H
 #define TALLY_ALLOC_INTERNAL_H
@@ -55,6 +58,24 @@
 #define META_FOREIGN 0x4000u
 #define META_ALIGNED 0x8000u
 #define META_ROUND_MAX (META_ROUND_MASK - 1) /* largest rounding a slot can record */
+#define META_Q_LIMIT META_ROUND_MASK	     /* classes below it record requested + 1 */
+
+/* The metadata of a block of `q` bytes in a slot of `size`, flags aside;
+ * meta_fits says whether it can be recorded at all. */
+static inline uint16_t meta_encode(uint32_t size, size_t q)
+{
+	return (uint16_t)(size < META_Q_LIMIT ? q + 1 : size - q + 1);
+}
+static inline bool meta_fits(uint32_t size, size_t q)
+{
+	return size < META_Q_LIMIT || size - q <= META_ROUND_MAX;
+}
+/* The requested size of the block whose metadata is m (not free). */
+static inline uint32_t meta_requested(uint32_t size, uint16_t m)
+{
+	uint32_t v = (uint32_t)(m & META_ROUND_MASK) - 1;
+	return size < META_Q_LIMIT ? v : size - v;
+}
 
 #define PURGE_MS_DEFAULT 1000
 #define TICK_OPS 1024 /* slow-path operations between two looks at the clock */
@@ -112,7 +133,6 @@ struct span {
 	uint8_t flags;	   /* enum span_flags */
 	uint8_t src_term;  /* term of bytes at or above bump: virgin or returned */
 	uint8_t index;	   /* span number inside its segment */
-	uint16_t size1;	   /* size + 1: malloc stores size1 - requested in the metadata */
 	/*
 	 * The span's share of its group's counters (struct group_ctr). The
 	 * allocation path counts in one word (acc), folded into abytes and

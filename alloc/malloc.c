@@ -34,14 +34,15 @@ __attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, str
 	return p;
 }
 
-/* Take the head slot of a span whose free list is not empty; `traced` is a
- * constant at each call site, so the untraced fast path carries no record. */
+/* Take the head slot of a span whose free list is not empty, for q bytes
+ * whose metadata is m; `traced` is a constant at each call site, so the
+ * untraced fast path carries no record. */
 static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, struct span *sp,
-							       size_t q, uint16_t flag, bool traced)
+							       size_t q, uint16_t m, bool traced)
 {
 	struct free_slot *p = sp->free;
 	sp->free = p->next;
-	sp->cells[span_cell_product(sp, p) >> 32] = (uint16_t)((sp->size1 - q) | flag);
+	sp->cells[span_cell_product(sp, p) >> 32] = m;
 	sp->used++;
 	if (traced)
 		ev_word(h, TALLY_EV_ALLOC, sp->group, (uint32_t)q, sp->size);
@@ -56,7 +57,7 @@ static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, s
 
 static inline void *span_pop(struct heap *h, struct span *sp, size_t q, uint16_t flag)
 {
-	return span_pop_as(h, sp, q, flag, ev_tracing());
+	return span_pop_as(h, sp, q, meta_encode(sp->size, q) | flag, ev_tracing());
 }
 
 static void *small_alloc(struct heap *h, unsigned cls, size_t q, uint16_t flag)
@@ -123,7 +124,7 @@ static inline void small_lookup(void *p, struct small_ref *r)
 	r->idx = i;
 	r->slot = slot;
 	r->meta = m;
-	r->q = sp->size - ((m & META_ROUND_MASK) - 1);
+	r->q = meta_requested(sp->size, m);
 }
 
 static void small_free_foreign(struct heap *h, struct small_ref *r)
@@ -208,7 +209,7 @@ static void *tally_aligned(size_t align, size_t q)
 	if (need >= q && need <= CLASS_MAX) {
 		unsigned cls = size_to_class(need);
 		size_t s = tally_classes[cls].size;
-		if (s - q <= META_ROUND_MAX) {
+		if (meta_fits((uint32_t)s, q)) {
 			char *slot = small_alloc(h, cls, q, META_ALIGNED);
 			if (!slot)
 				goto out;
@@ -236,8 +237,8 @@ static inline __attribute__((always_inline)) void *malloc_as(size_t n, bool trac
 	struct heap *h = tally_tls_heap;
 	if (likely(n <= 1024)) {
 		struct span *sp = h->direct[(n + 7) >> 3];
-		if (likely(sp->free))
-			return span_pop_as(h, sp, n, 0, traced);
+		if (likely(sp->free)) /* a class below META_Q_LIMIT */
+			return span_pop_as(h, sp, n, (uint16_t)(n + 1), traced);
 	}
 	return tally_malloc(n, false);
 }
@@ -293,7 +294,7 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		return;
 	}
 	if (traced)
-		ev_word(h, TALLY_EV_FREE, sp->group, sp->size1 - m, sp->size);
+		ev_word(h, TALLY_EV_FREE, sp->group, meta_requested(sp->size, m), sp->size);
 	*cell = META_FREE;
 	span_push_free(sp, p);
 	if (unlikely(span_used_dec(sp)))
@@ -348,7 +349,7 @@ TALLY_API void *TA(realloc)(void *p, size_t n)
 			/* same slot: live and rounding trade bytes. As an allocation
 			 * of n and a free of the old size by the owner: the span's
 			 * counters take the allocation, the metadata the free. */
-			span_meta(sp)[r.idx] = (uint16_t)(sp->size - n + 1);
+			span_meta(sp)[r.idx] = meta_encode(sp->size, n);
 			sp->abytes += n;
 			sp->nalloc++;
 			ev(h, TALLY_EV_REALLOC, 0, sp->group, (uint32_t)r.q, n);

@@ -179,7 +179,6 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 	char *base = span_base(sp);
 
 	sp->size = k->size;
-	sp->size1 = (uint16_t)(k->size + 1);
 	sp->recip = k->recip;
 	sp->slot_off = k->slot_off;
 	sp->nslots = k->nslots;
@@ -338,7 +337,7 @@ void span_drain(struct heap *h, struct span *sp)
 	for (void *p = list, *next; p; p = next) {
 		uint32_t i = span_slot_index(sp, p);
 		next = *(void **)p;
-		sp->xbytes += sp->size - ((span_meta(sp)[i] & META_ROUND_MASK) - 1);
+		sp->xbytes += meta_requested(sp->size, span_meta(sp)[i]);
 		span_meta(sp)[i] = META_FREE;
 		span_push_free(sp, p);
 		n++;

@@ -32,7 +32,7 @@ static inline struct span_frees stats_span_frees(const struct span *sp, const ui
 	for (uint32_t i = 0; i < bump; i++) {
 		uint16_t m = __atomic_load_n(&meta[i], __ATOMIC_RELAXED);
 		if (m != META_FREE)
-			held += size - ((m & META_ROUND_MASK) - 1);
+			held += meta_requested(size, m);
 	}
 	uint64_t acc = WALK_LOAD(sp->acc);
 	uint64_t abytes = WALK_LOAD(sp->abytes) + (acc & ACC_BYTES);

@@ -138,6 +138,45 @@ static void identity__every_operation_balances_and_live_is_exact(void **state)
 	assert_int_equal(live_now(), base);
 }
 
+/* The metadata records the requested size itself below META_Q_LIMIT and the
+ * rounding above it: both sides of the boundary, plain and aligned, in place
+ * by realloc, and freed by another thread. */
+static void *free_in_thread(void *p)
+{
+	T(free)(p);
+	return NULL;
+}
+
+static void identity__live_is_exact_on_both_sides_of_the_metadata_encodings(void **state)
+{
+	(void)state;
+	static const size_t sizes[] = { 1,     1024,  1025,  16382, 16383,
+					16384, 16385, 20000, 32767, CLASS_MAX };
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t q = sizes[k];
+		int64_t base = live_now();
+		char *a = T(malloc)(q);
+		assert_int_equal(live_now() - base, (int64_t)q);
+		void *b;
+		assert_int_equal(T(posix_memalign)(&b, 64, q), 0);
+		assert_int_equal(live_now() - base, (int64_t)(2 * q));
+		assert_int_equal(T(malloc_usable_size)(a) >= q, 1);
+		T(free_sized)(a, q); /* the size it recorded */
+		assert_int_equal(live_now() - base, (int64_t)q);
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, NULL, free_in_thread, b), 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		tally_alloc_collect(0); /* drain the foreign free */
+		assert_int_equal(live_now(), base);
+		char *c = T(malloc)(q);
+		size_t whole = T(malloc_usable_size)(c); /* the slot: same class */
+		assert_ptr_equal(T(realloc)(c, whole), c);
+		assert_int_equal(live_now() - base, (int64_t)whole);
+		T(free)(c);
+		assert_int_equal(live_now(), base);
+	}
+}
+
 static void realloc__same_class_stays_in_place(void **state)
 {
 	(void)state;
@@ -471,6 +510,7 @@ int main(void)
 		cmocka_unit_test(classes__span_geometry_fits_and_divides_exactly),
 		cmocka_unit_test(segment__blocks_live_in_aligned_segments),
 		cmocka_unit_test(identity__every_operation_balances_and_live_is_exact),
+		cmocka_unit_test(identity__live_is_exact_on_both_sides_of_the_metadata_encodings),
 		cmocka_unit_test(realloc__same_class_stays_in_place),
 		cmocka_unit_test(calloc__zeroes_recycled_memory_and_checks_overflow),
 		cmocka_unit_test(aligned__every_alignment_and_size),
