@@ -76,6 +76,17 @@ static struct heap *heap_new(void)
 	return h;
 }
 
+/* Every span of the heap answers to thread pointer tp from now on (0: none):
+ * a thread that exits leaves its heap to whoever adopts it, and a later
+ * thread may get the same thread pointer. */
+static void heap_set_owner(struct heap *h, uintptr_t tp)
+{
+	h->tp = tp;
+	for (struct segment *seg = h->segs; seg; seg = seg->next)
+		for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++)
+			seg->spans[i].owner_tp = tp;
+}
+
 struct heap *heap_get_slow(void)
 {
 	struct heap *h;
@@ -95,6 +106,7 @@ struct heap *heap_get_slow(void)
 		return NULL;
 	h->orphaned = false;
 	h->tid = os_gettid();
+	heap_set_owner(h, thread_pointer());
 	h->group = 0;
 	h->bins = h->bins0;
 	heap_direct_fill(h);
@@ -116,6 +128,7 @@ static void heap_thread_exit(void *arg)
 	if (ev_tracing())
 		ev_flush(h);
 	tally_tls_heap = &tally_heap_none;
+	heap_set_owner(h, 0);
 	pthread_mutex_lock(&tally_heaps_lock);
 	h->orphaned = true;
 	h->orphan_next = orphans;
@@ -302,6 +315,7 @@ static void fork_child(void)
 	for (struct heap *h = tally_heaps; h; h = h->all_next) {
 		if (h == self || h->orphaned)
 			continue;
+		heap_set_owner(h, 0);
 		h->orphaned = true;
 		h->orphan_next = orphans;
 		orphans = h;

@@ -119,20 +119,20 @@ struct heap;
  */
 struct span {
 	/* hot: malloc and free */
-	void *free;	   /* local free list: free slots none of whose pages is discarded */
-	uint16_t *cells;   /* metadata by cell (span_cell_product): the head or inline_meta */
-	struct heap *heap; /* owner (read by any thread) */
-	uint32_t size;	   /* slot size (copy of the class's) */
-	uint32_t recip;	   /* copy of the class's reciprocal */
-	uint32_t slot_off; /* offset of slot 0 (== metadata bytes counted as overhead) */
-	uint32_t bump;	   /* slots ever handed to the free list: [0, bump); 0 when unassigned */
-	uint32_t used;	   /* slots allocated or waiting in xfree (span_used), | USED_SLOW */
-	uint16_t group;	   /* resource group of every slot */
-	uint16_t cls;	   /* class index */
-	uint8_t state;	   /* enum span_state */
-	uint8_t flags;	   /* enum span_flags */
-	uint8_t src_term;  /* term of bytes at or above bump: virgin or returned */
-	uint8_t index;	   /* span number inside its segment */
+	void *free;	    /* local free list: free slots none of whose pages is discarded */
+	uint16_t *cells;    /* metadata by cell (span_cell_product): the head or inline_meta */
+	uintptr_t owner_tp; /* the owning thread's thread pointer; 0 while no thread owns it */
+	uint32_t size;	    /* slot size (copy of the class's) */
+	uint32_t recip;	    /* copy of the class's reciprocal */
+	uint32_t slot_off;  /* offset of slot 0 (== metadata bytes counted as overhead) */
+	uint32_t bump;	    /* slots ever handed to the free list: [0, bump); 0 when unassigned */
+	uint32_t used;	    /* slots allocated or waiting in xfree (span_used), | USED_SLOW */
+	uint16_t group;	    /* resource group of every slot */
+	uint16_t cls;	    /* class index */
+	uint8_t state;	    /* enum span_state */
+	uint8_t flags;	    /* enum span_flags */
+	uint8_t src_term;   /* term of bytes at or above bump: virgin or returned */
+	uint8_t index;	    /* span number inside its segment */
 	/*
 	 * The span's share of its group's counters (struct group_ctr). The
 	 * allocation path counts in one word (acc), folded into abytes and
@@ -161,6 +161,7 @@ struct span {
 	/* written by other threads */
 	_Atomic(void *) xfree __attribute__((aligned(64))); /* foreign frees */
 	struct span *xnext; /* link in heap.xspans (written by the pusher) */
+	struct heap *heap;  /* owner (read by any thread) */
 } __attribute__((aligned(256)));
 
 struct segment {
@@ -230,6 +231,7 @@ struct heap {
 	struct heap *orphan_next; /* orphan list */
 	bool orphaned;
 	uint32_t tid;
+	uintptr_t tp; /* the owning thread's thread pointer (spans' owner_tp); 0: orphaned */
 	uint64_t id;
 	uint64_t seq; /* records handed over so far */
 	struct tally_batch batch;
@@ -442,6 +444,12 @@ extern uint32_t tally_purge_ms;
 extern pthread_mutex_t tally_heaps_lock;
 extern struct heap *tally_heaps; /* registry, under tally_heaps_lock */
 struct heap *heap_get_slow(void);
+/* The calling thread's thread pointer (%fs:0 on x86-64): one load, with no
+ * look-up of the heap's TLS slot, for the free path's "is it mine". */
+static inline uintptr_t thread_pointer(void)
+{
+	return (uintptr_t)__builtin_thread_pointer();
+}
 static inline struct heap *heap_get(void)
 {
 	struct heap *h = tally_tls_heap;

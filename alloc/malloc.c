@@ -275,12 +275,11 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		return;
 	}
 	struct span *sp = span_of(p);
-	struct heap *h = tally_tls_heap;
 	uint64_t prod = span_cell_product(sp, p);
 	/* at a cell's start (with recip = ceil(2^32 / size), the low half of
 	 * the product is below recip exactly when size divides the offset, for
 	 * any offset inside a span; unassigned spans have recip 0), ours */
-	if (unlikely((uint32_t)prod >= sp->recip || sp->heap != h)) {
+	if (unlikely((uint32_t)prod >= sp->recip || sp->owner_tp != thread_pointer())) {
 		tally_free(p, SIZE_MAX);
 		return;
 	}
@@ -294,11 +293,12 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		return;
 	}
 	if (traced)
-		ev_word(h, TALLY_EV_FREE, sp->group, meta_requested(sp->size, m), sp->size);
+		ev_word(tally_tls_heap, TALLY_EV_FREE, sp->group, meta_requested(sp->size, m),
+			sp->size);
 	*cell = META_FREE;
 	span_push_free(sp, p);
 	if (unlikely(span_used_dec(sp)))
-		span_free_slow(h, sp);
+		span_free_slow(tally_tls_heap, sp);
 }
 
 /* While a tracer is attached: the same fast path, with its records. */

@@ -82,6 +82,7 @@ static struct segment *segment_new(struct heap *h)
 		seg->spans[i].index = (uint8_t)i;
 		seg->spans[i].src_term = TALLY_TERM_VIRGIN;
 		seg->spans[i].heap = h;
+		seg->spans[i].owner_tp = h->tp;
 		seg->spans[i].flags = 0;
 	}
 	os_touch(seg, hdr);

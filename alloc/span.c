@@ -190,6 +190,7 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 	span_set_flags(sp, sp->flags & SPAN_DIRTY); /* it may still sit on the dirty list */
 	sp->free = NULL;
 	sp->heap = h;
+	sp->owner_tp = h->tp;
 	atomic_store_explicit(&sp->xfree, NULL, memory_order_relaxed);
 	if (k->slot_off) {
 		sp->cells = (uint16_t *)base;

@@ -177,6 +177,46 @@ static void identity__live_is_exact_on_both_sides_of_the_metadata_encodings(void
 	}
 }
 
+/* The free path takes a span as the caller's own by its thread pointer: a
+ * thread's exit must withdraw that from its heap's spans (a later thread may
+ * get the same thread pointer), and the thread that adopts the heap gets it. */
+struct tp_probe {
+	void *block;
+	uintptr_t tp;
+	bool owned_while_running;
+};
+
+static void *alloc_and_note(void *arg)
+{
+	struct tp_probe *pr = arg;
+	pr->block = T(malloc)(48);
+	pr->tp = thread_pointer();
+	pr->owned_while_running = span_of(pr->block)->owner_tp == pr->tp;
+	return NULL;
+}
+
+static void heap__exit_withdraws_the_thread_pointer_and_adoption_sets_it(void **state)
+{
+	(void)state;
+	int64_t base = live_now();
+	struct tp_probe a = { 0 }, b = { 0 };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, alloc_and_note, &a), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(a.owned_while_running);
+	assert_int_equal(span_of(a.block)->owner_tp, 0); /* orphaned */
+	/* the next thread adopts a heap (the orphan, here) and owns its spans */
+	assert_int_equal(pthread_create(&t, NULL, alloc_and_note, &b), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(b.owned_while_running);
+	assert_int_equal(span_of(b.block)->owner_tp, 0);
+	assert_int_equal(live_now() - base, 96);
+	T(free)(a.block); /* not ours: the foreign path */
+	T(free)(b.block);
+	tally_alloc_collect(1);
+	assert_int_equal(live_now(), base);
+}
+
 static void realloc__same_class_stays_in_place(void **state)
 {
 	(void)state;
@@ -511,6 +551,7 @@ int main(void)
 		cmocka_unit_test(segment__blocks_live_in_aligned_segments),
 		cmocka_unit_test(identity__every_operation_balances_and_live_is_exact),
 		cmocka_unit_test(identity__live_is_exact_on_both_sides_of_the_metadata_encodings),
+		cmocka_unit_test(heap__exit_withdraws_the_thread_pointer_and_adoption_sets_it),
 		cmocka_unit_test(realloc__same_class_stays_in_place),
 		cmocka_unit_test(calloc__zeroes_recycled_memory_and_checks_overflow),
 		cmocka_unit_test(aligned__every_alignment_and_size),
