@@ -157,7 +157,7 @@ run_one()
 	for kv in $line; do
 		case $kv in
 		ops_per_s=* | rss_over_live=* | floor=* | within_floor=*)
-			echo "$w $a ${kv%%=*} ${kv#*=}" >>"$results"
+			echo "$w $a ${kv%%=*} ${kv#*=} $round" >>"$results"
 			;;
 		esac
 	done
@@ -198,6 +198,19 @@ values()
 median()
 {
 	values "$@" | awk '{ v[NR] = $1 }
+		END { if (NR) printf "%.6g\n", (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'
+}
+
+# ratio W A B KEY: the median over the rounds of A's figure over B's in the same round
+# (both ran within seconds of each other, so the VM's drift between rounds cancels);
+# empty when no round has both.
+ratio()
+{
+	awk -v w="$1" -v a="$2" -v b="$3" -v k="$4" '
+		$1 == w && $3 == k && $2 == a { x[$5] = $4 }
+		$1 == w && $3 == k && $2 == b { y[$5] = $4 }
+		END { for (r in x) if ((r in y) && y[r] > 0) print x[r] / y[r] }' "$results" |
+		sort -g | awk '{ v[NR] = $1 }
 		END { if (NR) printf "%.6g\n", (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'
 }
 
@@ -295,26 +308,28 @@ checks()
 	local n1=${med[churn-1t,tally-noprobes,ops_per_s]:-}
 	local r r2 pct best_pct b_n b_t
 
-	echo "Acceptance checks (medians of $runs round(s)):"
+	echo "Acceptance checks (ratios: the median of the per-round ratios; memory: medians;" \
+	     "$runs round(s)):"
 	if [ -n "$quick" ]; then
 		echo "(quick run: a smoke test. Its idle phase after the free is 0.5 s, shorter"
 		echo "than a purge delay, so the memory checks below mean little.)"
 	fi
 	if [ -n "$t1" ] && [ -n "$m1" ]; then
-		r=$(calc "$t1 / $m1")
-		r2=$([ -n "$t2" ] && [ -n "$m2" ] && calc "$t2 / $m2" || echo "-")
+		r=$(calc "$(ratio churn-1t tally mimalloc ops_per_s)")
+		r2=$([ -n "$t2" ] && [ -n "$m2" ] && calc "$(ratio churn-2t tally mimalloc ops_per_s)" ||
+			echo "-")
 		echo "- $(ok_if "$r >= 0.9") tally churn-1t = $r x mimalloc (need >= 0.90)" \
 		     "[2t: $r2 x mimalloc]"
 		local ti=${med[churn-init-1t,tally,ops_per_s]:-} mi=${med[churn-init-1t,mimalloc,ops_per_s]:-}
 		# Not the acceptance figure: the same churn with every object written whole.
 		[ -n "$ti" ] && [ -n "$mi" ] &&
 			echo "  (for reference, churn-init-1t, objects written whole:" \
-			     "$(calc "$ti / $mi") x mimalloc)"
+			     "$(calc "$(ratio churn-init-1t tally mimalloc ops_per_s)") x mimalloc)"
 	else
 		echo "- SKIP tally churn-1t >= 0.9 x mimalloc (no tally or mimalloc figure)"
 	fi
 	if [ -n "$tp" ] && [ -n "$gp" ]; then
-		r=$(calc "$tp / $gp")
+		r=$(calc "$(ratio prodcons tally glibc ops_per_s)")
 		echo "- $(ok_if "$r >= 2") tally prodcons = $r x glibc (need >= 2.00)"
 	else
 		echo "- SKIP tally prodcons >= 2 x glibc (no tally or glibc figure)"
@@ -332,7 +347,7 @@ checks()
 		echo "- SKIP tally halffree rss/live <= glibc (no tally or glibc figure)"
 	fi
 	if [ -n "$n1" ] && [ -n "$t1" ]; then
-		pct=$(calc "($n1 / $t1 - 1) * 100" "%.1f")
+		pct=$(calc "($(ratio churn-1t tally-noprobes tally ops_per_s) - 1) * 100" "%.1f")
 		# 3% is inside this VM's run-to-run noise; the best runs are the least disturbed
 		# ones, so they are shown beside the medians as a second opinion.
 		b_n=$(best churn-1t tally-noprobes ops_per_s)
