@@ -124,8 +124,7 @@ struct span {
 	uintptr_t owner_tp; /* the owning thread's thread pointer; 0 while no thread owns it */
 	uint32_t size;	    /* slot size (copy of the class's) */
 	uint32_t recip;	    /* copy of the class's reciprocal */
-	uint32_t slot_off;  /* offset of slot 0 (== metadata bytes counted as overhead) */
-	uint32_t bump;	    /* slots ever handed to the free list: [0, bump); 0 when unassigned */
+	uint64_t ev_tmpl;   /* the traced fast paths' record but its type and size (ev_word) */
 	uint32_t used;	    /* slots allocated or waiting in xfree (span_used), | USED_SLOW */
 	uint16_t group;	    /* resource group of every slot */
 	uint16_t cls;	    /* class index */
@@ -162,6 +161,8 @@ struct span {
 	_Atomic(void *) xfree __attribute__((aligned(64))); /* foreign frees */
 	struct span *xnext; /* link in heap.xspans (written by the pusher) */
 	struct heap *heap;  /* owner (read by any thread) */
+	uint32_t slot_off;  /* offset of slot 0 (== metadata bytes counted as overhead) */
+	uint32_t bump;	    /* slots ever handed to the free list: [0, bump); 0 when unassigned */
 } __attribute__((aligned(256)));
 
 struct segment {
@@ -487,15 +488,20 @@ extern unsigned short tally_batch_semaphore __attribute__((visibility("hidden"))
 #define ev_tracing() unlikely(tally_batch_semaphore != 0)
 #endif
 void ev_flush(struct heap *h);
-/* The traced fast paths' record of malloc or free: one word, no second look
- * at the semaphore (their caller looked). */
-static inline __attribute__((always_inline)) void
-ev_word(struct heap *h, uint8_t type, uint16_t group, uint32_t n, uint32_t bytes)
+/* The traced fast paths' record of malloc or free of n bytes: one word from
+ * the span's template, no second look at the semaphore (their caller
+ * looked). True when the batch is full: the caller flushes it, last, so that
+ * the fast path keeps no register across a call. */
+static inline uint64_t span_ev_template(uint16_t group, uint32_t size)
+{
+	return tally_ev_word(0, group, 0, size);
+}
+static inline __attribute__((always_inline)) bool ev_word(struct heap *h, const struct span *sp,
+							  uint8_t type, uint32_t n)
 {
 	struct tally_batch *b = &h->batch;
-	b->words[b->count] = tally_ev_word(type, group, n, bytes);
-	if (unlikely(++b->count == TALLY_BATCH_WORDS))
-		ev_flush(h);
+	b->words[b->count] = sp->ev_tmpl | (uint64_t)n << 16 | type;
+	return ++b->count == TALLY_BATCH_WORDS;
 }
 static inline void ev(struct heap *h, uint8_t type, uint8_t term, uint16_t group, uint32_t n,
 		      uint64_t bytes)

@@ -24,13 +24,18 @@ void free_aligned_sized(void *p, size_t align, size_t n);
 #define TA(name) name
 #endif
 
-/* The span's fold and the heap's tick, every 512 allocations: a tail call, so
- * that the fast path saves no register for it. */
+/* The span's fold and the heap's tick, every 512 allocations, and a traced
+ * batch that is full: a tail call, so that the fast path saves no register
+ * for it. */
 __attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, struct span *sp,
 							     void *p)
 {
-	span_fold_acc(sp);
-	heap_tick(h);
+	if ((int64_t)sp->acc < 0) {
+		span_fold_acc(sp);
+		heap_tick(h);
+	}
+	if (h->batch.count == TALLY_BATCH_WORDS)
+		ev_flush(h);
 	return p;
 }
 
@@ -44,13 +49,12 @@ static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, s
 	sp->free = p->next;
 	sp->cells[span_cell_product(sp, p) >> 32] = m;
 	sp->used++;
-	if (traced)
-		ev_word(h, TALLY_EV_ALLOC, sp->group, (uint32_t)q, sp->size);
+	bool full = traced && ev_word(h, sp, TALLY_EV_ALLOC, (uint32_t)q);
 	/* every 512 allocations the counter turns negative: fold it, and the
 	 * heap's tick */
 	uint64_t acc = sp->acc + ((1ULL << ACC_SHIFT) | q);
 	sp->acc = acc;
-	if (unlikely((int64_t)acc < 0))
+	if (unlikely((int64_t)acc < 0 || full))
 		return tick_and_return(h, sp, p);
 	return p;
 }
@@ -258,6 +262,17 @@ TALLY_API void *TA(malloc)(size_t n)
 
 __attribute__((noinline)) static void free_traced(void *p);
 
+/* What the free fast path leaves to the end: the span needs seeing to, or a
+ * traced batch is full. A tail call, so that the fast path saves no register. */
+__attribute__((noinline, cold)) static void free_tail(struct span *sp, bool slow, bool full)
+{
+	struct heap *h = tally_tls_heap;
+	if (slow)
+		span_free_slow(h, sp);
+	if (full)
+		ev_flush(h);
+}
+
 /*
  * The fast path: a block of the calling thread's heap, freed exactly once,
  * not aligned. Anything else, and every check that fails, takes tally_free,
@@ -292,13 +307,14 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		tally_free(p, SIZE_MAX);
 		return;
 	}
-	if (traced)
-		ev_word(tally_tls_heap, TALLY_EV_FREE, sp->group, meta_requested(sp->size, m),
-			sp->size);
+	bool full =
+		traced && ev_word(tally_tls_heap, sp, TALLY_EV_FREE, meta_requested(sp->size, m));
 	*cell = META_FREE;
 	span_push_free(sp, p);
 	if (unlikely(span_used_dec(sp)))
-		span_free_slow(tally_tls_heap, sp);
+		free_tail(sp, true, full);
+	else if (unlikely(full))
+		free_tail(sp, false, true);
 }
 
 /* While a tracer is attached: the same fast path, with its records. */

@@ -185,6 +185,7 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 	sp->used = sp->bump = sp->ret = sp->npark = 0;
 	sp->cls = (uint16_t)cls;
 	sp->group = (uint16_t)h->group;
+	sp->ev_tmpl = span_ev_template(sp->group, k->size);
 	sp->discarded = 0;
 	sp->state = SPAN_ACTIVE;
 	span_set_flags(sp, sp->flags & SPAN_DIRTY); /* it may still sit on the dirty list */

@@ -470,25 +470,28 @@ static void launch__after_an_unload__handle_may_name_another_kernel(void **state
 static void batch__name_and_launch_would_not_fit__handed_over_first(void **state)
 {
 	(void)state;
-	/* 1023 two-word records: 2046 words, room for 2; a name and its
+	/* a batch less one two-word record: room for 2; a name and its
 	 * launch need 2 + 1 + 2 */
-	for (unsigned i = 0; i < 1023; i++)
+	const unsigned n = TALLY_BATCH_WORDS / 2 - 1;
+	for (unsigned i = 0; i < n; i++)
 		mem_alloc(0x10000 + i * 0x100, 64);
 	launch_kernel(FN(0x1000), "k", CUDA_SUCCESS);
 	collect();
 	assert_int_equal(ncaptured, 2);
-	assert_int_equal(captured[0].b->count, 2046);
+	assert_int_equal(captured[0].b->count, 2 * n);
 	assert_int_equal(captured[1].b->count, 5);
-	assert_int_equal(captured[1].b->seq_first, 2046);
+	assert_int_equal(captured[1].b->seq_first, 2 * n);
 	assert_int_equal(captured[1].b->heap_id, captured[0].b->heap_id);
-	assert_int_equal(records[1023].batch, 1);
-	assert_int_equal(records[1023].ev.type, TALLY_EV_GPU_KERNEL_NAME);
+	assert_int_equal(records[n].batch, 1);
+	assert_int_equal(records[n].ev.type, TALLY_EV_GPU_KERNEL_NAME);
 }
 
 static void batch__full__handed_over_and_numbered_by_words(void **state)
 {
 	(void)state;
-	for (unsigned i = 0; i < 1025; i++)
+	/* a batch of two-word records, and one more */
+	const unsigned n = TALLY_BATCH_WORDS / 2 + 1;
+	for (unsigned i = 0; i < n; i++)
 		mem_alloc(0x10000 + i * 0x100, 64);
 	assert_int_equal(ncaptured, 1);
 	assert_int_equal(captured[0].b->count, TALLY_BATCH_WORDS);
@@ -496,7 +499,7 @@ static void batch__full__handed_over_and_numbered_by_words(void **state)
 	assert_int_equal(ncaptured, 2);
 	assert_int_equal(captured[1].b->count, 2);
 	assert_int_equal(captured[1].b->seq_first, TALLY_BATCH_WORDS);
-	assert_int_equal(nrecords, 1025);
+	assert_int_equal(nrecords, n);
 }
 
 static void batch__each_batch_names_its_kernels_again(void **state)
