@@ -36,15 +36,10 @@ void *os_map_flags(size_t len, int flags)
 	return p;
 }
 
-/* Address space only: no access, no memory, no commit charge, until os_commit. */
-void *os_reserve(size_t len, size_t align)
+/* p maps len + align bytes (page multiples): keep the len bytes from its first
+ * align-aligned address, give back the rest. */
+static void *trim_to_aligned(char *p, size_t len, size_t align)
 {
-	if (len + align < len)
-		return NULL;
-	char *p = mmap(NULL, len + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		       -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
 	uintptr_t a = ((uintptr_t)p + align - 1) & ~(align - 1);
 	size_t head = a - (uintptr_t)p, tail = align - head;
 	if (head)
@@ -52,6 +47,16 @@ void *os_reserve(size_t len, size_t align)
 	if (tail)
 		munmap((char *)a + len, tail);
 	return (void *)a;
+}
+
+/* Address space only: no access, no memory, no commit charge, until os_commit. */
+void *os_reserve(size_t len, size_t align)
+{
+	if (len + align < len)
+		return NULL;
+	char *p = mmap(NULL, len + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+	return p == MAP_FAILED ? NULL : trim_to_aligned(p, len, align);
 }
 
 /* Part of a reservation made usable, with the flags every mapping carries. */
@@ -72,15 +77,7 @@ void *os_map_aligned(size_t len, size_t align)
 	if (len + align < len)
 		return NULL;
 	char *p = os_map(len + align);
-	if (!p)
-		return NULL;
-	uintptr_t a = ((uintptr_t)p + align - 1) & ~(align - 1);
-	size_t head = a - (uintptr_t)p, tail = align - head;
-	if (head)
-		munmap(p, head);
-	if (tail)
-		munmap((char *)a + len, tail);
-	return (void *)a;
+	return p ? trim_to_aligned(p, len, align) : NULL;
 }
 
 int os_unmap(void *p, size_t len)
