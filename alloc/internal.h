@@ -289,43 +289,40 @@ static inline bool seg_map_has(const void *p)
  * one and known by the map above. base is set once, by the first segment
  * (before the program can have passed a pointer of ours to another thread).
  *
- * probe_word holds the semaphore of the tally:batch probe in its top two
- * bytes (segment.c): the kernel raises it while a tracer is attached, which
- * makes arena_has_untraced fail, so that the untraced free path learns both
- * things from one test.
+ * The word holding base also holds, in its top two bytes (bits 48..63, above
+ * any user address), the semaphore of the tally:batch probe (segment.c):
+ * the kernel raises it while a tracer is attached, which puts base_word
+ * 2^48 or more above base, so that p - base_word wraps past len for every
+ * p and arena_has_untraced fails. The untraced free path thus learns both
+ * things from one subtraction and one compare, at no cost for the probe.
  */
 #define ARENA_RESERVE (64UL << 30) /* 16384 segments */
+#define ARENA_BASE_MASK ((1ULL << 48) - 1)
 /*
  * Plain words, read without atomics so that the free path's test can take
  * them as memory operands: each is aligned (one load, never torn), base is
- * written once before any pointer exists, len only grows, under
- * arena_lock, with a release store, and the kernel writes the semaphore.
+ * added once, before any pointer exists, with an atomic add that keeps the
+ * kernel's semaphore, and len only grows, under arena_lock, with a release
+ * store.
  */
 struct tally_arena {
-	uintptr_t base;
-	uintptr_t len;	     /* bytes carved, from base */
-	uint64_t probe_word; /* bytes 6..7: tally_batch_semaphore */
+	uint64_t base_word; /* bits 0..47: base; bytes 6..7: tally_batch_semaphore */
+	uintptr_t len;	    /* bytes carved, from base */
 };
-#define ARENA_SEMAPHORE_OFFSET 22 /* offsetof(probe_word) + 6, for the assembler */
+#define ARENA_SEMAPHORE_OFFSET 6 /* offsetof(base_word) + 6, for the assembler */
 extern struct tally_arena tally_arena;
+static inline uintptr_t arena_base(void)
+{
+	return tally_arena.base_word & ARENA_BASE_MASK;
+}
 static inline bool arena_has(const void *p)
 {
-	return (uintptr_t)p - tally_arena.base < tally_arena.len;
-}
-/* Nonzero while a tracer is attached: OR it into a quantity a fast path
- * bounds, and the bound fails (the semaphore's bits are above any bound). */
-static inline uint64_t arena_probe_word(void)
-{
-#if !defined(TALLY_NO_PROBES) && !defined(TALLY_ALLOC_TEST_SINK)
-	return tally_arena.probe_word;
-#else
-	return 0;
-#endif
+	return (uintptr_t)p - arena_base() < tally_arena.len;
 }
 /* arena_has, and nobody tracing */
 static inline bool arena_has_untraced(const void *p)
 {
-	return (((uintptr_t)p - tally_arena.base) | arena_probe_word()) < tally_arena.len;
+	return (uintptr_t)p - tally_arena.base_word < tally_arena.len;
 }
 static inline struct segment *segment_of(const void *p)
 {

@@ -14,8 +14,8 @@ _Atomic uint8_t tally_seg_map[SEG_MAP_LEN];
 /* In the section the probe notes point their semaphores into; the batch
  * probe's semaphore is a name for two bytes of it (internal.h). */
 __attribute__((section(".probes"), used)) struct tally_arena tally_arena;
-_Static_assert(offsetof(struct tally_arena, probe_word) + 6 == ARENA_SEMAPHORE_OFFSET,
-	       "the semaphore is the top two bytes of probe_word");
+_Static_assert(offsetof(struct tally_arena, base_word) + 6 == ARENA_SEMAPHORE_OFFSET,
+	       "the semaphore is the top two bytes of base_word");
 #define STR_(x) #x
 #define STR(x) STR_(x)
 __asm__(".globl tally_batch_semaphore\n\t"
@@ -35,9 +35,13 @@ static void *arena_carve(void)
 	pthread_mutex_lock(&arena_lock);
 	if (!arena_tried) {
 		arena_tried = true;
-		tally_arena.base = (uintptr_t)os_reserve(ARENA_RESERVE, SEGMENT_SIZE);
+		/* an add, not a store: a tracer may already have raised the
+		 * semaphore in the top bytes, and the kernel writes those alone */
+		__atomic_fetch_add(&tally_arena.base_word,
+				   (uintptr_t)os_reserve(ARENA_RESERVE, SEGMENT_SIZE),
+				   __ATOMIC_RELAXED);
 	}
-	uintptr_t base = tally_arena.base, len = tally_arena.len;
+	uintptr_t base = arena_base(), len = tally_arena.len;
 	if (base && len < ARENA_RESERVE && os_commit((void *)(base + len), SEGMENT_SIZE) == 0) {
 		seg = (void *)(base + len);
 		/* len grows only over committed memory: a stray pointer inside

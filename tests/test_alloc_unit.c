@@ -470,7 +470,7 @@ static void arena_hole_free(void)
 {
 	void *p = T(malloc)(64);
 	(void)p;
-	uintptr_t end = tally_arena.base + tally_arena.len;
+	uintptr_t end = arena_base() + tally_arena.len;
 	T(free)((void *)(end + 3 * SEGMENT_SIZE + 4096));
 }
 
