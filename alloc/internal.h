@@ -21,9 +21,10 @@
  * size + 1 (classes below META_Q_LIMIT: what malloc has in hand, so that it
  * stores it without a look at the span) or the rounding + 1 (slot size
  * minus requested size, plus one: the largest classes, whose sizes do not
- * fit), bit 14 marks a foreign free in flight (set by the freeing thread,
- * cleared by the owner's drain) and bit 15 marks an aligned block whose
- * pointer is inside the slot. meta_encode and meta_requested convert.
+ * fit), bit 14 marks an aligned block whose pointer may be inside the slot
+ * and bit 15 a foreign free in flight (set by the freeing thread, cleared by
+ * the owner's drain). meta_encode and meta_requested convert. The free fast
+ * path's whole test of the entry is then "positive as an int16".
  */
 #ifndef TALLY_ALLOC_INTERNAL_H
 #define TALLY_ALLOC_INTERNAL_H
@@ -55,8 +56,8 @@
 
 #define META_FREE 0
 #define META_ROUND_MASK 0x3fffu /* rounding + 1 */
-#define META_FOREIGN 0x4000u
-#define META_ALIGNED 0x8000u
+#define META_ALIGNED 0x4000u
+#define META_FOREIGN 0x8000u /* the sign bit: see free_as */
 #define META_ROUND_MAX (META_ROUND_MASK - 1) /* largest rounding a slot can record */
 #define META_Q_LIMIT META_ROUND_MASK	     /* classes below it record requested + 1 */
 
@@ -165,13 +166,27 @@ struct span {
 	uint32_t bump;	    /* slots ever handed to the free list: [0, bump); 0 when unassigned */
 } __attribute__((aligned(256)));
 
+/*
+ * The header, span 0 of its segment. Span 0 is no span, and its descriptor's
+ * slot holds the segment's own fields, past a first line that stays zero (so
+ * that a pointer into the header reads as in an unassigned span: recip 0,
+ * state 0): the descriptors then start at the segment's first byte, and
+ * span_of is a mask, a shift and an or, with nothing to add.
+ */
 struct segment {
-	struct heap *heap;    /* owner */
-	struct segment *next; /* heap's segment list */
-	uint64_t free_mask;   /* bit i: span i unassigned (bit 0, the header, never) */
-	uint32_t hdr_bytes;   /* header bytes counted as segment_overhead (page-rounded) */
-	struct span spans[SPANS_PER_SEGMENT];
+	union {
+		struct span spans[SPANS_PER_SEGMENT];
+		struct {
+			char span0_hot[64];   /* zero */
+			struct heap *heap;    /* owner */
+			struct segment *next; /* heap's segment list */
+			uint64_t free_mask;   /* bit i: span i unassigned (bit 0, the header, never) */
+			uint32_t hdr_bytes;   /* header bytes counted as segment_overhead */
+		};
+	};
 };
+_Static_assert(offsetof(struct span, recip) < 64 && offsetof(struct span, state) < 64,
+	       "the header's zero line reads as an unassigned span's");
 
 struct bin {
 	struct span *head;  /* spans of this class and group with free slots; head is current */
@@ -310,7 +325,7 @@ struct tally_arena {
 	uintptr_t len;	    /* bytes carved, from base */
 };
 #define ARENA_SEMAPHORE_OFFSET 6 /* offsetof(base_word) + 6, for the assembler */
-extern struct tally_arena tally_arena;
+extern struct tally_arena tally_arena __attribute__((visibility("hidden")));
 static inline uintptr_t arena_base(void)
 {
 	return tally_arena.base_word & ARENA_BASE_MASK;
@@ -335,10 +350,11 @@ static inline char *span_base(const struct span *sp)
 static inline struct span *span_of(const void *p)
 {
 	_Static_assert(sizeof(struct span) == 256, "span descriptors are 256 bytes");
-	/* span i's descriptor is at offsetof(spans) + i * 256: the span number
-	 * shifted into place by one shift and one mask */
+	/* span i's descriptor is i * 256 bytes into its segment: the span
+	 * number shifted into place by one shift and one mask */
 	uintptr_t a = (uintptr_t)p;
-	return (struct span *)((a & ~(SEGMENT_SIZE - 1)) + offsetof(struct segment, spans) +
+	_Static_assert(offsetof(struct segment, spans) == 0, "descriptors from the segment's start");
+	return (struct span *)((a & ~(SEGMENT_SIZE - 1)) |
 			       ((a >> (SPAN_SHIFT - 8)) & ((SPANS_PER_SEGMENT - 1) << 8)));
 }
 /* A pointer's cell: the slot it is in is cell - slot_off / size. The low half

@@ -47,6 +47,10 @@ static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, s
 {
 	struct free_slot *p = sp->free;
 	sp->free = p->next;
+	/* the next allocation of the class takes the new head: its line has
+	 * time to arrive (the load of the next link is what the fast path
+	 * waits on) */
+	__builtin_prefetch(p->next, 1, 3);
 	sp->cells[span_cell_product(sp, p) >> 32] = m;
 	sp->used++;
 	bool full = traced && ev_word(h, sp, TALLY_EV_ALLOC, (uint32_t)q);
@@ -299,17 +303,19 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		return;
 	}
 	uint16_t *cell = &sp->cells[prod >> 32];
-	uint16_t m = *cell;
-	/* allocated, not aligned, no foreign free in flight: 1 .. META_ROUND_MASK
-	 * (the cells of the metadata itself, of the tail and of slots never
-	 * handed out read as free) */
-	if (unlikely((uint16_t)(m - 1) >= META_ROUND_MASK)) {
+	/* allocated, and no foreign free in flight: positive as an int16 (the
+	 * cells of the metadata itself, of the tail and of slots never handed
+	 * out read as free). An aligned block whose pointer is at its cell's
+	 * start is at its slot's start, and frees as any other. */
+	if (unlikely(*(int16_t *)cell <= 0)) {
 		tally_free(p, SIZE_MAX);
 		return;
 	}
 	bool full =
-		traced && ev_word(tally_tls_heap, sp, TALLY_EV_FREE, meta_requested(sp->size, m));
-	*cell = META_FREE;
+		traced && ev_word(tally_tls_heap, sp, TALLY_EV_FREE, meta_requested(sp->size, *cell));
+	/* a relaxed atomic store, so that it is an immediate store rather than
+	 * a zeroed register and a store */
+	__atomic_store_n(cell, META_FREE, __ATOMIC_RELAXED);
 	span_push_free(sp, p);
 	if (unlikely(span_used_dec(sp)))
 		free_tail(sp, true, full);

@@ -82,7 +82,7 @@ static struct segment *segment_new(struct heap *h)
 	seg->heap = h;
 	seg->free_mask = ~1ULL;
 	seg->hdr_bytes = hdr;
-	for (unsigned i = 0; i < SPANS_PER_SEGMENT; i++) {
+	for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++) {
 		seg->spans[i].index = (uint8_t)i;
 		seg->spans[i].src_term = TALLY_TERM_VIRGIN;
 		seg->spans[i].heap = h;

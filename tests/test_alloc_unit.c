@@ -296,6 +296,45 @@ static void aligned__every_alignment_and_size(void **state)
 	assert_int_equal(live_now(), base);
 }
 
+/* An aligned block whose pointer is its slot's start takes the plain free
+ * path: exact live, the slot reused, and a second free still caught. */
+static char *aligned_at_slot_start(void **others, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char *p = NULL;
+		assert_int_equal(T(posix_memalign)((void **)&p, 64, 48), 0);
+		struct span *sp = span_of(p);
+		uint32_t off = (uint32_t)((uintptr_t)p & (SPAN_SIZE - 1)) - sp->slot_off;
+		if (off % sp->size == 0)
+			return p;
+		others[i] = p;
+	}
+	fail_msg("no 64-aligned block at a slot's start in %zu tries", n);
+	return NULL;
+}
+
+static void aligned__block_at_its_slot_start_frees_like_any_other(void **state)
+{
+	(void)state;
+	void *others[16] = { 0 };
+	int64_t base = live_now();
+	char *p = aligned_at_slot_start(others, 16);
+	size_t n_others = 0;
+	while (n_others < 16 && others[n_others])
+		n_others++;
+	assert_int_equal(live_now() - base, (int64_t)(48 * (n_others + 1)));
+	T(free)(p);
+	assert_int_equal(live_now() - base, (int64_t)(48 * n_others));
+	/* the slot went back to its span's free list: the next block of the
+	 * class is it */
+	char *q = T(malloc)(span_of(p)->size);
+	assert_ptr_equal(q, p);
+	T(free)(q);
+	for (size_t i = 0; i < n_others; i++)
+		T(free)(others[i]);
+	assert_int_equal(live_now(), base);
+}
+
 static void large__pool_reuses_and_mremap_keeps_data(void **state)
 {
 	(void)state;
@@ -487,6 +526,14 @@ static void wrong_size_free(void)
 	T(free_sized)(p, 65);
 }
 
+static void aligned_double_free(void)
+{
+	void *others[16] = { 0 };
+	char *p = aligned_at_slot_start(others, 16);
+	T(free)(p);
+	T(free)(p);
+}
+
 static void large_double_free(void)
 {
 	void *p = T(malloc)(100000);
@@ -504,6 +551,7 @@ static void errors__bad_frees_stop_with_a_diagnostic(void **state)
 	expect_abort(arena_hole_free, "never allocated");
 	expect_abort(segment_header_free, "never allocated");
 	expect_abort(wrong_size_free, "free_sized");
+	expect_abort(aligned_double_free, "double free");
 	expect_abort(large_double_free, "never allocated");
 }
 
@@ -555,6 +603,7 @@ int main(void)
 		cmocka_unit_test(realloc__same_class_stays_in_place),
 		cmocka_unit_test(calloc__zeroes_recycled_memory_and_checks_overflow),
 		cmocka_unit_test(aligned__every_alignment_and_size),
+		cmocka_unit_test(aligned__block_at_its_slot_start_frees_like_any_other),
 		cmocka_unit_test(large__pool_reuses_and_mremap_keeps_data),
 		cmocka_unit_test(reclaim__scattered_frees_hand_pages_back),
 		cmocka_unit_test(purge__empty_spans_retire_after_the_delay_without_collect),
