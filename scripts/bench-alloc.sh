@@ -7,6 +7,9 @@
 #
 #   --quick        one round with a tenth of the work: a smoke test, not a measurement
 #   BENCH_RUNS     rounds (default 3); the table shows the median of the rounds
+#   BENCH_REPS     runs per round of the churn workloads, which take under a second each
+#                  (default 3): each run is paired with the other allocators' runs of the
+#                  same repetition, so a ratio is the median of BENCH_RUNS x BENCH_REPS pairs
 #   BENCH_BIN      a prebuilt alloc_bench to use instead of building one
 #   BENCH_TIMEOUT  seconds before a single run counts as hung (default 120)
 #
@@ -27,14 +30,19 @@ start_s=$SECONDS
 
 quick=
 runs=${BENCH_RUNS:-3}
+reps=${BENCH_REPS:-3}
 run_timeout=${BENCH_TIMEOUT:-120}
 case "${1:-}" in
---quick) quick=-q; runs=1 ;;
+--quick) quick=-q; runs=1; reps=1 ;;
 '') ;;
 *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
 esac
 if ! [[ $runs =~ ^[1-9][0-9]*$ ]]; then
 	echo "bench-alloc: BENCH_RUNS must be a positive integer, not '$runs'" >&2
+	exit 2
+fi
+if ! [[ $reps =~ ^[1-9][0-9]*$ ]]; then
+	echo "bench-alloc: BENCH_REPS must be a positive integer, not '$reps'" >&2
 	exit 2
 fi
 
@@ -120,7 +128,7 @@ run_one()
 	local w=$1 a=$2 round=$3 log rc line from kv
 	local -a cmd
 
-	log=$outdir/$w.$a.$round.log
+	log=$outdir/$w.$a.$round.log # round: N, or N.K for the Kth repetition in round N
 	if [ -z "${lib[$a]}" ]; then
 		cmd=(env -u LD_PRELOAD)
 	else
@@ -178,11 +186,18 @@ for ((round = 1; round <= runs; round++)); do
 	done
 	for w in "${workloads[@]}"; do
 		echo "bench-alloc: round $round/$runs: $w" >&2
-		for a in "${order[@]}"; do
-			if ! run_one "$w" "$a" "$round"; then
-				failures=$((failures + 1))
-				failed[$w,$a]=$((${failed[$w,$a]:-0} + 1))
-			fi
+		# The churn runs are short and their spread on this VM is several percent, so
+		# they repeat within the round; every repetition is a pairing of its own.
+		n=1 tag=$round
+		case $w in churn-*) n=$reps ;; esac
+		for ((k = 1; k <= n; k++)); do
+			[ "$n" -gt 1 ] && tag=$round.$k
+			for a in "${order[@]}"; do
+				if ! run_one "$w" "$a" "$tag"; then
+					failures=$((failures + 1))
+					failed[$w,$a]=$((${failed[$w,$a]:-0} + 1))
+				fi
+			done
 		done
 	done
 done
@@ -194,16 +209,17 @@ values()
 		"$results" | sort -g
 }
 
-# Median over the rounds; empty when no run produced the figure.
+# Median over the runs (the rounds, and the churn's repetitions); empty when no run produced
+# the figure.
 median()
 {
 	values "$@" | awk '{ v[NR] = $1 }
 		END { if (NR) printf "%.6g\n", (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'
 }
 
-# ratio W A B KEY: the median over the rounds of A's figure over B's in the same round
-# (both ran within seconds of each other, so the VM's drift between rounds cancels);
-# empty when no round has both.
+# ratio W A B KEY: the median over the rounds (and repetitions) of A's figure over B's in
+# the same one (both ran within seconds of each other, so the VM's drift between rounds
+# cancels); empty when none has both.
 ratio()
 {
 	awk -v w="$1" -v a="$2" -v b="$3" -v k="$4" '
@@ -306,19 +322,21 @@ checks()
 	local tf=${med[shrink,tally,floor]:-}
 	local th=${med[halffree,tally,rss_over_live]:-} gh=${med[halffree,glibc,rss_over_live]:-}
 	local n1=${med[churn-1t,tally-noprobes,ops_per_s]:-}
-	local r r2 pct best_pct b_n b_t
+	local r r2 raw pct best_pct b_n b_t
 
 	echo "Acceptance checks (ratios: the median of the per-round ratios; memory: medians;" \
-	     "$runs round(s)):"
+	     "$runs round(s), churn $reps run(s) per round):"
 	if [ -n "$quick" ]; then
 		echo "(quick run: a smoke test. Its idle phase after the free is 0.5 s, shorter"
 		echo "than a purge delay, so the memory checks below mean little.)"
 	fi
 	if [ -n "$t1" ] && [ -n "$m1" ]; then
-		r=$(calc "$(ratio churn-1t tally mimalloc ops_per_s)")
+		# the checks compare the unrounded figures; only the printed ones are rounded
+		raw=$(ratio churn-1t tally mimalloc ops_per_s)
+		r=$(calc "$raw" "%.3f")
 		r2=$([ -n "$t2" ] && [ -n "$m2" ] && calc "$(ratio churn-2t tally mimalloc ops_per_s)" ||
 			echo "-")
-		echo "- $(ok_if "$r >= 0.9") tally churn-1t = $r x mimalloc (need >= 0.90)" \
+		echo "- $(ok_if "$raw >= 0.9") tally churn-1t = $r x mimalloc (need >= 0.90)" \
 		     "[2t: $r2 x mimalloc]"
 		local ti=${med[churn-init-1t,tally,ops_per_s]:-} mi=${med[churn-init-1t,mimalloc,ops_per_s]:-}
 		# Not the acceptance figure: the same churn with every object written whole.
@@ -329,8 +347,9 @@ checks()
 		echo "- SKIP tally churn-1t >= 0.9 x mimalloc (no tally or mimalloc figure)"
 	fi
 	if [ -n "$tp" ] && [ -n "$gp" ]; then
-		r=$(calc "$(ratio prodcons tally glibc ops_per_s)")
-		echo "- $(ok_if "$r >= 2") tally prodcons = $r x glibc (need >= 2.00)"
+		raw=$(ratio prodcons tally glibc ops_per_s)
+		r=$(calc "$raw")
+		echo "- $(ok_if "$raw >= 2") tally prodcons = $r x glibc (need >= 2.00)"
 	else
 		echo "- SKIP tally prodcons >= 2 x glibc (no tally or glibc figure)"
 	fi
@@ -347,13 +366,14 @@ checks()
 		echo "- SKIP tally halffree rss/live <= glibc (no tally or glibc figure)"
 	fi
 	if [ -n "$n1" ] && [ -n "$t1" ]; then
-		pct=$(calc "($(ratio churn-1t tally-noprobes tally ops_per_s) - 1) * 100" "%.1f")
+		raw=$(calc "($(ratio churn-1t tally-noprobes tally ops_per_s) - 1) * 100" "%.6f")
+		pct=$(calc "$raw" "%.1f")
 		# 3% is inside this VM's run-to-run noise; the best runs are the least disturbed
 		# ones, so they are shown beside the medians as a second opinion.
 		b_n=$(best churn-1t tally-noprobes ops_per_s)
 		b_t=$(best churn-1t tally ops_per_s)
 		best_pct=$(calc "($b_n / $b_t - 1) * 100" "%.1f")
-		echo "- $(ok_if "$pct < 3") probe cost: tally-noprobes / tally churn-1t - 1" \
+		echo "- $(ok_if "$raw < 3") probe cost: tally-noprobes / tally churn-1t - 1" \
 		     "= ${pct}% (need < 3%) [best runs: ${best_pct}%]"
 	else
 		echo "- SKIP probe cost < 3% (needs tally and tally-noprobes)"
@@ -362,7 +382,8 @@ checks()
 
 report()
 {
-	echo "## Allocator benchmark ($runs round(s)${quick:+, quick}; median per cell)"
+	echo "## Allocator benchmark ($runs round(s), churn $reps run(s) per round${quick:+, quick};" \
+	     "median per cell)"
 	echo
 	header "workload (speed: x glibc, higher is faster; memory: RSS/live, lower is better)"
 	for w in churn-1t churn-2t churn-init-1t prodcons mixed; do
