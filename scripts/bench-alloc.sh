@@ -8,7 +8,7 @@
 #   --quick        one round with a tenth of the work: a smoke test, not a measurement
 #   BENCH_RUNS     rounds (default 3); the table shows the median of the rounds
 #   BENCH_REPS     runs per round of the churn workloads, which take under a second each
-#                  (default 3): each run is paired with the other allocators' runs of the
+#                  (default 5): each run is paired with the other allocators' runs of the
 #                  same repetition, so a ratio is the median of BENCH_RUNS x BENCH_REPS pairs
 #   BENCH_BIN      a prebuilt alloc_bench to use instead of building one
 #   BENCH_TIMEOUT  seconds before a single run counts as hung (default 120)
@@ -30,7 +30,7 @@ start_s=$SECONDS
 
 quick=
 runs=${BENCH_RUNS:-3}
-reps=${BENCH_REPS:-3}
+reps=${BENCH_REPS:-5}
 run_timeout=${BENCH_TIMEOUT:-120}
 case "${1:-}" in
 --quick) quick=-q; runs=1; reps=1 ;;
