@@ -71,6 +71,12 @@ static inline bool meta_fits(uint32_t size, size_t q)
 {
 	return size < META_Q_LIMIT || size - q <= META_ROUND_MAX;
 }
+/* The slot holds a block its owner may free: allocated, and no foreign free
+ * in flight. With META_FOREIGN the sign bit, one sign test. */
+static inline bool meta_owned(uint16_t m)
+{
+	return (int16_t)m > 0;
+}
 /* The requested size of the block whose metadata is m (not free). */
 static inline uint32_t meta_requested(uint32_t size, uint16_t m)
 {

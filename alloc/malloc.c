@@ -124,7 +124,7 @@ static inline void small_lookup(void *p, struct small_ref *r)
 		tally_fatal("free of a pointer it never allocated", p);
 	char *slot = span_slot(sp, i);
 	uint16_t m = span_meta(sp)[i];
-	if (unlikely(m == META_FREE || (m & META_FOREIGN)))
+	if (unlikely(!meta_owned(m)))
 		tally_fatal("double free or free of a pointer it never allocated", p);
 	if (unlikely(slot != (char *)p && !(m & META_ALIGNED)))
 		tally_fatal("free of a pointer into the middle of a block", p);
@@ -303,11 +303,10 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		return;
 	}
 	uint16_t *cell = &sp->cells[prod >> 32];
-	/* allocated, and no foreign free in flight: positive as an int16 (the
-	 * cells of the metadata itself, of the tail and of slots never handed
-	 * out read as free). An aligned block whose pointer is at its cell's
-	 * start is at its slot's start, and frees as any other. */
-	if (unlikely(*(int16_t *)cell <= 0)) {
+	/* (the cells of the metadata itself, of the tail and of slots never
+	 * handed out read as free) An aligned block whose pointer is at its
+	 * cell's start is at its slot's start, and frees as any other. */
+	if (unlikely(!meta_owned(*cell))) {
 		tally_free(p, SIZE_MAX);
 		return;
 	}
