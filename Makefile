@@ -18,8 +18,9 @@ ALLOC_CFLAGS := $(CFLAGS_BASE) -fPIC -fvisibility=hidden -fno-builtin-malloc \
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/heap.c \
-	alloc/large.c alloc/malloc.c alloc/stats.c alloc/stats_identity.c alloc/events.c
-SDK_SRCS := alloc/sdk.c
+	alloc/large.c alloc/malloc.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
+	alloc/probe_guard.c
+SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
 REPLAY_SRCS := user/replay.c alloc/stats_identity.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
@@ -42,7 +43,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model \
 	$(BUILD)/tests/test_json $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
-	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top
+	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace format-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
@@ -189,6 +190,11 @@ $(BUILD)/tests/test_prom: $(BUILD)/tests/san/tests/test_prom.o $(BUILD)/tests/sa
 $(BUILD)/tests/tracer_workload: tests/tracer/workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -pthread -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/..' -ldl
+
+# Children made every way after the parent's probe site was hit (tests/fork).
+$(BUILD)/tests/fork_workload: tests/fork/workload.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
 
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
 # -z now keeps lazy binding out of the measured sequences.

@@ -17,7 +17,24 @@ void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes);
 #elif !defined(TALLY_NO_PROBES)
 #include "probes.h"
 /* tally:batch's semaphore is part of tally_arena (segment.c) */
+TALLY_SEMAPHORE_REF(batch);
 TALLY_SEMAPHORE(stats);
+
+/* A child drops the records it inherited: its parent hands them over itself
+ * (probe_guard.c). Single-threaded in glibc's fork; after a raw fork, other
+ * threads see the semaphore at 0 already. */
+static void ev_drop_inherited(void)
+{
+	for (struct heap *h = tally_heaps; h; h = h->all_next) {
+		h->seq += h->batch.count;
+		h->batch.count = 0;
+	}
+}
+
+__attribute__((constructor)) static void ev_init(void)
+{
+	probe_guard_init(ev_drop_inherited);
+}
 #endif
 
 void ev_flush(struct heap *h)
@@ -36,7 +53,9 @@ void ev_flush(struct heap *h)
 #if defined(TALLY_ALLOC_TEST_SINK)
 	tally_alloc_test_sink(b, bytes);
 #elif !defined(TALLY_NO_PROBES)
-	STAP_PROBE2(tally, batch, b, bytes);
+	/* in a child nobody traces, the batch is dropped */
+	if (probe_guard_ok())
+		STAP_PROBE2(tally, batch, b, bytes);
 #else
 	(void)bytes;
 #endif
@@ -91,7 +110,7 @@ __attribute__((destructor)) static void ev_exit_handover(void)
 	struct tally_stats st;
 	uint64_t resident;
 
-	if (!TALLY_TRACED(stats) && !ev_tracing())
+	if ((!tally_stats_semaphore && !ev_tracing()) || !probe_guard_ok())
 		return;
 	pthread_mutex_lock(&tally_heaps_lock);
 	for (struct heap *h = tally_heaps; h; h = h->all_next)

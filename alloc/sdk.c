@@ -51,6 +51,12 @@ static void thread_gone(void *arg)
 	__atomic_store_n(&t->tid, 0, __ATOMIC_RELEASE);
 }
 
+/* before the program can fork: a child must not inherit the probes */
+__attribute__((constructor)) static void sdk_init(void)
+{
+	probe_guard_init(NULL);
+}
+
 static void key_init(void)
 {
 	pthread_key_create(&thread_key, thread_gone);

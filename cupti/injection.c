@@ -27,7 +27,8 @@ TALLY_SEMAPHORE(batch);
 
 static void probe_sink(const struct tally_batch *b, size_t bytes)
 {
-	STAP_PROBE2(tally, batch, b, bytes);
+	if (probe_guard_ok())
+		STAP_PROBE2(tally, batch, b, bytes);
 }
 
 static void CUPTIAPI cupti_callback(void *userdata, CUpti_CallbackDomain domain,
@@ -79,6 +80,7 @@ int InitializeInjection(void)
 
 	if (atomic_exchange(&initialized, true))
 		return 1;
+	probe_guard_init(NULL);
 	tally_cupti_hooks.sink = probe_sink;
 	resolve_func_get_name();
 	res = cupti_subscribe(&sub, holder, sizeof(holder) - 1);

@@ -51,7 +51,7 @@ cc_obj() { # OUT SRC FLAGS...
 
 # The library: only InitializeInjection exported; libcupti, never libcuda.
 objs=()
-for src in "${PURE[@]}" cupti/injection.c; do
+for src in "${PURE[@]}" cupti/injection.c alloc/probe_guard.c; do
 	obj=$BUILD/cupti/$(basename "${src%.c}").o
 	cc_obj "$obj" "$src" "${CFLAGS[@]}"
 	objs+=("$obj")
@@ -61,7 +61,10 @@ echo "  LD $lib"
 "$CC" -shared -pthread -Wl,-z,now -Wl,-z,defs -o "$lib" "${objs[@]}" \
 	-L"$libdir" -lcupti -Wl,-rpath,"$libdir" -ldl
 
-exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | sort | tr '\n' ' ')
+# (the linker lists the hidden __start_/__stop_ bounds of the probe-site
+# sections in .dynsym too; hidden, they are not exported)
+exported=$(readelf -W --dyn-syms "$lib" | awk '$7 != "UND" && $5 != "LOCAL" && $6 == "DEFAULT" { print $8 }' |
+	sort | tr '\n' ' ')
 if [ "$exported" != "InitializeInjection " ]; then
 	echo "cupti: $lib exports more than InitializeInjection: $exported" >&2
 	exit 1
