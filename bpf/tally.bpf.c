@@ -292,7 +292,10 @@ int BPF_PROG(tally_exit, struct task_struct *p, bool group_dead)
 		charge(t, bpf_ktime_get_ns());
 		t->running = 0;
 	}
-	thread_msg(TALLY_MSG_THREAD_EXIT, group_dead ? TALLY_THREAD_GROUP_DEAD : 0, p, 0);
+	/* the last thread carries the process's wait status (exit code << 8, or
+	 * the signal), which an attached tally cannot wait for */
+	thread_msg(TALLY_MSG_THREAD_EXIT, group_dead ? TALLY_THREAD_GROUP_DEAD : 0, p,
+		   group_dead ? (__u32)BPF_CORE_READ(p, exit_code) : 0);
 	return 0;
 }
 

@@ -267,8 +267,8 @@ _Static_assert(sizeof(struct tally_msg_group) == 56, "tally_msg_group layout");
 #define TALLY_THREAD_GROUP_DEAD 1 /* flags of THREAD_EXIT: the whole process is gone */
 struct tally_msg_thread {
 	struct tally_msg hdr;
-	__u32 pid; /* thread group */
-	__u32 parent_tid;
+	__u32 pid;	  /* thread group */
+	__u32 parent_tid; /* THREAD_NEW: the creator; THREAD_EXIT | GROUP_DEAD: the wait status */
 	char comm[TALLY_COMM_LEN];
 };
 _Static_assert(sizeof(struct tally_msg_thread) == 40, "tally_msg_thread layout");

@@ -314,8 +314,10 @@ static int apply_thread(struct model *m, const struct tally_msg_thread *th)
 		t = model_thread(m, th->hdr.tid, false);
 		if (t)
 			t->alive = false;
-		if (th->hdr.flags & TALLY_THREAD_GROUP_DEAD)
+		if (th->hdr.flags & TALLY_THREAD_GROUP_DEAD) {
 			m->exited = true;
+			m->exit_status = (int)th->parent_tid;
+		}
 		break;
 	}
 	return 0;

@@ -71,8 +71,9 @@ struct model {
 	bool have_inprocess;	/* the allocator handed over its own figures at exit */
 	uint64_t inprocess[TALLY_STATS_FIELDS];
 	uint64_t resident_at_exit;
-	bool exited;
-	bool saw_alloc; /* any allocator batch or state: the target uses tally's allocator */
+	bool exited;	 /* the last thread is gone */
+	int exit_status; /* then: its wait status, as the kernel had it */
+	bool saw_alloc;	 /* any allocator batch or state: the target uses tally's allocator */
 };
 
 void model_init(struct model *m);

@@ -4,10 +4,11 @@
  * writer (trace.h) as the model takes it, with counters at each tick and
  * once more with the final figures, the ones `tally snapshot` prints.
  *
- * FILE is written in place, not through a temporary: every way the loop can
- * end (the target exits, -d, SIGINT, SIGTERM, SIGHUP, a write error) goes
- * through trace_end(), which closes the document. Only SIGKILL leaves it cut
- * short; the stream is flushed at each tick so that little is lost then.
+ * FILE is written through a temporary beside it (outfile.h), created before
+ * anything starts, and renamed over FILE once trace_end() has closed the
+ * document: every way the loop can end (the target exits, -d, SIGINT,
+ * SIGTERM, SIGHUP) gives a complete FILE, and a SIGKILL or a write error
+ * leaves FILE as it was. The temporary is flushed at each tick.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 
 #include "cli.h"
 #include "figures.h"
+#include "outfile.h"
 #include "snapshot.h"
 #include "trace.h"
 
@@ -59,6 +61,7 @@ static void record_gather(const struct session *s, struct trace_sample *smp)
 struct record_run {
 	struct session s;
 	struct record_ctx rc;
+	struct outfile out; /* rc.f is its stream */
 };
 
 static void observe(void *arg, const void *data, size_t len)
@@ -106,9 +109,12 @@ static int record_finish(struct record_run *r, const char *path)
 		sum.have_inprocess = true;
 	}
 	err = trace_end(r->rc.trace, &s->model, session_now_ns(), &sum);
-	if (fclose(r->rc.f) && !err)
-		err = -EIO;
+	if (!err)
+		err = outfile_commit(&r->out);
+	else
+		outfile_abort(&r->out);
 	r->rc.f = NULL;
+	session_report_end(s, "tally record");
 	if (err) {
 		fprintf(stderr, "tally record: cannot write %s: %s\n", path, strerror(-err));
 		return TALLY_EXIT_FAIL;
@@ -121,75 +127,28 @@ static int record_finish(struct record_run *r, const char *path)
 	return TALLY_EXIT_OK;
 }
 
-/*
- * FILE is opened before anything starts, so that a bad path is said before a
- * process is started, but emptied only once the session runs: a failed start
- * leaves an earlier file as it was, and removes one it created. Returns the
- * stream, or NULL after one line on stderr.
- */
-static FILE *record_open(const char *path, bool *created)
-{
-	struct stat st;
-	int fd, err;
-	FILE *f;
-
-	*created = true;
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0 && errno == EEXIST) {
-		*created = false;
-		fd = open(path, O_WRONLY | O_CLOEXEC);
-	}
-	if (fd < 0) {
-		fprintf(stderr, "tally record: cannot create %s: %s\n", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "tally record: cannot create %s: %s\n", path, strerror(EISDIR));
-		close(fd);
-		return NULL;
-	}
-	f = fdopen(fd, "w");
-	if (!f) {
-		err = errno;
-		fprintf(stderr, "tally record: cannot create %s: %s\n", path, strerror(err));
-		close(fd);
-		if (*created)
-			unlink(path);
-	}
-	return f;
-}
-
-/* The session runs: an existing regular FILE loses its old content now. */
-static int record_truncate(FILE *f)
-{
-	struct stat st;
-
-	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode))
-		return 0; /* a FIFO or a device: nothing to empty */
-	return ftruncate(fileno(f), 0) ? -errno : 0;
-}
-
 static int run_record(struct record_opts *o)
 {
 	struct record_run *r = calloc(1, sizeof(*r));
-	bool created;
 	int rc, err;
 
 	if (!r) {
 		fprintf(stderr, "tally record: out of memory\n");
 		return TALLY_EXIT_FAIL;
 	}
-	r->rc.f = record_open(o->out, &created);
-	if (!r->rc.f) {
+	/* before anything starts: a path that cannot be written is a usage error */
+	err = outfile_open(&r->out, o->out);
+	if (err) {
+		fprintf(stderr, "tally record: cannot write %s: %s (see tally record --help)\n",
+			o->out, strerror(-err));
 		free(r);
-		return TALLY_EXIT_FAIL;
+		return TALLY_EXIT_USAGE;
 	}
+	r->rc.f = r->out.f;
 	session_install_signals();
 	rc = session_start(&r->s, &o->target.o);
 	if (!rc) {
-		err = record_truncate(r->rc.f);
-		if (!err)
-			err = trace_new(&r->rc.trace, r->rc.f, (uint32_t)r->s.pid, r->s.start_ns);
+		err = trace_new(&r->rc.trace, r->rc.f, (uint32_t)r->s.pid, r->s.start_ns);
 		if (err) {
 			fprintf(stderr, "tally record: cannot write %s: %s\n", o->out,
 				strerror(-err));
@@ -197,10 +156,8 @@ static int run_record(struct record_opts *o)
 		}
 	}
 	if (rc) {
-		/* nothing was recorded: leave no file that is not a trace */
-		fclose(r->rc.f);
-		if (created)
-			unlink(o->out);
+		/* nothing was recorded: FILE stays as it was */
+		outfile_abort(&r->out);
 		session_close(&r->s);
 		free(r);
 		return rc;

@@ -297,6 +297,7 @@ static int run_serve(struct serve_opts *o)
 		o->listen);
 	cli_run(&s, &o->target, o->interval_ms, tick, ctx);
 	session_finish(&s);
+	session_report_end(&s, "tally serve");
 	serve_render(&s, ctx);
 	if (s.gone && !session_exiting &&
 	    !(o->target.secs > 0 &&

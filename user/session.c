@@ -289,7 +289,7 @@ static int spawn(struct session *s, const struct session_opts *o)
 		s->cupti = true;
 	}
 	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, env_extra, o->cmd_stdio,
-			   &s->child);
+			   o->cmd_stdout_to_stderr, &s->child);
 	if (err)
 		return fail(TALLY_EXIT_CMD, "cannot start %s: %s", o->cmd[0], strerror(-err));
 	s->pid = s->child.pid;
@@ -655,6 +655,29 @@ void session_finish(struct session *s)
 		s->have_resident = true;
 	}
 	session_refresh(s);
+}
+
+bool session_exit_status(const struct session *s, int *status)
+{
+	if (s->spawned && s->gone) {
+		*status = s->exit_status;
+		return true;
+	}
+	if (s->gone && s->model.exited) {
+		*status = s->model.exit_status;
+		return true;
+	}
+	return false;
+}
+
+void session_report_end(const struct session *s, const char *who)
+{
+	int st;
+
+	if (session_exit_status(s, &st) && WIFSIGNALED(st))
+		fprintf(stderr, "%s: the target (pid %d) was killed by SIG%s%s\n", who, s->pid,
+			sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?",
+			WCOREDUMP(st) ? " (core dumped)" : "");
 }
 
 void session_close(struct session *s)

@@ -35,13 +35,14 @@ enum tally_exit {
 enum session_allocator { SESSION_ALLOC_TALLY, SESSION_ALLOC_GLIBC, SESSION_ALLOC_NONE };
 
 struct session_opts {
-	pid_t pid;	       /* attach to this process, or 0 */
-	char **cmd;	       /* or start this command */
-	bool no_preload;       /* start CMD as it is, without tally's libraries */
-	bool verbose;	       /* say when attached */
-	const char *cmd_stdio; /* a started CMD's stdin, stdout and stderr, or NULL: tally's */
-	uint64_t ring_bytes;   /* ring buffer size */
-	const char **rules;    /* --group NAME=GLOB */
+	pid_t pid;		   /* attach to this process, or 0 */
+	char **cmd;		   /* or start this command */
+	bool no_preload;	   /* start CMD as it is, without tally's libraries */
+	bool verbose;		   /* say when attached */
+	const char *cmd_stdio;	   /* a started CMD's stdin, stdout and stderr, or NULL: tally's */
+	bool cmd_stdout_to_stderr; /* a started CMD's stdout is tally's stderr */
+	uint64_t ring_bytes;	   /* ring buffer size */
+	const char **rules;	   /* --group NAME=GLOB */
 	unsigned nrules;
 };
 
@@ -99,6 +100,11 @@ void session_refresh(struct session *s);
 void session_collect(struct session *s);
 /* Everything that is still to be had, for the final figures. */
 void session_finish(struct session *s);
+/* How the target ended: false while it runs (or nobody knows); else its wait
+ * status (waitpid's for a started CMD, the kernel's for an attached one). */
+bool session_exit_status(const struct session *s, int *status);
+/* One line on stderr when the target was killed by a signal. */
+void session_report_end(const struct session *s, const char *who);
 void session_close(struct session *s);
 uint64_t session_now_ns(void);
 

@@ -8,10 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "cli.h"
 #include "figures.h"
+#include "outfile.h"
 #include "snapshot.h"
+
+struct snapshot_opts {
+	struct cli_target target;
+	const char *out; /* -o FILE, or NULL: stdout */
+};
 
 static void write_stats11(struct json_writer *w, const uint64_t v[TALLY_STATS_FIELDS])
 {
@@ -119,6 +126,27 @@ static void write_groups(struct json_writer *w, const struct session *s)
 	json_end_array(w);
 }
 
+/* How the target ended: "exit_code" (null when killed or still running) and
+ * "signal" (null unless killed). */
+static void write_end(struct json_writer *w, const struct session *s)
+{
+	char sig[16];
+	int st;
+
+	if (!session_exit_status(s, &st)) {
+		json_kv_null(w, "exit_code");
+		json_kv_null(w, "signal");
+	} else if (WIFSIGNALED(st)) {
+		json_kv_null(w, "exit_code");
+		snprintf(sig, sizeof(sig), "SIG%s",
+			 sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
+		json_kv_str(w, "signal", sig);
+	} else {
+		json_kv_i64(w, "exit_code", WEXITSTATUS(st));
+		json_kv_null(w, "signal");
+	}
+}
+
 bool snapshot_exact(const struct session *s)
 {
 	if (!model_exact(&s->model))
@@ -148,6 +176,7 @@ void snapshot_write(struct json_writer *w, const struct session *s)
 	 * them: then the figures are not exact, and this says why */
 	if (s->late && s->allocator == SESSION_ALLOC_TALLY)
 		json_kv_bool(w, "state_read_consistent", s->late_consistent);
+	write_end(w, s);
 	json_end_object(w);
 	json_kv_bool(w, "exact", snapshot_exact(s));
 	json_key(w, "events");
@@ -189,37 +218,63 @@ int snapshot_print(FILE *out, const struct session *s)
 }
 
 static const char snapshot_doc[] =
-	"Trace a process and print one JSON snapshot on stdout: the byte "
+	"Trace a process and write one JSON snapshot (on stdout, or to -o FILE): the byte "
 	"identity, the allocator's own figures, CPU and memory per resource group.\v"
-	"The snapshot is printed when the target exits, after -d SECS, or on SIGINT/SIGTERM. "
+	"The snapshot is written when the target exits, after -d SECS, or on SIGINT/SIGTERM. "
 	"With -- CMD, tally starts CMD with libtally_alloc.so and libtally.so preloaded and "
-	"attached before its first instruction; CMD's own output stays its own. A process "
+	"attached before its first instruction. Without -o, stdout carries nothing but the "
+	"snapshot: CMD's stdout goes to tally's stderr; with -o, CMD's stdout is tally's "
+	"stdout. CMD keeps tally's stdin and stderr. FILE is written beside itself and renamed "
+	"when complete, never half-written. \"target\" says how CMD ended (exit_code, or the "
+	"signal that killed it); a target killed by a signal is also one line on stderr. A "
+	"process "
 	"without libtally_alloc is traced in glibc mode: a probe on every malloc call, which is "
 	"slow (microseconds a call), and only the live bytes, rounding and mmapped chunks are "
 	"known.\n\n"
 	"EXAMPLES:\n"
 	"  tally snapshot -- ./server --port 8080     start and trace until it exits\n"
+	"  tally snapshot -o s.json -- make -j2       the snapshot to s.json, make's output as usual\n"
 	"  tally snapshot -p 1234 -d 5                attach to PID 1234 for 5 seconds\n"
 	"  tally snapshot --group io='io-*' -- ./app  threads named io-* form group io\n"
 	"\nEXIT STATUS: 0 snapshot printed, 2 usage, 3 no permission, 4 no BTF, 5 no such "
 	"process, 6 PID already traced, 7 CMD could not start, 1 other failures.";
 
-static int run_snapshot(struct cli_target *c)
+static int run_snapshot(struct snapshot_opts *so)
 {
+	struct cli_target *c = &so->target;
+	struct outfile of = { 0 };
 	struct session s;
 	int rc, err;
 
+	/* before anything starts: a path that cannot be written is a usage error */
+	if (so->out) {
+		err = outfile_open(&of, so->out);
+		if (err) {
+			fprintf(stderr,
+				"tally snapshot: cannot write %s: %s (see tally snapshot --help)\n",
+				so->out, strerror(-err));
+			return TALLY_EXIT_USAGE;
+		}
+	}
+	c->o.cmd_stdout_to_stderr = !so->out;
 	session_install_signals();
 	rc = session_start(&s, &c->o);
 	if (rc) {
+		outfile_abort(&of);
 		session_close(&s);
 		return rc;
 	}
 	cli_run(&s, c, 0, NULL, NULL);
 	session_finish(&s);
-	err = snapshot_print(stdout, &s);
+	err = snapshot_print(so->out ? of.f : stdout, &s);
+	if (so->out && !err)
+		err = outfile_commit(&of);
+	else
+		outfile_abort(&of);
 	if (err)
-		fprintf(stderr, "tally: cannot write the snapshot: %s\n", strerror(-err));
+		fprintf(stderr, "tally snapshot: cannot write the snapshot%s%s: %s\n",
+			so->out ? " to " : "", so->out ? so->out : "", strerror(-err));
+	session_report_end(&s, "tally snapshot");
 	if (!snapshot_exact(&s) && (s.model.lost_msgs || s.model.lost_words))
 		fprintf(stderr,
 			"tally: %llu messages (%llu words of allocator records) lost: the ring was full; "
@@ -233,16 +288,46 @@ static int run_snapshot(struct cli_target *c)
 	return err ? TALLY_EXIT_FAIL : TALLY_EXIT_OK;
 }
 
+static const struct argp_option snapshot_options[] = {
+	{ "output", 'o', "FILE", 0,
+	  "Write the snapshot to FILE (default: stdout; CMD's stdout then goes to stderr)", 0 },
+	{ 0 },
+};
+
+static error_t parse_snapshot_opt(int key, char *arg, struct argp_state *state)
+{
+	struct snapshot_opts *o = state->input;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		state->child_inputs[0] = &o->target;
+		break;
+	case 'o':
+		if (!*arg)
+			cli_usage_error(state, "-o wants a file name");
+		o->out = arg;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
 int cmd_snapshot(int argc, char **argv)
 {
 	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
-	struct argp argp = { NULL, NULL, "(-p PID | -- CMD [ARGS...])", snapshot_doc, children,
-			     NULL, NULL };
-	struct cli_target c;
+	struct argp argp = { snapshot_options,
+			     parse_snapshot_opt,
+			     "(-p PID | -- CMD [ARGS...])",
+			     snapshot_doc,
+			     children,
+			     NULL,
+			     NULL };
+	struct snapshot_opts o = { 0 };
 
-	cli_target_init(&c);
+	cli_target_init(&o.target);
 	argv[0] = "tally snapshot";
-	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &c))
+	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
 		return TALLY_EXIT_USAGE;
-	return run_snapshot(&c);
+	return run_snapshot(&o);
 }

@@ -21,7 +21,7 @@ extern char **environ;
 
 /* In the child between fork and exec: async-signal-safe calls only. */
 static void child_run(char *const argv[], const char *preload, char *const env_extra[],
-		      const char *stdio, int gate, int status)
+		      const char *stdio, bool out_to_err, int gate, int status)
 {
 	char c;
 	int err;
@@ -35,6 +35,8 @@ static void child_run(char *const argv[], const char *preload, char *const env_e
 			goto fail;
 		if (fd > 2)
 			close(fd);
+	} else if (out_to_err && dup2(2, 1) < 0) {
+		goto fail;
 	}
 	if (preload && setenv("LD_PRELOAD", preload, 1))
 		goto fail;
@@ -50,7 +52,7 @@ fail:
 }
 
 int target_spawn(char *const argv[], const char *preload, char *const env_extra[],
-		 const char *stdio, struct target_child *c)
+		 const char *stdio, bool out_to_err, struct target_child *c)
 {
 	int gate[2], status[2], err;
 	char *merged = NULL;
@@ -80,7 +82,7 @@ int target_spawn(char *const argv[], const char *preload, char *const env_extra[
 	if (c->pid == 0) {
 		close(gate[1]);
 		close(status[0]);
-		child_run(argv, preload, env_extra, stdio, gate[0], status[1]);
+		child_run(argv, preload, env_extra, stdio, out_to_err, gate[0], status[1]);
 	}
 	free(merged);
 	close(gate[0]);

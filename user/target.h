@@ -24,9 +24,11 @@ struct target_child {
 /* Fork CMD (argv[0] looked up in PATH). preload: a colon-separated list put
  * in front of the child's LD_PRELOAD; NULL to leave it alone. env_extra:
  * NULL-terminated "NAME=VALUE" list set in the child, or NULL. stdio: a file
- * for the child's stdin, stdout and stderr, or NULL for tally's own. */
+ * for the child's stdin, stdout and stderr, or NULL for tally's own;
+ * out_to_err: the child's stdout is tally's stderr (tally's stdout carries a
+ * document). */
 int target_spawn(char *const argv[], const char *preload, char *const env_extra[],
-		 const char *stdio, struct target_child *c);
+		 const char *stdio, bool out_to_err, struct target_child *c);
 /* Let the child exec; -errno (the exec's) when CMD could not be run. */
 int target_release(struct target_child *c);
 /* Kill and reap a child that was never released. */

@@ -288,9 +288,12 @@ static int run_top(struct top_opts *o)
 	session_install_signals();
 	if (!batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
 		batch = true; /* a pipe or a file: frames a script can read */
-	/* a started CMD would write over the live view */
+	/* a started CMD would write over the live view; in batch mode stdout
+	 * carries the frames, and CMD's stdout goes to tally's stderr */
 	if (!batch)
 		o->t.o.cmd_stdio = "/dev/null";
+	else
+		o->t.o.cmd_stdout_to_stderr = true;
 	rc = session_start(&r->s, &o->t.o);
 	if (rc)
 		goto out;
@@ -305,6 +308,8 @@ static int run_top(struct top_opts *o)
 		batch = true;
 	}
 	rc = batch ? run_batch(r) : run_live(r);
+	top_view_close();
+	session_report_end(&r->s, "tally top");
 out:
 	top_view_close();
 	session_close(&r->s);
@@ -329,7 +334,9 @@ static const char top_doc[] =
 	"beginning with a line '--- frame K ---' and ending with a blank line, one every -i "
 	"MS; -n N stops after N frames. When the target exits, batch mode prints one last "
 	"frame with its final figures and stops, even if fewer than N frames were printed; "
-	"the live view says 'target exited' and keeps the last figures until q. In the live "
+	"the live view says 'target exited' and keeps the last figures until q. In batch mode "
+	"stdout carries nothing but the frames: a started CMD's stdout goes to tally's stderr. "
+	"In the live "
 	"view a started CMD's stdin, stdout and stderr are /dev/null, so that it cannot write "
 	"over the screen. Quitting leaves CMD running, as tally snapshot does. Names from the target are shown with "
 	"control and non-ASCII bytes as \\xNN and '\\' as '\\\\'. NO_COLOR turns colors "

@@ -171,7 +171,12 @@ bad() { # NAME WANT-STATUS FILE CMD...
 		"$([ $rc -eq "$want" ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && [ ! -s "$tmp/bad.out" ] && [ ! -e "$file" ]; echo $?)" \
 		"rc=$rc err=$(head -c 300 "$tmp/bad.err")"
 }
-bad "a bad -o path" 1 "$tmp/no/such/dir/t.json" "$TALLY" record -o "$tmp/no/such/dir/t.json" -- true
+bad "a bad -o path" 2 "$tmp/no/such/dir/t.json" "$TALLY" record -o "$tmp/no/such/dir/t.json" -- true
+mkdir "$tmp/adir"
+timeout 30 "$TALLY" record -o "$tmp/adir" -- true >"$tmp/bad.out" 2>"$tmp/bad.err"
+check "a directory for -o: usage error, one line, nothing started" \
+	"$([ $? -eq 2 ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && [ -z "$(ls -A "$tmp/adir")" ]; echo $?)" \
+	"$(head -c 300 "$tmp/bad.err")"
 bad "no -o" 2 "$tmp/none.json" "$TALLY" record -- true
 bad "a bad -i" 2 "$tmp/i.json" "$TALLY" record -o "$tmp/i.json" -i 0 -- true
 bad "a CMD that does not exist" 7 "$tmp/c.json" "$TALLY" record -o "$tmp/c.json" -- /nonexistent/cmd

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `tally snapshot` as a document (issue 11, parts 2 and 3): without -o,
+# stdout carries nothing but the JSON (a started CMD's stdout goes to
+# stderr); with -o FILE, CMD's stdout is tally's and FILE is written beside
+# itself and renamed, never half-written; a bad -o is a usage error before
+# anything starts; "target" says how the target ended (exit_code, signal),
+# for a started CMD and for an attached PID, and a kill is one stderr line.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+TALLY=${TALLY:-$PWD/$BUILD/tally}
+. tests/lib.sh
+
+need_root snapshot
+
+# 1. stdout is the document, whatever CMD prints
+"$TALLY" snapshot -- sh -c 'echo hi; echo "{not json"' >"$tmp/1.out" 2>"$tmp/1.err"
+rc=$?
+check "without -o: stdout is only the JSON" "$([ $rc -eq 0 ] && jq -e .target "$tmp/1.out" >/dev/null; echo $?)" \
+	"rc=$rc $(head -c 200 "$tmp/1.out")"
+check "without -o: CMD's stdout is on tally's stderr" \
+	"$(grep -qx hi "$tmp/1.err" && grep -qx '{not json' "$tmp/1.err"; echo $?)" "$(head -c 200 "$tmp/1.err")"
+
+# 2. with -o, CMD's stdout is tally's stdout and FILE the document
+"$TALLY" snapshot -o "$tmp/2.json" -- sh -c 'echo hi' >"$tmp/2.out" 2>"$tmp/2.err"
+rc=$?
+check "with -o: CMD's stdout is tally's stdout" "$([ $rc -eq 0 ] && [ "$(cat "$tmp/2.out")" = hi ]; echo $?)" \
+	"rc=$rc out=$(head -c 200 "$tmp/2.out") err=$(head -c 200 "$tmp/2.err")"
+check "with -o: FILE is the JSON, no temporary left" \
+	"$(jq -e .target "$tmp/2.json" >/dev/null && [ -z "$(ls -A "$tmp" | grep tally-)" ]; echo $?)" \
+	"$(ls -A "$tmp")"
+
+# 3. a bad -o: usage error (2), one line, nothing started
+mkdir "$tmp/dir"
+for spec in "a directory:$tmp/dir" "a missing directory:$tmp/no/such/x.json" \
+	"an unwritable place:/proc/tally-test.json" "an empty name:"; do
+	name=${spec%%:*} path=${spec#*:}
+	rm -f "$tmp/started"
+	"$TALLY" snapshot -o "$path" -- touch "$tmp/started" >"$tmp/3.out" 2>"$tmp/3.err"
+	rc=$?
+	check "-o $name: usage error before anything starts" \
+		"$([ $rc -eq 2 ] && [ "$(wc -l <"$tmp/3.err")" -eq 1 ] && [ ! -s "$tmp/3.out" ] && [ ! -e "$tmp/started" ]; echo $?)" \
+		"rc=$rc err=$(head -c 200 "$tmp/3.err")"
+done
+
+# 4. never half-written: killed mid-run, an earlier FILE stays as it was
+echo keep >"$tmp/4.json"
+"$TALLY" snapshot -o "$tmp/4.json" -- sleep 30 >/dev/null 2>&1 &
+tpid=$!
+pids+=("$tpid")
+sleep 1.5
+kill -9 "$tpid"
+wait "$tpid" 2>/dev/null
+check "tally killed mid-run: FILE keeps its old content" "$([ "$(cat "$tmp/4.json")" = keep ]; echo $?)" \
+	"$(head -c 100 "$tmp/4.json")"
+pkill -f "sleep 30" 2>/dev/null
+"$TALLY" snapshot -o "$tmp/4.json" -- true >/dev/null 2>&1
+check "a complete run replaces FILE" "$(jq -e .target "$tmp/4.json" >/dev/null; echo $?)" \
+	"$(head -c 100 "$tmp/4.json")"
+
+# 5. how the target ended
+end() { # FILE: "exit_code signal"
+	jq -r '"\(.target.exit_code) \(.target.signal)"' "$1" 2>&1
+}
+"$TALLY" snapshot -o "$tmp/5a.json" -- sh -c 'exit 3' 2>"$tmp/5a.err"
+rc=$?
+check "a target that exits 3: exit_code 3, tally exits 0" "$([ $rc -eq 0 ] && [ "$(end "$tmp/5a.json")" = "3 null" ]; echo $?)" \
+	"rc=$rc $(end "$tmp/5a.json")"
+"$TALLY" snapshot -o "$tmp/5b.json" -- sh -c 'kill -9 $$' 2>"$tmp/5b.err"
+rc=$?
+check "a target killed by SIGKILL: signal SIGKILL, exit_code null" \
+	"$([ $rc -eq 0 ] && [ "$(end "$tmp/5b.json")" = "null SIGKILL" ]; echo $?)" "rc=$rc $(end "$tmp/5b.json")"
+check "a target killed by a signal: one line on stderr" \
+	"$([ "$(grep -c 'killed by SIGKILL' "$tmp/5b.err")" -eq 1 ] && [ "$(wc -l <"$tmp/5b.err")" -eq 1 ]; echo $?)" \
+	"$(cat "$tmp/5b.err")"
+"$TALLY" snapshot -o "$tmp/5c.json" -- bash -c 'ulimit -c 0; kill -SEGV $$' 2>/dev/null
+check "a target killed by SIGSEGV says so" "$([ "$(end "$tmp/5c.json")" = "null SIGSEGV" ]; echo $?)" \
+	"$(end "$tmp/5c.json")"
+"$TALLY" snapshot -o "$tmp/5d.json" -d 1 -- sleep 5 2>/dev/null
+check "a target still running at the end: both null" "$([ "$(end "$tmp/5d.json")" = "null null" ]; echo $?)" \
+	"$(end "$tmp/5d.json")"
+pkill -x -f "sleep 5" 2>/dev/null
+
+# 6. an attached target's end comes from the kernel
+sh -c 'sleep 1.5; exit 5' &
+apid=$!
+pids+=("$apid")
+"$TALLY" snapshot -o "$tmp/6.json" -p "$apid" 2>"$tmp/6.err"
+rc=$?
+check "an attached target that exits 5: exit_code 5" "$([ $rc -eq 0 ] && [ "$(end "$tmp/6.json")" = "5 null" ]; echo $?)" \
+	"rc=$rc $(end "$tmp/6.json") $(head -c 200 "$tmp/6.err")"
+
+finish
