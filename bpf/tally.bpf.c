@@ -324,6 +324,6 @@ int BPF_PROG(tally_exec, struct task_struct *p, pid_t old_pid, struct linux_binp
 {
 	if (BPF_CORE_READ(p, tgid) != target_tgid)
 		return 0;
-	thread_msg(TALLY_MSG_THREAD_NAME, 0, p, 0);
+	thread_msg(TALLY_MSG_THREAD_NAME, TALLY_THREAD_EXEC, p, 0);
 	return 0;
 }

@@ -265,6 +265,7 @@ _Static_assert(sizeof(struct tally_msg_group) == 56, "tally_msg_group layout");
 
 #define TALLY_COMM_LEN 16
 #define TALLY_THREAD_GROUP_DEAD 1 /* flags of THREAD_EXIT: the whole process is gone */
+#define TALLY_THREAD_EXEC 2	  /* flags of THREAD_NAME: the process exec'd a new image */
 struct tally_msg_thread {
 	struct tally_msg hdr;
 	__u32 pid;	  /* thread group */

@@ -298,6 +298,29 @@ static int apply_group(struct model *m, const struct tally_msg_group *g)
 	return 0;
 }
 
+/*
+ * exec: a new image in the same process, with an allocator and an SDK
+ * registry of its own that start from zero. The old image's figures end here
+ * (what it had not handed over went with it); CPU, lost counts and threads
+ * go on, as they are the process's.
+ */
+static void model_exec(struct model *m)
+{
+	tally_replay_init(&m->rp);
+	m->nheaps = 0;
+	m->have_inprocess = false;
+	m->saw_alloc = false;
+	m->exited = false;
+	for (unsigned g = 1; g < TALLY_MAX_GROUPS; g++) {
+		m->groups[g].yields = m->groups[g].rejects = 0;
+		if (!m->groups[g].cpu_ns) {
+			m->groups[g].known = false;
+			m->groups[g].name[0] = 0;
+		}
+	}
+	m->groups[0].yields = m->groups[0].rejects = 0;
+}
+
 static int apply_thread(struct model *m, const struct tally_msg_thread *th)
 {
 	char comm[TALLY_COMM_LEN];
@@ -306,8 +329,12 @@ static int apply_thread(struct model *m, const struct tally_msg_thread *th)
 	memcpy(comm, th->comm, sizeof(comm));
 	comm[sizeof(comm) - 1] = 0;
 	switch (th->hdr.kind) {
-	case TALLY_MSG_THREAD_NEW:
 	case TALLY_MSG_THREAD_NAME:
+		if (th->hdr.flags & TALLY_THREAD_EXEC)
+			model_exec(m);
+		model_thread_named(m, th->hdr.tid, comm);
+		break;
+	case TALLY_MSG_THREAD_NEW:
 		model_thread_named(m, th->hdr.tid, comm);
 		break;
 	case TALLY_MSG_THREAD_EXIT:

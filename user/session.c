@@ -160,6 +160,15 @@ static int on_msg(void *ctx, const void *data, size_t len)
 		return 0;
 	}
 	model_apply(&s->model, data, len);
+	if (len >= sizeof(struct tally_msg_thread) && h->kind == TALLY_MSG_THREAD_NAME &&
+	    (h->flags & TALLY_THREAD_EXEC)) {
+		/* a new image: its libraries are elsewhere, found again when needed */
+		const struct tally_msg_thread *th = data;
+		s->heaps_addr = s->registry_addr = 0;
+		s->execed = true;
+		memcpy(s->comm, th->comm, sizeof(s->comm));
+		s->comm[sizeof(s->comm) - 1] = 0;
+	}
 	if (s->observer)
 		s->observer(s->observer_ctx, data, len);
 	if (len >= sizeof(*h) && s->model.nrules &&
@@ -556,12 +565,12 @@ static void find_started_libs(struct session *s)
 {
 	uint64_t a, bias;
 
-	if (!s->heaps_addr && s->spawned &&
+	if (!s->heaps_addr && (s->spawned || s->execed) &&
 	    !target_find_lib(s->pid, "libtally_alloc.so", s->alloc_path, sizeof(s->alloc_path),
 			     &bias) &&
 	    !target_elf_symbol(s->alloc_path, "tally_heaps", &a))
 		s->heaps_addr = bias + a;
-	if (!s->registry_addr && s->spawned &&
+	if (!s->registry_addr && (s->spawned || s->execed) &&
 	    !target_find_lib(s->pid, "libtally.so", s->sdk_path, sizeof(s->sdk_path), &bias) &&
 	    !target_elf_symbol(s->sdk_path, "tally_registry", &a))
 		s->registry_addr = bias + a;

@@ -67,6 +67,7 @@ struct session {
 	char sdk_path[TARGET_PATH_MAX];
 	uint64_t registry_addr; /* tally_registry in the target, 0 if unknown */
 	bool late;		/* attached to a running process */
+	bool execed;		/* it exec'd since: its libraries are found anew */
 	bool late_consistent;	/* its state read while no heap moved */
 	uint64_t start_ns;	/* CLOCK_MONOTONIC at attach */
 	uint64_t cpu[TALLY_MAX_GROUPS];

@@ -90,4 +90,20 @@ rc=$?
 check "an attached target that exits 5: exit_code 5" "$([ $rc -eq 0 ] && [ "$(end "$tmp/6.json")" = "5 null" ]; echo $?)" \
 	"rc=$rc $(end "$tmp/6.json") $(head -c 200 "$tmp/6.err")"
 
+# 7. exec: a new image in the same PID starts a new allocator from zero; the
+#    figures are the new image's, equal to its own, and comm is its name
+own() { # FILE: stats == stats_inprocess and exact
+	jq -e '.exact and ((.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident))
+		== .stats_inprocess)' "$1" >/dev/null 2>&1
+}
+"$TALLY" snapshot -o "$tmp/7a.json" -- bash -c \
+	'declare -A h; for i in $(seq 3000); do h[k$i]=$i; done; exec bash -c "exit 0"' 2>/dev/null
+check "exec after the first image handed over batches: the new image's own figures" \
+	"$(own "$tmp/7a.json"; echo $?)" "$(jq -c '{exact, stats, stats_inprocess}' "$tmp/7a.json" 2>&1 | head -c 500)"
+"$TALLY" snapshot -o "$tmp/7b.json" -- bash -c \
+	'declare -A h; for i in $(seq 3000); do h[k$i]=$i; done; exec sleep 0.1' 2>/dev/null
+check "exec of another program: its figures and its name" \
+	"$(own "$tmp/7b.json" && [ "$(jq -r .target.comm "$tmp/7b.json")" = sleep ]; echo $?)" \
+	"$(jq -c '{target, stats_inprocess}' "$tmp/7b.json" 2>&1 | head -c 500)"
+
 finish
