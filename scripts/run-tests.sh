@@ -54,6 +54,7 @@ done
 run alloc_probes 60 tests/test_probes.sh "$BUILD"
 run fork 300 tests/fork/run.sh
 run snapshot 300 tests/snapshot/run.sh
+run programs 600 tests/programs/run.sh
 run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"
 run tracer 600 tests/tracer/run.sh
 run cupti 120 tests/cupti/run.sh "$BUILD"

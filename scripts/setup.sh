@@ -6,11 +6,13 @@ set -euo pipefail
 
 # Build and test dependencies. The comparison allocators and tracers are
 # only needed by the benchmarks, but they are small and installing them here
-# keeps `make bench` a one-step command too.
+# keeps `make bench` a one-step command too. sqlite3 and strace are for
+# tests/programs (real programs under tally, every process followed by strace).
 pkgs=(
 	clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
 	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux libncurses-dev libmicrohttpd-dev curl
+	sqlite3 strace
 )
 # The tracers tally is compared with (`make bench-trace`), only when asked:
 # `scripts/setup.sh --bench`. bcc compiles its programs against kernel
