@@ -654,14 +654,22 @@ void session_refresh(struct session *s)
 
 void session_finish(struct session *s)
 {
-	/* what the target submitted before it went is in the ring: drain it */
+	/* what the target submitted so far is in the ring: drain it */
 	while (loader_consume(s->loader) > 0)
 		;
 	if (!s->gone && target_alive(s->pid))
 		finish_running(s);
-	else if (s->model.have_inprocess) {
-		s->resident = s->model.resident_at_exit;
-		s->have_resident = true;
+	if (!s->have_final_inprocess) {
+		/* gone, or it went while we looked (-d or a signal came as it
+		 * exited): its last batches and its exit hand-over reached the
+		 * ring before it died, maybe after the drain above */
+		session_poll(s, 0);
+		while (loader_consume(s->loader) > 0)
+			;
+		if (s->model.have_inprocess) {
+			s->resident = s->model.resident_at_exit;
+			s->have_resident = true;
+		}
 	}
 	session_refresh(s);
 }
