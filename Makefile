@@ -154,10 +154,12 @@ $(BUILD)/tests/replay_plain.o: user/replay.c
 
 # The SDK alone under the sanitizers (with any allocator: here ASan's), and
 # with libtally_alloc, which charges allocations to the current group.
-$(BUILD)/tests/san/alloc/sdk.o: alloc/sdk.c
+$(BUILD)/tests/san/alloc/sdk.o $(BUILD)/tests/san/alloc/probe_guard.o: \
+		$(BUILD)/tests/san/alloc/%.o: alloc/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) $(SAN) -fvisibility=hidden -c $< -o $@
-$(BUILD)/tests/test_sdk: $(BUILD)/tests/san/tests/test_sdk.o $(BUILD)/tests/san/alloc/sdk.o
+$(BUILD)/tests/test_sdk: $(BUILD)/tests/san/tests/test_sdk.o $(BUILD)/tests/san/alloc/sdk.o \
+		$(BUILD)/tests/san/alloc/probe_guard.o
 	$(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/sdk_alloc/test_sdk.o: tests/test_sdk.c
 	@mkdir -p $(dir $@)
