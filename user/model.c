@@ -312,8 +312,13 @@ static void model_exec(struct model *m)
 	m->saw_alloc = false;
 	m->exited = false;
 	for (unsigned g = 1; g < TALLY_MAX_GROUPS; g++) {
+		bool ruled = false;
+		for (unsigned r = 0; r < m->nrules; r++)
+			ruled |= m->rules[r].group == g;
 		m->groups[g].yields = m->groups[g].rejects = 0;
-		if (!m->groups[g].cpu_ns) {
+		/* the old registry's names go; --group rules stay (they name
+		 * threads, whatever image runs) */
+		if (!m->groups[g].cpu_ns && !ruled) {
 			m->groups[g].known = false;
 			m->groups[g].name[0] = 0;
 		}
