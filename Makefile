@@ -19,7 +19,7 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/heap.c \
 	alloc/large.c alloc/malloc.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
-	alloc/probe_guard.c
+	alloc/probe_guard.c alloc/purge.c
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
 REPLAY_SRCS := user/replay.c alloc/stats_identity.c
 
@@ -39,7 +39,7 @@ PRODUCTS := $(BUILD)/libtally_alloc.so $(BUILD)/libtally_alloc.a $(BUILD)/libtal
 
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
-	$(BUILD)/tests/test_alloc_fastpath \
+	$(BUILD)/tests/test_alloc_fastpath $(BUILD)/tests/test_alloc_idle \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model \
 	$(BUILD)/tests/test_json $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
@@ -147,6 +147,10 @@ $(BUILD)/tests/test_alloc_fastpath: $(BUILD)/tests/fast/test_alloc_stress.o \
 		$(BUILD)/tests/replay_plain.o $(BUILD)/libtally_alloc.so
 	$(CC) -pthread -o $@ $(filter %.o,$^) -L$(BUILD) -l:libtally_alloc.so \
 		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS)
+# Memory given back while the program idles (alloc/purge.c), against the product library.
+$(BUILD)/tests/test_alloc_idle: $(BUILD)/tests/test_alloc_idle.o $(BUILD)/libtally_alloc.so
+	$(CC) -pthread -o $@ $< -L$(BUILD) -l:libtally_alloc.so -Wl,-rpath,'$$ORIGIN/..' \
+		$(CMOCKA_LIBS)
 
 $(BUILD)/tests/replay_plain.o: user/replay.c
 	@mkdir -p $(dir $@)

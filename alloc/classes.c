@@ -33,15 +33,23 @@ void classes_init(void)
 
 		k->size = class_size(c);
 		k->recip = (uint32_t)(((1ULL << 32) + k->size - 1) / k->size);
+		k->hdr_cells = 0;
 		if (SPAN_SIZE / k->size <= SPAN_INLINE_SLOTS) {
 			/* few slots: metadata inline in the descriptor, no slot lost to it */
 			k->nslots = SPAN_SIZE / k->size;
 			k->slot_off = 0;
 			continue;
 		}
-		/* the metadata has an entry per cell of the span and takes
-		 * whole cells (internal.h) */
+		/* the metadata has an entry per cell of the span (internal.h) */
 		uint32_t cells = (uint32_t)((SPAN_SIZE + k->size - 1) / k->size);
+		if (2 * cells <= SEG_CELLS_SLOT) {
+			/* in the segment header: no slot lost to it either */
+			k->nslots = SPAN_SIZE / k->size;
+			k->slot_off = 0;
+			k->hdr_cells = (2 * cells + 15) & ~15U;
+			continue;
+		}
+		/* at the span's start, in whole cells */
 		uint32_t meta_cells = (2 * cells + k->size - 1) / k->size;
 		k->slot_off = meta_cells * k->size;
 		k->nslots = (uint32_t)((SPAN_SIZE - k->slot_off) / k->size);

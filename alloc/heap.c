@@ -5,13 +5,15 @@
  * to its foreign lists) and the next new thread adopts it, so nothing leaks
  * or is stranded. Time-driven work (purge delay, partial batches) runs at
  * ticks: every 512 allocations from a span, and every TICK_OPS slow-path
- * operations, the heap reads the clock.
+ * operations, the heap reads the clock; for a heap whose owner stops calling
+ * the allocator, the purger does it (purge.c).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "purge.h"
 
 /* A thread without a heap points at this one: its direct table is empty, so
  * the malloc fast path falls through to the slow path without a NULL test,
@@ -19,6 +21,7 @@
 struct span tally_span_none;
 struct heap tally_heap_none = { .direct = { [0 ... 128] = &tally_span_none } };
 __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec"))) = &tally_heap_none;
+__thread void *tally_tls_freeing __attribute__((tls_model("initial-exec")));
 uint32_t tally_purge_ms = PURGE_MS_DEFAULT;
 pthread_mutex_t tally_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 struct heap *tally_heaps;      /* every heap ever made, under the lock */
@@ -28,7 +31,6 @@ static bool heaps_ready;       /* global init done, under the lock */
 static uint64_t heap_next_id = 1;
 
 static void heap_thread_exit(void *arg);
-static void heap_direct_fill(struct heap *h);
 
 static void heaps_init(void)
 {
@@ -57,7 +59,8 @@ void *heap_meta_alloc(struct heap *h, size_t len)
 	return p;
 }
 
-static struct heap *heap_new(void)
+/* A heap of no thread yet, in the registry; under tally_heaps_lock. */
+struct heap *heap_new_locked(void)
 {
 	size_t len = (sizeof(struct heap) + OS_PAGE - 1) & ~(OS_PAGE - 1);
 	struct heap *h = os_map(len);
@@ -79,7 +82,7 @@ static struct heap *heap_new(void)
 /* Every span of the heap answers to thread pointer tp from now on (0: none):
  * a thread that exits leaves its heap to whoever adopts it, and a later
  * thread may get the same thread pointer. */
-static void heap_set_owner(struct heap *h, uintptr_t tp)
+void heap_set_owner(struct heap *h, uintptr_t tp)
 {
 	h->tp = tp;
 	for (struct segment *seg = h->segs; seg; seg = seg->next)
@@ -99,12 +102,19 @@ struct heap *heap_get_slow(void)
 		orphans = h->orphan_next;
 		h->orphan_next = NULL;
 	} else {
-		h = heap_new();
+		h = heap_new_locked();
+	}
+	if (h) {
+		/* owned from here on, for the purger too (it looks under the lock);
+		 * until this call returns, the thread is busy in it */
+		h->orphaned = false;
+		h->busy = 1; /* op_begin, seen by the purger through the lock */
+		atomic_store_explicit(&h->purge, PURGE_NONE, memory_order_relaxed);
+		h->purge_due_ms = 0;
 	}
 	pthread_mutex_unlock(&tally_heaps_lock);
 	if (!h)
 		return NULL;
-	h->orphaned = false;
 	h->tid = os_gettid();
 	heap_set_owner(h, thread_pointer());
 	h->group = 0;
@@ -116,6 +126,11 @@ struct heap *heap_get_slow(void)
 		h->last_sweep_ms = h->last_flush_ms = h->now_ms;
 	tally_tls_heap = h;
 	pthread_setspecific(heap_key, h);
+	/* The operation began on tally_heap_none and goes on with h; and
+	 * pthread_setspecific may have called malloc, whose op_end said "not
+	 * busy" in the middle of it. Say it now (heap_get then looks at
+	 * h->purge, as at the start of any operation). */
+	op_begin(h);
 	return h;
 }
 
@@ -124,24 +139,67 @@ static void heap_thread_exit(void *arg)
 {
 	struct heap *h = arg;
 
+	op_begin(h);
+	if (atomic_load_explicit(&h->purge, memory_order_acquire))
+		heap_settle(h);
 	heap_drain_xspans(h);
 	if (ev_tracing())
 		ev_flush(h);
 	tally_tls_heap = &tally_heap_none;
-	heap_set_owner(h, 0);
 	pthread_mutex_lock(&tally_heaps_lock);
+	/* under the lock, where the purger is not: it may have turned the fast
+	 * paths off meanwhile (this thread was busy), and an orphan's spans say 0 */
+	heap_set_owner(h, 0);
+	atomic_store_explicit(&h->purge, PURGE_NONE, memory_order_relaxed);
+	/* op_end, here: once unlocked, a new thread may adopt h and be busy in it */
+	h->busy = 0;
 	h->orphaned = true;
 	h->orphan_next = orphans;
 	orphans = h;
 	pthread_mutex_unlock(&tally_heaps_lock);
 }
 
-static void heap_direct_fill(struct heap *h)
+void heap_direct_fill(struct heap *h)
 {
-	for (unsigned i = 0; i <= 128; i++) {
-		struct span *sp = h->bins[tally_class_small[i]].head;
-		h->direct[i] = sp ? sp : &tally_span_none;
+	for (unsigned i = 0; i <= 128; i++)
+		h->direct[i] = heap_direct_entry(h, h->bins[tally_class_small[i]].head);
+}
+
+/*
+ * The owner's side of the purge protocol (purge.c), at the start of an
+ * operation that found h->purge set: wait until the purger is done with the
+ * heap (it holds the lock while PURGE_BUSY), turn the fast paths back on, and
+ * sweep if the purger could not.
+ */
+void heap_settle(struct heap *h)
+{
+	pthread_mutex_lock(&tally_heaps_lock);
+	uint8_t was = atomic_load_explicit(&h->purge, memory_order_relaxed);
+	atomic_store_explicit(&h->purge, PURGE_NONE, memory_order_relaxed);
+	h->purge_due_ms = 0; /* the owner is back: the purger looks afresh */
+	heap_direct_fill(h);
+	heap_set_owner(h, h->tp);
+	pthread_mutex_unlock(&tally_heaps_lock);
+	if (was == PURGE_POKED) {
+		h->now_ms = os_now_ms();
+		h->last_sweep_ms = h->now_ms;
+		heap_sweep(h, false);
 	}
+}
+
+/* Page ranges to hand back, gathered over a sweep: the pages are not written
+ * before heap_discard_flush (a sweep frees, it never allocates). */
+void heap_discard(struct heap *h, void *p, size_t len)
+{
+	if (h->ndiscard == DISCARD_BATCH)
+		heap_discard_flush(h);
+	h->discard[h->ndiscard++] = (struct iovec){ p, len };
+}
+
+void heap_discard_flush(struct heap *h)
+{
+	os_discard_many(h->discard, h->ndiscard);
+	h->ndiscard = 0;
 }
 
 static struct bin *heap_bins_for(struct heap *h, uint32_t group)
@@ -165,15 +223,26 @@ void heap_drain_xspans(struct heap *h)
 	}
 }
 
-static void heap_sweep_dirty(struct heap *h, bool force)
+/* A span the owner's fast paths may be using while the purger sweeps (purge.c):
+ * the current span of its bin (malloc's), or skip (that of the block a free is
+ * at). Bins' heads change only on the owner's slow paths. */
+static bool heap_span_in_use(const struct heap *h, const struct span *sp, const struct span *skip)
+{
+	return sp == skip || h->gbins[sp->group][sp->cls].head == sp;
+}
+
+/* owned: the purger's sweep of an owned heap, which leaves the spans in use
+ * alone (on the dirty list, for the owner's next sweep). */
+static void heap_sweep_dirty(struct heap *h, bool force, bool owned, const struct span *skip)
 {
 	struct span *sp = h->dirty, *keep = NULL;
 
 	h->dirty = NULL;
 	while (sp) {
 		struct span *next = sp->dirty_next;
-		if (sp->state == SPAN_ACTIVE && !force &&
-		    h->now_ms - sp->stamp_ms < tally_purge_ms) {
+		if (sp->state == SPAN_ACTIVE &&
+		    ((!force && h->now_ms - sp->stamp_ms < tally_purge_ms) ||
+		     (owned && heap_span_in_use(h, sp, skip)))) {
 			sp->dirty_next = keep;
 			keep = sp;
 		} else {
@@ -205,15 +274,55 @@ static void heap_sweep_all(struct heap *h)
 		span_retire(h, h->lru_head);
 }
 
-static void heap_sweep(struct heap *h, bool force)
+void heap_sweep(struct heap *h, bool force)
 {
 	heap_drain_xspans(h);
-	heap_sweep_dirty(h, force);
+	heap_sweep_dirty(h, force, false, NULL);
 	if (force)
 		heap_sweep_all(h);
 	while (h->lru_head && h->now_ms - h->lru_head->stamp_ms >= tally_purge_ms)
 		span_retire(h, h->lru_head);
+	heap_discard_flush(h);
 	large_sweep(h, force);
+}
+
+/*
+ * The purger's sweep of a heap whose owner may be in a fast path meanwhile
+ * (purge.c): as heap_sweep without force, but it leaves alone what those may
+ * touch (the spans in use, the foreign-free lists, the heap's records) and
+ * counts and records what it moves in acct.
+ */
+void heap_purge_sweep(struct heap *h, const struct span *skip, struct heap *acct)
+{
+	h->acct = acct;
+	h->now_ms = acct->now_ms;
+	heap_sweep_dirty(h, false, true, skip);
+	while (h->lru_head && h->now_ms - h->lru_head->stamp_ms >= tally_purge_ms)
+		span_retire(h, h->lru_head);
+	heap_discard_flush(h);
+	h->acct = NULL;
+}
+
+/* When a sweep of h will next have something to do (UINT64_MAX: nothing
+ * pending); by whoever may touch the heap. owned: for heap_purge_sweep,
+ * which leaves the spans in use (skip) and the foreign frees alone. */
+uint64_t heap_due(const struct heap *h, bool owned, const struct span *skip)
+{
+	uint64_t due = UINT64_MAX;
+
+	if (!owned && atomic_load_explicit(&h->xspans, memory_order_relaxed))
+		return 0;
+	for (const struct span *sp = h->dirty; sp; sp = sp->dirty_next) {
+		if (sp->state != SPAN_ACTIVE)
+			return 0;
+		if (owned && heap_span_in_use(h, sp, skip))
+			continue;
+		if (sp->stamp_ms + tally_purge_ms < due)
+			due = sp->stamp_ms + tally_purge_ms;
+	}
+	if (h->lru_head && h->lru_head->stamp_ms + tally_purge_ms < due)
+		due = h->lru_head->stamp_ms + tally_purge_ms;
+	return due;
 }
 
 /* Sweep a heap no thread owns, on behalf of `by` (its clock and thread id),
@@ -225,6 +334,24 @@ static void orphan_sweep(struct heap *o, const struct heap *by, bool force)
 	heap_sweep(o, force);
 	if (ev_tracing())
 		ev_flush(o);
+}
+
+/* The purger: every orphan whose sweep is due, on behalf of `by`, under the
+ * heaps lock. Returns when the next one is due (UINT64_MAX: never). */
+uint64_t heap_sweep_orphans(struct heap *by)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (struct heap *o = orphans; o; o = o->orphan_next) {
+		uint64_t due = heap_due(o, false, NULL);
+		if (due <= by->now_ms) {
+			orphan_sweep(o, by, false);
+			due = heap_due(o, false, NULL);
+		}
+		if (due < next)
+			next = due;
+	}
+	return next;
 }
 
 /* An orphan's foreign frees and retained spans would wait for an adopter
@@ -262,6 +389,7 @@ void heap_tick(struct heap *h)
 
 TALLY_API void tally_alloc_collect(int force)
 {
+	op_begin(tally_tls_heap);
 	struct heap *h = heap_get();
 	if (!h)
 		return;
@@ -275,10 +403,13 @@ TALLY_API void tally_alloc_collect(int force)
 	}
 	if (ev_tracing())
 		ev_flush(h);
+	op_end(h);
+	purge_poll();
 }
 
 TALLY_API void tally_alloc__set_group(uint32_t group)
 {
+	op_begin(tally_tls_heap);
 	struct heap *h = heap_get();
 	if (!h)
 		return;
@@ -288,6 +419,7 @@ TALLY_API void tally_alloc__set_group(uint32_t group)
 	h->group = group;
 	h->bins = b;
 	heap_direct_fill(h);
+	op_end(h);
 }
 
 /* fork: no lock may be held by a thread that will not exist in the child, and
@@ -313,15 +445,19 @@ static void fork_child(void)
 	segment_lock_release();
 	large_lock_release();
 	for (struct heap *h = tally_heaps; h; h = h->all_next) {
-		if (h == self || h->orphaned)
+		/* the child's purger starts afresh, when its own frees ask for it */
+		h->purge_kicks = 0;
+		if (h == self || h->orphaned || h == tally_purge_heap)
 			continue;
 		heap_set_owner(h, 0);
+		atomic_store_explicit(&h->purge, PURGE_NONE, memory_order_relaxed);
 		h->orphaned = true;
 		h->orphan_next = orphans;
 		orphans = h;
 	}
 	if (self)
 		self->tid = os_gettid();
+	purge_fork_child();
 	pthread_mutex_unlock(&tally_heaps_lock);
 }
 

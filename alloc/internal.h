@@ -13,9 +13,14 @@
  * fast paths find a slot's entry with one multiply and no subtraction; the
  * metadata's own cells and the tail's are never written and read as free,
  * which is how the free path refuses a pointer into them without a bounds
- * check. slot_off is therefore a whole number of cells. Classes with at most
- * SPAN_INLINE_SLOTS slots keep their metadata in the span descriptor
- * instead, so that e.g. two 32 KiB slots still fit a span.
+ * check. slot_off is therefore a whole number of cells. Two kinds of class
+ * keep their metadata elsewhere, with slot_off 0: those with at most
+ * SPAN_INLINE_SLOTS slots in the span descriptor, so that e.g. two 32 KiB
+ * slots still fit a span; and those whose metadata fits SEG_CELLS_SLOT bytes
+ * in the segment header, after the descriptors (span i's at a fixed place),
+ * so that a span whose few survivors are far apart does not keep a page of
+ * its own resident for their metadata alone: twelve spans' metadata share a
+ * header page (the idle purge's floor, purge.c).
  *
  * Per-slot metadata (u16): 0 = free; otherwise bits 0..13 hold the requested
  * size + 1 (classes below META_Q_LIMIT: what malloc has in hand, so that it
@@ -34,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "../bpf/tally_events.h"
 #include "tally_alloc.h"
@@ -50,6 +56,10 @@
 #define OS_PAGE 4096UL
 #define PAGES_PER_SPAN (SPAN_SIZE / OS_PAGE) /* 16: one bit each in span.discarded */
 #define SPAN_INLINE_SLOTS 16
+/* Metadata in the segment header (classes.c): span i's at SEG_CELLS_OFF +
+ * (i - 1) * SEG_CELLS_SLOT, past the descriptors */
+#define SEG_CELLS_OFF (SPANS_PER_SEGMENT * 256UL)
+#define SEG_CELLS_SLOT 768U
 
 #define CLASS_COUNT 80	/* 16..512 step 16 (32), then 8 per doubling to 32 KiB (48) */
 #define CLASS_MAX 32768 /* larger requests are mapped directly */
@@ -91,8 +101,9 @@ static inline uint32_t meta_requested(uint32_t size, uint16_t m)
 struct tally_class {
 	uint32_t size;	   /* slot size, bytes */
 	uint32_t nslots;   /* slots per span */
-	uint32_t slot_off; /* offset of slot 0 in the span: the metadata bytes (0 if inline) */
+	uint32_t slot_off; /* offset of slot 0 in the span: the metadata bytes (0 if elsewhere) */
 	uint32_t recip;	   /* ceil(2^32 / size): offset / size by multiply and shift */
+	uint32_t hdr_cells; /* bytes of metadata in the segment header (0: in the span or inline) */
 };
 
 enum span_state {
@@ -188,9 +199,13 @@ struct segment {
 			struct segment *next; /* heap's segment list */
 			uint64_t free_mask;   /* bit i: span i unassigned (bit 0, the header, never) */
 			uint32_t hdr_bytes;   /* header bytes counted as segment_overhead */
+			uint16_t cell_pages;  /* bit p: page p of the header holds metadata (in use) */
 		};
 	};
 };
+_Static_assert(sizeof(struct segment) == SEG_CELLS_OFF, "the header's metadata after the descriptors");
+_Static_assert(SEG_CELLS_OFF + (SPANS_PER_SEGMENT - 1) * SEG_CELLS_SLOT <= SPAN_SIZE,
+	       "every span's metadata in span 0");
 _Static_assert(offsetof(struct span, recip) < 64 && offsetof(struct span, state) < 64,
 	       "the header's zero line reads as an unassigned span's");
 
@@ -230,6 +245,10 @@ struct group_ctr {
 	int64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs;
 };
 
+/* Discards are gathered and handed to the kernel in one call (os_discard_many):
+ * a madvise costs about 100 us on these VMs whatever its length. */
+#define DISCARD_BATCH 128
+
 struct heap {
 	/* the current span of the current group's bin for every request of at
 	 * most 1024 bytes, by (size + 7) / 8: one load from size to span; never
@@ -256,8 +275,44 @@ struct heap {
 	uintptr_t tp; /* the owning thread's thread pointer (spans' owner_tp); 0: orphaned */
 	uint64_t id;
 	uint64_t seq; /* records handed over so far */
+	/* idle purge (purge.c) */
+	uint64_t busy;	       /* 1 inside a slow operation of the owner (op_begin) */
+	struct heap *acct;     /* NULL, or the heap a purge counts and records in */
+	_Atomic uint8_t purge; /* enum purge_state; written under tally_heaps_lock */
+	uint64_t purge_due_ms; /* the purger's: when its sweep is due (0: not known yet) */
+	uint32_t purge_kicks;  /* spans that became reclaimable, until the purger runs */
+	uint32_t ndiscard;     /* pages ranges waiting in discard[] (heap_discard) */
+	struct iovec discard[DISCARD_BATCH];
 	struct tally_batch batch;
 };
+
+/*
+ * A slow operation: every call into the allocator that may touch the calling
+ * thread's heap beyond the fast paths runs between op_begin and op_end, which
+ * set and clear the heap's busy word: the purger (purge.c) reads it, after a
+ * membarrier, to know that none is in flight. The fast paths publish less
+ * (purge.c says what). A thread without a heap writes tally_heap_none's,
+ * which nobody reads.
+ */
+static inline __attribute__((always_inline)) void op_begin(struct heap *h)
+{
+	h->busy = 1;
+	/* the compiler must not move the operation's loads above the store; the
+	 * processor may, and the purger's membarrier takes care of that */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+static inline __attribute__((always_inline)) void op_end(struct heap *h)
+{
+	/* release: a purger that reads 0 sees every store of the operation */
+	__atomic_store_n(&h->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* The heap whose counters and records take a sweep's byte movements: the
+ * heap itself, or the purger's own while it sweeps another thread's. */
+static inline struct heap *heap_acct(struct heap *h)
+{
+	return h->acct ? h->acct : h;
+}
 
 /* classes.c */
 extern struct tally_class tally_classes[CLASS_COUNT];
@@ -283,6 +338,7 @@ void *os_reserve(size_t len, size_t align);
 int os_commit(void *p, size_t len);
 int os_unmap(void *p, size_t len);
 void os_discard(void *p, size_t len);
+void os_discard_many(const struct iovec *iov, unsigned n);
 void os_touch(void *p, size_t len);
 uint64_t os_now_ms(void);
 uint64_t os_resident(const void *p, size_t len);
@@ -425,6 +481,7 @@ static inline char *span_slot(const struct span *sp, uint32_t i)
 	return span_base(sp) + sp->slot_off + (size_t)i * sp->size;
 }
 struct span *segment_claim_span(struct heap *h);
+uint16_t *segment_cells(struct heap *h, struct span *sp, uint32_t len);
 void segment_release_span(struct heap *h, struct span *sp);
 void segment_lock_prepare(void);
 void segment_lock_release(void);
@@ -458,34 +515,60 @@ struct span_frees span_owner_frees(const struct span *sp);
 
 /* heap.c */
 extern __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec")));
+/* The block the thread's free is at (the free fast path's one store): the
+ * purger leaves that block's span alone (purge.c). */
+extern __thread void *tally_tls_freeing __attribute__((tls_model("initial-exec")));
 extern struct heap tally_heap_none;
 extern struct span tally_span_none;
 extern uint32_t tally_purge_ms;
 extern pthread_mutex_t tally_heaps_lock;
 extern struct heap *tally_heaps; /* registry, under tally_heaps_lock */
 struct heap *heap_get_slow(void);
+void heap_settle(struct heap *h);
 /* The calling thread's thread pointer (%fs:0 on x86-64): one load, with no
  * look-up of the heap's TLS slot, for the free path's "is it mine". */
 static inline uintptr_t thread_pointer(void)
 {
 	return (uintptr_t)__builtin_thread_pointer();
 }
+/* The calling thread's heap, for a slow path inside op_begin/op_end: if the
+ * purger has turned its fast paths off, they are restored (heap_settle) before
+ * the heap is touched. */
 static inline struct heap *heap_get(void)
 {
 	struct heap *h = tally_tls_heap;
-	return likely(h != &tally_heap_none) ? h : heap_get_slow();
+	if (unlikely(h == &tally_heap_none))
+		h = heap_get_slow();
+	if (h && unlikely(__atomic_load_n(&h->purge, __ATOMIC_ACQUIRE)))
+		heap_settle(h);
+	return h;
 }
 void heap_drain_xspans(struct heap *h);
 void heap_tick(struct heap *h);
+void heap_sweep(struct heap *h, bool force);
+void heap_purge_sweep(struct heap *h, const struct span *skip, struct heap *acct);
+uint64_t heap_due(const struct heap *h, bool owned, const struct span *skip);
+uint64_t heap_sweep_orphans(struct heap *by);
+void heap_set_owner(struct heap *h, uintptr_t tp);
+void heap_direct_fill(struct heap *h);
+/* A direct[] entry: none while the purger has the fast paths off (the owner
+ * fills the table anew when it settles). */
+static inline struct span *heap_direct_entry(struct heap *h, struct span *head)
+{
+	return head && !__atomic_load_n(&h->purge, __ATOMIC_RELAXED) ? head : &tally_span_none;
+}
 static inline void heap_direct_sync(struct heap *h, struct bin *b)
 {
 	if (b < h->bins || b >= h->bins + CLASS_COUNT)
 		return;
 	unsigned c = (unsigned)(b - h->bins);
 	for (unsigned i = tally_class_direct_lo[c]; i <= tally_class_direct_hi[c]; i++)
-		h->direct[i] = b->head ? b->head : &tally_span_none;
+		h->direct[i] = heap_direct_entry(h, b->head);
 }
 void *heap_meta_alloc(struct heap *h, size_t len);
+struct heap *heap_new_locked(void);
+void heap_discard(struct heap *h, void *p, size_t len);
+void heap_discard_flush(struct heap *h);
 
 /* large.c */
 void *large_alloc(struct heap *h, size_t q, size_t align, bool zero);
@@ -493,6 +576,7 @@ bool large_free(struct heap *h, void *p, size_t expect_q);
 bool large_size(const void *p, size_t *q, size_t *len);
 void *large_realloc(struct heap *h, void *p, size_t q);
 void large_sweep(struct heap *h, bool force);
+uint64_t large_due(void);
 void large_lock_prepare(void);
 void large_lock_release(void);
 uint64_t large_resident(void);

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "purge.h"
 
 /* A mapping costs system calls and a page fault per page touched, so a
  * workload that churns large blocks must find freed ones here: enough
@@ -235,6 +236,7 @@ bool large_free(struct heap *h, void *p, size_t expect_q)
 		pool_bytes += e.len;
 		h->st.hysteresis += e.len;
 		account_free(h, &e, TALLY_LARGE_POOL);
+		purge_kick(h);
 	} else {
 		os_unmap((void *)e.ptr, e.len);
 		h->st.mapped -= e.len;
@@ -302,6 +304,19 @@ void large_sweep(struct heap *h, bool force)
 			pool_evict(h, e);
 	}
 	pthread_mutex_unlock(&large_lock);
+}
+
+/* When large_sweep will next have something to evict (UINT64_MAX: never). */
+uint64_t large_due(void)
+{
+	uint64_t due = UINT64_MAX;
+
+	pthread_mutex_lock(&large_lock);
+	for (int i = 0; i < POOL_SLOTS; i++)
+		if (pool[i].ptr && pool[i].stamp_ms + tally_purge_ms < due)
+			due = pool[i].stamp_ms + tally_purge_ms;
+	pthread_mutex_unlock(&large_lock);
+	return due;
 }
 
 void large_lock_prepare(void)

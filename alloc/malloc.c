@@ -3,6 +3,13 @@
  * The malloc family. Small requests (up to 32 KiB) come from the calling
  * thread's heap without a lock; larger ones, and alignments the classes cannot
  * serve, from large.c. C++ new/delete reach these through libstdc++.
+ *
+ * The purger (purge.c) may sweep the heap of a thread that is in a fast path
+ * meanwhile, but never in a slow one: every other path is a slow operation,
+ * op_begin to op_end (internal.h), and gets the heap from heap_get, which
+ * waits for the purger and restores what it turned off. The fast paths
+ * publish only what free is freeing (tally_tls_freeing); purge.c says why
+ * that is enough.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -10,6 +17,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "purge.h"
 
 /* C23, not yet in this libc's headers */
 void free_sized(void *p, size_t n);
@@ -24,26 +32,42 @@ void free_aligned_sized(void *p, size_t align, size_t n);
 #define TA(name) name
 #endif
 
+/* A slow part reached from a fast path: the operation is a slow one from
+ * here on, and waits if the purger holds the heap. */
+static void op_begin_tail(struct heap *h)
+{
+	op_begin(h);
+	if (unlikely(atomic_load_explicit(&h->purge, memory_order_acquire)))
+		heap_settle(h);
+}
+
 /* The span's fold and the heap's tick, every 512 allocations, and a traced
  * batch that is full: a tail call, so that the fast path saves no register
- * for it. */
+ * for it. `end`: reached from the fast path, whose operation it ends. */
 __attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, struct span *sp,
-							     void *p)
+							     void *p, bool end)
 {
+	if (end)
+		op_begin_tail(h);
 	if ((int64_t)sp->acc < 0) {
 		span_fold_acc(sp);
 		heap_tick(h);
 	}
 	if (h->batch.count == TALLY_BATCH_WORDS)
 		ev_flush(h);
+	if (end) {
+		op_end(h);
+		purge_poll();
+	}
 	return p;
 }
 
 /* Take the head slot of a span whose free list is not empty, for q bytes
  * whose metadata is m; `traced` is a constant at each call site, so the
- * untraced fast path carries no record. */
-static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, struct span *sp,
-							       size_t q, uint16_t m, bool traced)
+ * untraced fast path carries no record; `end` too: the fast path's pop is no
+ * slow operation (the slow ones end where they began). */
+static inline __attribute__((always_inline)) void *
+span_pop_as(struct heap *h, struct span *sp, size_t q, uint16_t m, bool traced, bool end)
 {
 	struct free_slot *p = sp->free;
 	sp->free = p->next;
@@ -59,13 +83,13 @@ static inline __attribute__((always_inline)) void *span_pop_as(struct heap *h, s
 	uint64_t acc = sp->acc + ((1ULL << ACC_SHIFT) | q);
 	sp->acc = acc;
 	if (unlikely((int64_t)acc < 0 || full))
-		return tick_and_return(h, sp, p);
+		return tick_and_return(h, sp, p, end);
 	return p;
 }
 
 static inline void *span_pop(struct heap *h, struct span *sp, size_t q, uint16_t flag)
 {
-	return span_pop_as(h, sp, q, meta_encode(sp->size, q) | flag, ev_tracing());
+	return span_pop_as(h, sp, q, meta_encode(sp->size, q) | flag, ev_tracing(), false);
 }
 
 static void *small_alloc(struct heap *h, unsigned cls, size_t q, uint16_t flag)
@@ -231,6 +255,38 @@ out:
 	return p;
 }
 
+/* The end of an operation that took a slow path (the thread's heap may be
+ * another than at its start: the first call of a thread gets one). */
+static void op_end_slow(void)
+{
+	op_end(tally_tls_heap);
+	purge_poll();
+}
+
+/* Where the fast paths give up: slow operations. */
+__attribute__((noinline)) static void *malloc_slow(size_t n, bool zero)
+{
+	op_begin(tally_tls_heap);
+	void *p = tally_malloc(n, zero);
+	op_end_slow();
+	return p;
+}
+
+__attribute__((noinline)) static void free_slow(void *p, size_t expect_q)
+{
+	op_begin(tally_tls_heap);
+	tally_free(p, expect_q);
+	op_end_slow();
+}
+
+static void *aligned_op(size_t align, size_t q)
+{
+	op_begin(tally_tls_heap);
+	void *p = tally_aligned(align, q);
+	op_end_slow();
+	return p;
+}
+
 static bool pow2(size_t a)
 {
 	return a && !(a & (a - 1));
@@ -246,9 +302,9 @@ static inline __attribute__((always_inline)) void *malloc_as(size_t n, bool trac
 	if (likely(n <= 1024)) {
 		struct span *sp = h->direct[(n + 7) >> 3];
 		if (likely(sp->free)) /* a class below META_Q_LIMIT */
-			return span_pop_as(h, sp, n, (uint16_t)(n + 1), traced);
+			return span_pop_as(h, sp, n, (uint16_t)(n + 1), traced, true);
 	}
-	return tally_malloc(n, false);
+	return malloc_slow(n, false);
 }
 
 /* While a tracer is attached: the same fast path, with its records. */
@@ -271,10 +327,13 @@ __attribute__((noinline)) static void free_traced(void *p);
 __attribute__((noinline, cold)) static void free_tail(struct span *sp, bool slow, bool full)
 {
 	struct heap *h = tally_tls_heap;
+	op_begin_tail(h);
 	if (slow)
 		span_free_slow(h, sp);
 	if (full)
 		ev_flush(h);
+	op_end(h);
+	purge_poll();
 }
 
 /*
@@ -290,7 +349,7 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		if (!traced && ev_tracing())
 			free_traced(p);
 		else
-			tally_free(p, SIZE_MAX);
+			free_slow(p, SIZE_MAX);
 		return;
 	}
 	struct span *sp = span_of(p);
@@ -299,7 +358,7 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 	 * the product is below recip exactly when size divides the offset, for
 	 * any offset inside a span; unassigned spans have recip 0), ours */
 	if (unlikely((uint32_t)prod >= sp->recip || sp->owner_tp != thread_pointer())) {
-		tally_free(p, SIZE_MAX);
+		free_slow(p, SIZE_MAX);
 		return;
 	}
 	uint16_t *cell = &sp->cells[prod >> 32];
@@ -307,11 +366,11 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 	 * handed out read as free) An aligned block whose pointer is at its
 	 * cell's start is at its slot's start, and frees as any other. */
 	if (unlikely(!meta_owned(*cell))) {
-		tally_free(p, SIZE_MAX);
+		free_slow(p, SIZE_MAX);
 		return;
 	}
-	bool full =
-		traced && ev_word(tally_tls_heap, sp, TALLY_EV_FREE, meta_requested(sp->size, *cell));
+	bool full = traced &&
+		    ev_word(tally_tls_heap, sp, TALLY_EV_FREE, meta_requested(sp->size, *cell));
 	/* a relaxed atomic store, so that it is an immediate store rather than
 	 * a zeroed register and a store */
 	__atomic_store_n(cell, META_FREE, __ATOMIC_RELAXED);
@@ -330,6 +389,10 @@ __attribute__((noinline)) static void free_traced(void *p)
 
 TALLY_API void TA(free)(void *p)
 {
+	/* before the look at the span's owner_tp, which the purger turns off
+	 * before it reads this (purge.c) */
+	__atomic_store_n(&tally_tls_freeing, p, __ATOMIC_RELEASE);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 #if defined(TALLY_ALLOC_TEST_SINK)
 	free_traced(p); /* recording always on */
 #else
@@ -344,10 +407,20 @@ TALLY_API void *TA(calloc)(size_t n, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return tally_malloc(total, true);
+	return malloc_slow(total, true);
 }
 
+static void *realloc_op(void *p, size_t n);
+
 TALLY_API void *TA(realloc)(void *p, size_t n)
+{
+	op_begin(tally_tls_heap);
+	void *np = realloc_op(p, n);
+	op_end_slow();
+	return np;
+}
+
+static void *realloc_op(void *p, size_t n)
 {
 	if (!p)
 		return tally_malloc(n, false);
@@ -410,7 +483,7 @@ TALLY_API int TA(posix_memalign)(void **out, size_t align, size_t n)
 {
 	if (!pow2(align) || align % sizeof(void *))
 		return EINVAL;
-	void *p = tally_aligned(align, n);
+	void *p = aligned_op(align, n);
 	if (!p)
 		return ENOMEM;
 	*out = p;
@@ -423,7 +496,7 @@ TALLY_API void *TA(aligned_alloc)(size_t align, size_t n)
 		errno = EINVAL;
 		return NULL;
 	}
-	return tally_aligned(align, n);
+	return aligned_op(align, n);
 }
 
 TALLY_API void *TA(memalign)(size_t align, size_t n)
@@ -432,12 +505,12 @@ TALLY_API void *TA(memalign)(size_t align, size_t n)
 		errno = EINVAL;
 		return NULL;
 	}
-	return tally_aligned(align, n);
+	return aligned_op(align, n);
 }
 
 TALLY_API void *TA(valloc)(size_t n)
 {
-	return tally_aligned(OS_PAGE, n);
+	return aligned_op(OS_PAGE, n);
 }
 
 TALLY_API void *TA(pvalloc)(size_t n)
@@ -447,7 +520,7 @@ TALLY_API void *TA(pvalloc)(size_t n)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return tally_aligned(OS_PAGE, r ? r : OS_PAGE);
+	return aligned_op(OS_PAGE, r ? r : OS_PAGE);
 }
 
 TALLY_API size_t TA(malloc_usable_size)(void *p)
@@ -467,11 +540,11 @@ TALLY_API size_t TA(malloc_usable_size)(void *p)
 
 TALLY_API void TA(free_sized)(void *p, size_t n)
 {
-	tally_free(p, n);
+	free_slow(p, n);
 }
 
 TALLY_API void TA(free_aligned_sized)(void *p, size_t align, size_t n)
 {
 	(void)align;
-	tally_free(p, n);
+	free_slow(p, n);
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Segments: 4 MiB mapped 4 MiB-aligned, owned by one heap. Span 0 is the
- * header (the descriptors); the header's pages are segment_overhead and the
- * rest of span 0 is never touched (virgin).
+ * header: the descriptors, then the metadata of the spans whose class keeps it
+ * there (internal.h). The header's pages in use are segment_overhead; the
+ * rest of span 0 is untouched (virgin) until a span's metadata needs it.
  */
 #include <string.h>
 
@@ -82,6 +83,7 @@ static struct segment *segment_new(struct heap *h)
 	seg->heap = h;
 	seg->free_mask = ~1ULL;
 	seg->hdr_bytes = hdr;
+	seg->cell_pages = (uint16_t)((1u << (hdr / OS_PAGE)) - 1);
 	for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++) {
 		seg->spans[i].index = (uint8_t)i;
 		seg->spans[i].src_term = TALLY_TERM_VIRGIN;
@@ -114,6 +116,7 @@ struct span *segment_claim_span(struct heap *h)
 		/* Before growing, give an empty span of another class a new life. */
 		if (h->lru_head) {
 			span_retire(h, h->lru_head);
+			heap_discard_flush(h); /* before anyone writes the span again */
 			return segment_claim_span(h);
 		}
 		seg = segment_new(h);
@@ -123,6 +126,38 @@ struct span *segment_claim_span(struct heap *h)
 	unsigned i = (unsigned)__builtin_ctzll(seg->free_mask);
 	seg->free_mask &= ~(1ULL << i);
 	return &seg->spans[i];
+}
+
+/*
+ * The metadata of span sp, len bytes in its segment's header (classes with
+ * hdr_cells), all free. A header page first used for it goes from virgin to
+ * segment_overhead (recorded as the header growing), and stays there: the
+ * header's pages are never handed back.
+ */
+uint16_t *segment_cells(struct heap *h, struct span *sp, uint32_t len)
+{
+	struct segment *seg = segment_of(sp);
+	uint32_t off = (uint32_t)SEG_CELLS_OFF + (sp->index - 1u) * SEG_CELLS_SLOT;
+	uint32_t grown = 0;
+
+	for (uint32_t p = off / OS_PAGE; p <= (off + len - 1) / OS_PAGE; p++) {
+		if (seg->cell_pages & (1u << p))
+			continue;
+		seg->cell_pages |= (uint16_t)(1u << p);
+		os_touch((char *)seg + p * OS_PAGE, OS_PAGE);
+		grown += OS_PAGE;
+	}
+	if (grown) {
+		seg->hdr_bytes += grown;
+		h->st.virgin -= grown;
+		h->st.segment_overhead += grown;
+		ev(h, TALLY_EV_SEG_MAP, 0, 0, grown, 0);
+	}
+	uint16_t *cells = (uint16_t *)((char *)seg + off);
+	/* a former span's here were all free when it retired; a stray write
+	 * through a dangling pointer is not worth trusting that */
+	memset(cells, 0, len);
+	return cells;
 }
 
 void segment_release_span(struct heap *h, struct span *sp)

@@ -3,7 +3,8 @@
  * Spans: the life of a 64 KiB span from claim to retirement, and every move
  * of its bytes between the identity's terms (DESIGN.md §2). Only the owning
  * heap's thread runs this code for a span (or a thread holding the heaps lock
- * for an orphaned heap).
+ * for an orphaned heap, or the purger while the owner is kept out: purge.c).
+ * Pages go back in batches (heap_discard), at the end of a sweep.
  *
  * Where a span's bytes are, by state:
  *   ACTIVE:  [0, slot_off) segment_overhead; slots below bump: live + rounding,
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "purge.h"
 #include "stats_walk.h"
 
 /* Pages [first, last] covered by the byte range [off, off + len) as a mask. */
@@ -197,6 +199,8 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 		sp->cells = (uint16_t *)base;
 		/* fresh or discarded pages read as zero: all slots free already */
 		os_touch(base, k->slot_off);
+	} else if (k->hdr_cells) {
+		sp->cells = segment_cells(h, sp, k->hdr_cells);
 	} else {
 		sp->cells = sp->inline_meta;
 		memset(sp->inline_meta, 0, sizeof(sp->inline_meta));
@@ -240,6 +244,7 @@ void span_make_empty(struct heap *h, struct span *sp)
 	h->st.segment_overhead -= sp->slot_off;
 	h->st.hysteresis += free_bytes + sp->slot_off;
 	ev(h, TALLY_EV_SPAN_EMPTY, 0, 0, sp->slot_off, free_bytes);
+	purge_kick(h);
 }
 
 struct span_frees span_owner_frees(const struct span *sp)
@@ -250,7 +255,7 @@ struct span_frees span_owner_frees(const struct span *sp)
 /* Move the span's share of its group's counters into the heap's. */
 static void span_fold_counters(struct heap *h, struct span *sp)
 {
-	struct group_ctr *g = &h->gc[sp->group];
+	struct group_ctr *g = &heap_acct(h)->gc[sp->group];
 	struct span_frees fr = span_owner_frees(sp);
 	g->alloc_bytes += fr.abytes;
 	g->alloc_objs += fr.nalloc;
@@ -264,6 +269,7 @@ static void span_fold_counters(struct heap *h, struct span *sp)
 void span_retire(struct heap *h, struct span *sp)
 {
 	struct bin *b = span_bin(h, sp);
+	struct heap *a = heap_acct(h);
 	uint64_t hyst = ((uint64_t)sp->bump * sp->size - sp->ret) + sp->slot_off;
 	uint64_t virgin = 0;
 
@@ -272,17 +278,17 @@ void span_retire(struct heap *h, struct span *sp)
 	list_remove(&b->empty, sp);
 	lru_remove(h, sp);
 	span_fold_counters(h, sp);
-	os_discard(span_base(sp), SPAN_SIZE);
+	heap_discard(h, span_base(sp), SPAN_SIZE);
 	sp->state = SPAN_UNASSIGNED;
 	sp->src_term = TALLY_TERM_RETURNED;
 	sp->free = NULL;
 	sp->bump = 0;
 	sp->recip = 0; /* the free path's cell test then refuses any pointer into it */
-	h->st.hysteresis -= hyst;
-	h->st.virgin -= virgin;
-	h->st.returned += hyst + virgin;
-	h->st.spans_assigned--;
-	ev(h, TALLY_EV_SPAN_RETIRE, 0, 0, (uint32_t)virgin, hyst);
+	a->st.hysteresis -= hyst;
+	a->st.virgin -= virgin;
+	a->st.returned += hyst + virgin;
+	a->st.spans_assigned--;
+	ev(a, TALLY_EV_SPAN_RETIRE, 0, 0, (uint32_t)virgin, hyst);
 	segment_release_span(h, sp);
 }
 
@@ -297,9 +303,11 @@ void span_reclaim(struct heap *h, struct span *sp)
 
 	if (sp->slot_off)
 		busy |= page_mask(0, sp->slot_off);
-	/* the page of the bump cursor and beyond: untouched or already handed back */
+	/* the page of the bump cursor and beyond: untouched or already handed back,
+	 * and slots still to be linked there. Once every slot is linked, the tail
+	 * past the last slot is never written and its page goes as any other. */
 	uint32_t bump_off = sp->slot_off + sp->bump * s;
-	if (bump_off < SPAN_SIZE)
+	if (sp->bump < sp->nslots)
 		busy |= page_mask(bump_off, (uint32_t)SPAN_SIZE - bump_off);
 	for (uint32_t i = 0; i < sp->bump; i++)
 		if (span_meta(sp)[i] != META_FREE)
@@ -316,17 +324,18 @@ void span_reclaim(struct heap *h, struct span *sp)
 		uint32_t q = p;
 		while (q < PAGES_PER_SPAN && (cand & (1u << q)))
 			q++;
-		os_discard(base + p * OS_PAGE, (q - p) * OS_PAGE);
+		heap_discard(h, base + p * OS_PAGE, (q - p) * OS_PAGE);
 		p = q;
 	}
 	sp->discarded |= cand;
 	uint32_t ret = span_rebuild_free(sp);
 	if (ret != sp->ret) {
+		struct heap *a = heap_acct(h);
 		uint64_t bytes = ret - sp->ret;
 		sp->ret = ret;
-		h->st.pool -= bytes;
-		h->st.returned += bytes;
-		ev(h, TALLY_EV_RECLAIM, 0, 0, 0, bytes);
+		a->st.pool -= bytes;
+		a->st.returned += bytes;
+		ev(a, TALLY_EV_RECLAIM, 0, 0, 0, bytes);
 	}
 }
 
@@ -362,6 +371,7 @@ void span_free_slow(struct heap *h, struct span *sp)
 		sp->stamp_ms = h->now_ms;
 		sp->dirty_next = h->dirty;
 		h->dirty = sp;
+		purge_kick(h);
 	}
 	struct bin *b = span_bin(h, sp);
 	if (sp->flags & SPAN_FULL) {
@@ -409,7 +419,11 @@ struct span *span_acquire(struct heap *h, unsigned cls)
 	}
 	if ((sp = b->empty)) {
 		span_refill(h, sp);
-		return sp;
+		/* all its free slots may be on pages handed back, when a sweep
+		 * came between a free and its slow part (heap_settle, at the
+		 * start of free_tail): take them back */
+		if (span_refill_free(h, sp))
+			return sp;
 	}
 	sp = segment_claim_span(h);
 	if (!sp)

@@ -641,6 +641,127 @@ static int run_fill_free(const char *name, unsigned int keep_permille)
 	return 0;
 }
 
+/* ---- idle-active and idle-quiet: does memory go back while the program idles ---- */
+
+#define IDLE_KEEP 64		/* every 64th block survives the mass free */
+#define IDLE_SAMPLE_NS 10000000 /* RSS every 10 ms while idling */
+#define IDLE_WITHIN 1.2		/* "settled": RSS within 20 % of the floor */
+#define IDLE_PAIRS 8
+
+/* The light traffic of idle-active: one malloc/free pair of each size every millisecond. */
+static const uint32_t idle_sizes[IDLE_PAIRS] = { 24, 100, 300, 700, 1500, 3000, 9000, 20000 };
+
+/* The floor: distinct 4 KiB pages of the survivors and of the array holding them. Every
+ * allocator's own metadata has to fit in the 20 % above it. */
+static uint64_t idle_floor(char **surv, uint32_t n)
+{
+	size_t cap = (size_t)n * 2 + (((size_t)n * sizeof(*surv)) >> FLOOR_PAGE_SHIFT) + 2;
+	size_t len = 0, distinct = 0, i;
+	uint64_t *pages = scratch_map(cap * sizeof(*pages));
+
+	add_range_pages(pages, &len, (uintptr_t)surv, (size_t)n * sizeof(*surv));
+	for (i = 0; i < n; i++) {
+		uint32_t size;
+
+		memcpy(&size, surv[i], sizeof(size));
+		add_range_pages(pages, &len, (uintptr_t)surv[i], size);
+	}
+	qsort(pages, len, sizeof(*pages), u64_cmp);
+	for (i = 0; i < len; i++)
+		if (i == 0 || pages[i] != pages[i - 1])
+			distinct++;
+	munmap(pages, cap * sizeof(*pages));
+	return (uint64_t)distinct << FLOOR_PAGE_SHIFT;
+}
+
+/*
+ * Fill with about 800 MB of 380..420 B blocks, keep every 64th, free the rest from the last
+ * to the first, then idle for the carry-on time: idle-active does one malloc/free pair of
+ * each of IDLE_PAIRS sizes every millisecond (all of it served without a system call by
+ * any allocator), idle-quiet only sleeps. Reports RSS/live at the end, the floor, and the
+ * first moment RSS was within 20 % of the floor (settle_s, -1 if never): an allocator that
+ * returns memory only from inside malloc after a delay, or only when told, stays high.
+ */
+static int run_idle(const char *name, bool active)
+{
+	uint32_t n = params.fill_objects, nsurv = (n + IDLE_KEEP - 1) / IDLE_KEEP, i, k = 0;
+	uint64_t rng = 0x452821e638d01377ull, base, peak, live, floor, rss = 0;
+	uint64_t t0, now, next_sample;
+	const struct timespec tick = { .tv_nsec = 1000000 };
+	double settle_s = -1;
+	char **ptrs, **surv;
+
+	base = rss_bytes();
+	/* Bookkeeping outside the allocator; only the survivors' array stays, and counts as live. */
+	ptrs = scratch_map((size_t)n * sizeof(*ptrs));
+	for (i = 0; i < n; i++) {
+		uint32_t size = rng_range(&rng, 380, 420);
+
+		ptrs[i] = malloc(size);
+		if (!ptrs[i])
+			oom();
+		memset(ptrs[i], 0xa5, size);
+		memcpy(ptrs[i], &size, sizeof(size));
+	}
+	peak = rss_bytes();
+	for (i = n; i-- > 0;)
+		if (i % IDLE_KEEP)
+			free(ptrs[i]);
+	surv = scratch_map((size_t)nsurv * sizeof(*surv));
+	live = (uint64_t)nsurv * sizeof(*surv);
+	for (i = 0; i < n; i += IDLE_KEEP) {
+		uint32_t size;
+
+		surv[k++] = ptrs[i];
+		memcpy(&size, ptrs[i], sizeof(size));
+		live += size;
+	}
+	munmap(ptrs, (size_t)n * sizeof(*ptrs));
+	floor = idle_floor(surv, nsurv);
+
+	t0 = now = now_ns();
+	next_sample = t0;
+	while (now - t0 < params.carry_ns) {
+		if (active) {
+			void *p[IDLE_PAIRS];
+
+			for (i = 0; i < IDLE_PAIRS; i++) {
+				p[i] = malloc(idle_sizes[i]);
+				if (!p[i])
+					oom();
+				((char *)p[i])[0] = 1;
+			}
+			for (i = 0; i < IDLE_PAIRS; i++) {
+				escape(p[i]);
+				free(p[i]);
+			}
+			nanosleep(&tick, NULL);
+		} else {
+			struct timespec ts = { .tv_nsec = IDLE_SAMPLE_NS };
+
+			nanosleep(&ts, NULL);
+		}
+		now = now_ns();
+		if (now >= next_sample) {
+			next_sample = now + IDLE_SAMPLE_NS;
+			rss = rss_bytes();
+			if (settle_s < 0 && (double)(rss - base) <= IDLE_WITHIN * (double)floor)
+				settle_s = (double)(now - t0) / NSEC_PER_SEC;
+		}
+	}
+	rss = rss_bytes();
+	printf("result %s rss_over_live=%.3f floor=%.3f within_floor=%.3f settle_s=%.2f "
+	       "live_mib=%.1f peak_mib=%.1f",
+	       name, rss_per_live(rss, base, live), (double)floor / live,
+	       ((double)rss - (double)base) / (double)floor, settle_s, live / MIB,
+	       ((double)peak - (double)base) / MIB);
+	printf(" malloc_from=%s\n", malloc_from());
+	for (i = 0; i < nsurv; i++)
+		free(surv[i]);
+	munmap(surv, (size_t)nsurv * sizeof(*surv));
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: alloc_bench [-q] WORKLOAD\n"
@@ -652,6 +773,8 @@ static void usage(FILE *f)
 		   "  mixed          one thread, sizes 16 B..1 MiB log-uniform   ops_per_s\n"
 		   "  shrink         fill ~800 MB, free 95%%, idle 2 s            rss_over_live\n"
 		   "  halffree       fill ~800 MB, free 50%%, idle 2 s            rss_over_live\n"
+		   "  idle-active    fill ~800 MB, keep 1/64, 8 pairs a ms 2 s    rss_over_live\n"
+		   "  idle-quiet     fill ~800 MB, keep 1/64, sleep 2 s           rss_over_live\n"
 		   "\n"
 		   "  -q  quick: a tenth of the work and a 0.5 s idle phase (smoke test)\n"
 		   "\n"
@@ -706,6 +829,10 @@ int main(int argc, char **argv)
 		return run_fill_free("shrink", 50);
 	if (!strcmp(workload, "halffree"))
 		return run_fill_free("halffree", 500);
+	if (!strcmp(workload, "idle-active"))
+		return run_idle("idle-active", true);
+	if (!strcmp(workload, "idle-quiet"))
+		return run_idle("idle-quiet", false);
 
 	fprintf(stderr, "alloc_bench: unknown workload '%s'\n", workload);
 	usage(stderr);

@@ -12,8 +12,14 @@
 #                  same repetition, so a ratio is the median of BENCH_RUNS x BENCH_REPS pairs
 #   BENCH_BIN      a prebuilt alloc_bench to use instead of building one
 #   BENCH_TIMEOUT  seconds before a single run counts as hung (default 120)
+#   BENCH_WORKLOADS  the workloads to run, space-separated (default: all)
+#   BENCH_BASELINE a folder with another build's libtally_alloc.so (say, of the commit
+#                  before a change): measured as "tally-base" in the same rounds, so that
+#                  before and after are paired like any two allocators
+#   BUILD          the build folder whose libraries are measured (default build; `make
+#                  BUILD=dir bench-alloc` passes it on)
 #
-# Raw output stays in build/bench-alloc/: one log per run, results.txt (every figure parsed)
+# Raw output stays in $BUILD/bench-alloc/: one log per run, results.txt (every figure parsed)
 # and summary.md (what this script printed).
 #
 # The checks report, they do not gate: the exit status is 0 even when one fails. It is
@@ -22,6 +28,7 @@
 # EXAMPLES:
 #   scripts/bench-alloc.sh --quick
 #   BENCH_RUNS=5 scripts/bench-alloc.sh
+#   BENCH_WORKLOADS="churn-1t idle-quiet" BUILD=build-h4 scripts/bench-alloc.sh
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -46,7 +53,8 @@ if ! [[ $reps =~ ^[1-9][0-9]*$ ]]; then
 	exit 2
 fi
 
-outdir=$root/build/bench-alloc
+build=${BUILD:-build}
+outdir=$root/$build/bench-alloc
 mkdir -p "$outdir"
 # Stale logs from an earlier run would be indistinguishable from this one's.
 rm -f "$outdir"/*.log "$outdir"/results.txt "$outdir"/summary.md
@@ -54,7 +62,7 @@ rm -f "$outdir"/*.log "$outdir"/results.txt "$outdir"/summary.md
 if [ -n "${BENCH_BIN:-}" ]; then
 	bin=$BENCH_BIN
 else
-	bin=$root/build/alloc_bench
+	bin=$root/$build/alloc_bench
 	cc -O2 -g -pthread -Wall -Wextra -Werror bench/alloc_bench.c -o "$bin"
 fi
 
@@ -80,12 +88,16 @@ find_lib()
 allocs=(glibc tally tally-noprobes jemalloc mimalloc tcmalloc)
 declare -A lib=(
 	[glibc]=""
-	[tally]=$root/build/libtally_alloc.so
-	[tally-noprobes]=$root/build/libtally_alloc_noprobes.so
+	[tally]=$root/$build/libtally_alloc.so
+	[tally-noprobes]=$root/$build/libtally_alloc_noprobes.so
 	[jemalloc]=$(find_lib libjemalloc.so.2)
 	[mimalloc]=$(find_lib libmimalloc.so.2 libmimalloc.so.2.0 libmimalloc.so)
 	[tcmalloc]=$(find_lib libtcmalloc.so.4 libtcmalloc_minimal.so.4)
 )
+if [ -n "${BENCH_BASELINE:-}" ]; then
+	allocs+=(tally-base)
+	lib[tally-base]=$(cd "$BENCH_BASELINE" && pwd)/libtally_alloc.so
+fi
 
 present=()
 skipped=()
@@ -97,12 +109,23 @@ for a in "${allocs[@]}"; do
 	fi
 done
 
-workloads=(churn-1t churn-2t churn-init-1t prodcons mixed shrink halffree)
+workloads=(churn-1t churn-2t churn-init-1t prodcons mixed shrink halffree idle-active idle-quiet)
 declare -A wargs=(
 	[churn-1t]="churn 1" [churn-2t]="churn 2" [churn-init-1t]="churn-init 1"
 	[prodcons]=prodcons [mixed]=mixed
 	[shrink]=shrink [halffree]=halffree
+	[idle-active]=idle-active [idle-quiet]=idle-quiet
 )
+all_workloads=("${workloads[@]}")
+if [ -n "${BENCH_WORKLOADS:-}" ]; then
+	for w in $BENCH_WORKLOADS; do
+		if [ -z "${wargs[$w]:-}" ]; then
+			echo "bench-alloc: unknown workload '$w' in BENCH_WORKLOADS" >&2
+			exit 2
+		fi
+	done
+	read -r -a workloads <<<"$BENCH_WORKLOADS"
+fi
 
 results=$outdir/results.txt
 : >"$results"
@@ -164,7 +187,7 @@ run_one()
 	fi
 	for kv in $line; do
 		case $kv in
-		ops_per_s=* | rss_over_live=* | floor=* | within_floor=*)
+		ops_per_s=* | rss_over_live=* | floor=* | within_floor=* | settle_s=*)
 			echo "$w $a ${kv%%=*} ${kv#*=} $round" >>"$results"
 			;;
 		esac
@@ -243,9 +266,9 @@ calc()
 }
 
 declare -A med
-for w in "${workloads[@]}"; do
+for w in "${all_workloads[@]}"; do
 	for a in "${present[@]}"; do
-		for k in ops_per_s rss_over_live floor within_floor; do
+		for k in ops_per_s rss_over_live floor within_floor settle_s; do
 			med[$w,$a,$k]=$(median "$w" "$a" "$k")
 		done
 	done
@@ -257,6 +280,7 @@ row()
 {
 	local label=$1 cell=$2 w=$3 a out v n
 
+	[[ " ${workloads[*]} " == *" $w "* ]] || return 0 # not run (BENCH_WORKLOADS)
 	out="| $label |"
 	for a in "${present[@]}"; do
 		v=$($cell "$w" "$a")
@@ -293,7 +317,7 @@ figure()
 rss_cell() { figure "$1" "$2" rss_over_live; }
 floor_cell() { figure "$1" "$2" floor; }
 within_cell() { figure "$1" "$2" within_floor; }
-
+settle_cell() { figure "$1" "$2" settle_s; }
 header()
 {
 	local a out="| $1 |" rule="| --- |"
@@ -343,6 +367,15 @@ checks()
 		[ -n "$ti" ] && [ -n "$mi" ] &&
 			echo "  (for reference, churn-init-1t, objects written whole:" \
 			     "$(calc "$(ratio churn-init-1t tally mimalloc ops_per_s)") x mimalloc)"
+		if [ -n "${med[churn-1t,tally-base,ops_per_s]:-}" ]; then
+			local b2
+			b2=$(ratio churn-2t tally tally-base ops_per_s)
+			echo "  (baseline build: churn-1t" \
+			     "$(calc "$(ratio churn-1t tally-base mimalloc ops_per_s)" "%.3f") x mimalloc;" \
+			     "this build / baseline:" \
+			     "$(calc "$(ratio churn-1t tally tally-base ops_per_s)" "%.3f")," \
+			     "2t: $([ -n "$b2" ] && calc "$b2" "%.3f" || echo -))"
+		fi
 	else
 		echo "- SKIP tally churn-1t >= 0.9 x mimalloc (no tally or mimalloc figure)"
 	fi
@@ -378,6 +411,19 @@ checks()
 	else
 		echo "- SKIP probe cost < 3% (needs tally and tally-noprobes)"
 	fi
+	local w tw2 tr2 ts2
+	for w in idle-active idle-quiet; do
+		tw2=${med[$w,tally,within_floor]:-} tr2=${med[$w,tally,rss_over_live]:-}
+		ts2=${med[$w,tally,settle_s]:-}
+		if [ -n "$tw2" ] && [ -n "$ts2" ]; then
+			echo "- $(ok_if "$tw2 <= 1.2 && $ts2 >= 0 && $ts2 <= 2") tally $w rss/live =" \
+			     "$(calc "$tr2"): $(calc "$tw2" "%.3f") x the 4 KiB-page floor," \
+			     "within 20 % after $(calc "$ts2") s (need <= 1.200 within 2 s," \
+			     "untouched by tally_alloc_collect)"
+		else
+			echo "- SKIP tally $w within 20% of the floor within 2 s (no tally figure)"
+		fi
+	done
 }
 
 report()
@@ -392,6 +438,10 @@ report()
 	row "shrink: rss/live" rss_cell shrink
 	row "shrink: within_floor (rss/floor)" within_cell shrink
 	row "halffree: rss/live" rss_cell halffree
+	for w in idle-active idle-quiet; do
+		row "$w: rss/live" rss_cell "$w"
+		row "$w: rss/floor" within_cell "$w"
+	done
 	echo
 	header "absolute figures"
 	for w in churn-1t churn-2t churn-init-1t prodcons mixed; do
@@ -399,6 +449,10 @@ report()
 	done
 	row "shrink: 4 KiB-page floor / live" floor_cell shrink
 	row "halffree: 4 KiB-page floor / live" floor_cell halffree
+	for w in idle-active idle-quiet; do
+		row "$w: 4 KiB-page floor / live" floor_cell "$w"
+		row "$w: s until within 20 % of the floor (-1: never)" settle_cell "$w"
+	done
 	echo
 	for s in "${skipped[@]}"; do
 		echo "Skipped: $s"

@@ -57,10 +57,16 @@ run trace 60 "$BUILD/tests/test_trace"
 run prom 60 "$BUILD/tests/test_prom"
 run top 60 "$BUILD/tests/test_top"
 run sdk_with_tally_alloc 60 "$BUILD/tests/test_sdk_alloc"
+run alloc_idle 300 "$BUILD/tests/test_alloc_idle"
 for i in $(seq 1 "$STRESS_RUNS"); do
 	run "alloc_stress (seed $i)" 300 "$BUILD/tests/test_alloc_stress" "$i"
 	run "alloc_stress, product library untraced (seed $i)" 300 \
 		"$BUILD/tests/test_alloc_fastpath" "$i"
+	# the same with a 30 ms purge delay: the purger at work all through
+	run "alloc_stress, purger every few ms (seed $i)" 300 \
+		env TALLY_ALLOC_PURGE_MS=30 "$BUILD/tests/test_alloc_stress" "$i"
+	run "alloc_stress, product library, purger every few ms (seed $i)" 300 \
+		env TALLY_ALLOC_PURGE_MS=30 "$BUILD/tests/test_alloc_fastpath" "$i"
 done
 run alloc_probes 60 tests/test_probes.sh "$BUILD"
 run fork 300 tests/fork/run.sh

@@ -9,10 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "../alloc/internal.h"
+#include "../alloc/purge.h"
 #include "alloc_oracle.h"
 #include "alloc_stress.h"
 
@@ -378,4 +381,85 @@ void stress_fork(uint64_t seed)
 	oracle_check("fork: parent after");
 	assert_int_equal(oracle_group_live(STRESS_GROUP), base);
 	free(w);
+}
+
+struct pauser {
+	struct worker w;
+	unsigned rounds, pause_ms;
+	unsigned flipped; /* pauses after which the purger had the fast paths off */
+};
+
+static void *pausing_worker(void *arg)
+{
+	in_worker = true;
+	struct pauser *pw = arg;
+	struct worker *w = &pw->w;
+	/* a small block of this thread's heap: its span says whether the purger
+	 * turned the fast paths off (owner_tp PURGE_TP) */
+	unsigned char *probe = T(malloc)(64);
+
+	CHECK(probe, "malloc(64) failed");
+	tally_alloc__set_group(STRESS_GROUP);
+	for (unsigned r = 0; r < pw->rounds; r++) {
+		for (unsigned i = 0; i < 400; i++) {
+			struct blk *b = &w->blks[rnd(&w->seed) % SLOTS];
+			if (!b->p) {
+				blk_alloc(b, &w->seed);
+				w->outstanding += (int64_t)b->q;
+			} else if (rnd(&w->seed) % 4 == 0) {
+				w->outstanding -= (int64_t)b->q;
+				blk_realloc(b, &w->seed);
+				w->outstanding += (int64_t)b->q;
+			} else {
+				w->outstanding -= (int64_t)b->q;
+				blk_free(b);
+			}
+		}
+		uint64_t ms = rnd(&w->seed) % (3 * pw->pause_ms + 1);
+		struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+		nanosleep(&ts, NULL);
+		if (__atomic_load_n(&span_of(probe)->owner_tp, __ATOMIC_RELAXED) == PURGE_TP)
+			pw->flipped++;
+		/* every block intact after the pause, whatever the purger did */
+		for (unsigned i = 0; i < SLOTS; i++)
+			if (w->blks[i].p)
+				check(&w->blks[i]);
+	}
+	for (unsigned i = 0; i < SLOTS; i++) {
+		if (w->blks[i].p) {
+			w->outstanding -= (int64_t)w->blks[i].q;
+			blk_free(&w->blks[i]);
+		}
+	}
+	tally_alloc__set_group(0);
+	T(free)(probe);
+	return NULL;
+}
+
+unsigned stress_pausing(unsigned nthreads, unsigned rounds, unsigned pause_ms, uint64_t seed)
+{
+	struct pauser *pw = calloc(nthreads, sizeof(*pw));
+	int64_t base = oracle_group_live(STRESS_GROUP);
+	unsigned flipped = 0;
+
+	assert_non_null(pw);
+	for (unsigned i = 0; i < nthreads; i++) {
+		pw[i].w.seed = seed * 104729 + i + 1;
+		pw[i].rounds = rounds;
+		pw[i].pause_ms = pause_ms;
+		assert_int_equal(pthread_create(&pw[i].w.th, NULL, pausing_worker, &pw[i]), 0);
+	}
+	for (unsigned i = 0; i < nthreads; i++) {
+		assert_int_equal(pthread_join(pw[i].w.th, NULL), 0);
+		flipped += pw[i].flipped;
+	}
+	check_workers();
+	for (unsigned i = 0; i < nthreads; i++)
+		assert_int_equal(pw[i].w.outstanding, 0);
+	oracle_check("pausing: all freed");
+	assert_int_equal(oracle_group_live(STRESS_GROUP), base);
+	tally_alloc_collect(1);
+	oracle_check("pausing: after collect(1)");
+	free(pw);
+	return flipped;
 }

@@ -16,5 +16,11 @@ void stress_random(unsigned nthreads, unsigned iters, uint64_t seed);
 void stress_producer_consumer(unsigned pairs, unsigned objects, uint64_t seed);
 /* fork with live blocks; the child frees and allocates normally and checks. */
 void stress_fork(uint64_t seed);
+/* Threads alternate bursts of random operations with pauses of up to
+ * 3 * pause_ms, so that the purger (alloc/purge.c) finds their heaps quiet or
+ * busy at any point; contents checked throughout, exact live bytes at the end.
+ * Returns how often a thread found, after a pause, that the purger had turned
+ * its fast paths off. */
+unsigned stress_pausing(unsigned nthreads, unsigned rounds, unsigned pause_ms, uint64_t seed);
 
 #endif

@@ -60,9 +60,18 @@ static void classes__span_geometry_fits_and_divides_exactly(void **state)
 	for (unsigned c = 0; c < CLASS_COUNT; c++) {
 		const struct tally_class *k = &tally_classes[c];
 		assert_true(k->slot_off + (uint64_t)k->nslots * k->size <= SPAN_SIZE);
-		if (k->slot_off == 0) {
+		uint32_t ncells = (SPAN_SIZE + k->size - 1) / k->size;
+		if (k->hdr_cells) {
+			/* in the header: an entry for every cell, in its slot */
+			assert_int_equal(k->slot_off, 0);
+			assert_true(k->hdr_cells >= 2 * ncells);
+			assert_true(k->hdr_cells <= SEG_CELLS_SLOT);
+			assert_int_equal(k->nslots, SPAN_SIZE / k->size);
+		} else if (k->slot_off == 0) {
 			assert_true(k->nslots <= SPAN_INLINE_SLOTS);
 		} else {
+			/* in the span only where the header's slot is too small */
+			assert_true(2 * ncells > SEG_CELLS_SLOT);
 			/* whole cells, enough for an entry per cell, and no
 			 * more than it takes: one cell fewer would not do */
 			uint32_t cells = (SPAN_SIZE + k->size - 1) / k->size;
@@ -74,8 +83,8 @@ static void classes__span_geometry_fits_and_divides_exactly(void **state)
 			assert_true(k->slot_off + (uint64_t)(k->nslots + 1) * k->size > SPAN_SIZE);
 		}
 		/* the inline metadata has an entry for every cell too */
-		if (k->slot_off == 0)
-			assert_true((SPAN_SIZE + k->size - 1) / k->size <= SPAN_INLINE_SLOTS);
+		if (k->slot_off == 0 && !k->hdr_cells)
+			assert_true(ncells <= SPAN_INLINE_SLOTS);
 		for (uint32_t i = 0; i < k->nslots; i++) {
 			uint64_t lo = (uint64_t)i * k->size, hi = lo + k->size - 1;
 			assert_int_equal((lo * k->recip) >> 32, i);
@@ -104,6 +113,35 @@ static void segment__blocks_live_in_aligned_segments(void **state)
 	}
 	assert_false(seg_map_has(&seg));
 	T(free)(p);
+}
+
+/* A 400-byte class keeps its metadata in the segment header, in span i's
+ * slot there, on a header page counted as overhead: the span's first page
+ * holds slots, so a survivor elsewhere in the span keeps only its own page
+ * resident. A 112-byte class keeps it at the span's start. */
+static void segment__mid_classes_keep_their_metadata_in_the_header(void **state)
+{
+	(void)state;
+	char *p = T(malloc)(400);
+	assert_non_null(p);
+	struct span *sp = span_of(p);
+	struct segment *seg = segment_of(p);
+	uintptr_t cells = (uintptr_t)sp->cells, at = (uintptr_t)seg + SEG_CELLS_OFF +
+						   (sp->index - 1u) * SEG_CELLS_SLOT;
+	assert_int_equal(sp->slot_off, 0);
+	assert_int_equal(cells, at);
+	assert_true(cells + 2 * ((SPAN_SIZE + 399) / 400) <= at + SEG_CELLS_SLOT);
+	assert_true(seg->cell_pages & (1u << ((at - (uintptr_t)seg) / OS_PAGE)));
+	assert_true(seg->hdr_bytes >= SEG_CELLS_OFF + OS_PAGE);
+	assert_int_not_equal(span_meta(sp)[span_slot_index(sp, p)], META_FREE);
+	assert_int_equal(((uintptr_t)p - (uintptr_t)span_base(sp)) % 400, 0);
+	char *q = T(malloc)(100);
+	assert_non_null(q);
+	assert_true(span_of(q)->slot_off > 0);
+	assert_int_equal((uintptr_t)span_of(q)->cells, (uintptr_t)span_base(span_of(q)));
+	T(free)(q);
+	T(free)(p);
+	assert_int_equal(span_meta(sp)[span_slot_index(sp, p)], META_FREE);
 }
 
 static void identity__every_operation_balances_and_live_is_exact(void **state)
@@ -597,6 +635,7 @@ int main(void)
 		cmocka_unit_test(classes__cover_every_size_with_the_smallest_class),
 		cmocka_unit_test(classes__span_geometry_fits_and_divides_exactly),
 		cmocka_unit_test(segment__blocks_live_in_aligned_segments),
+		cmocka_unit_test(segment__mid_classes_keep_their_metadata_in_the_header),
 		cmocka_unit_test(identity__every_operation_balances_and_live_is_exact),
 		cmocka_unit_test(identity__live_is_exact_on_both_sides_of_the_metadata_encodings),
 		cmocka_unit_test(heap__exit_withdraws_the_thread_pointer_and_adoption_sets_it),

@@ -67,7 +67,7 @@ check "record -- CMD: process and thread names, nothing on stdout" \
 #    it still works): the final counters, then a snapshot of the same process,
 #    must agree (the workload's own figures too)
 # (not under timeout(1): it would pass the SIGINT to the workload's group too)
-"$TALLY" record -o "$tmp/t2.json" -- "$WL" wait "$tmp/wait.json" 2>"$tmp/r2.err" &
+TALLY_ALLOC_PURGE_MS=3600000 "$TALLY" record -o "$tmp/t2.json" -- "$WL" wait "$tmp/wait.json" 2>"$tmp/r2.err" &
 tpid=$!
 pids+=("$tpid")
 wait_file "$tmp/wait.json"
@@ -94,6 +94,32 @@ check "record, idle target, SIGINT: each group's last live_bytes equals tally sn
 	"$([ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "want $want got $got"
 check "record, idle target, SIGINT: B/E balanced, the target still running" \
 	"$(jq -e "$BALANCED" "$tmp/t2.json" >/dev/null && kill -0 "${wpid:-0}" 2>/dev/null; echo $?)" "pid ${wpid:-?}"
+[ -n "$wpid" ] && kill "$wpid" 2>/dev/null
+
+# 2b. the same with the default purge delay: the idle target's memory goes
+#     back by itself (alloc/purge.c), and those moves reach the recording as
+#     any other: its last counters, after the purge, equal a snapshot's
+"$TALLY" record -o "$tmp/t2b.json" -- "$WL" wait "$tmp/wait2b.json" 2>"$tmp/r2b.err" &
+tpid=$!
+pids+=("$tpid")
+wait_file "$tmp/wait2b.json"
+sleep 2.5 # past the purge delay (1 s) and the purger's pass
+kill -INT "$tpid"
+wait "$tpid"
+rc=$?
+wpid=$(jq -r .pid "$tmp/wait2b.json" 2>/dev/null)
+[ -n "$wpid" ] && pids+=("$wpid")
+timeout 60 "$TALLY" snapshot -p "${wpid:-0}" -d 1 >"$tmp/s2b.json" 2>"$tmp/s2b.err"
+src=$?
+got=$(jq -cS "$LAST_STATS" "$tmp/t2b.json" 2>&1)
+want=$(jq -cS '.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)' "$tmp/s2b.json" 2>&1)
+own=$(jq -c '.stats.returned' "$tmp/wait2b.json" 2>&1)
+check "record, idle target purged while recorded: the last Stats counters equal tally snapshot's, more returned than at idle" \
+	"$([ $rc -eq 0 ] && [ $src -eq 0 ] && [ "$want" = "$got" ] &&
+		jq -e --argjson own "${own:-null}" '.returned > $own' <<<"$got" >/dev/null; echo $?)" \
+	"rc=$rc/$src returned at idle: $own
+  record   $got
+  snapshot $want"
 [ -n "$wpid" ] && kill "$wpid" 2>/dev/null
 
 # 3. SIGINT and SIGTERM in the middle of a long run: the file grows while

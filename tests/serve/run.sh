@@ -46,7 +46,7 @@ scrape_live() { # FILE: {group: live bytes}
 
 # 1. a started workload that allocates, reports its own figures and waits
 port=$(free_port)
-"$TALLY" serve --listen "127.0.0.1:$port" -- "$WL" wait "$tmp/wait.json" 2>"$tmp/serve.err" &
+TALLY_ALLOC_PURGE_MS=3600000 "$TALLY" serve --listen "127.0.0.1:$port" -- "$WL" wait "$tmp/wait.json" 2>"$tmp/serve.err" &
 spid=$!
 pids+=("$spid")
 wait_file "$tmp/wait.json"
@@ -110,7 +110,7 @@ check "the scrape's group live bytes equal tally snapshot's" "$([ "$want" = "$go
 
 # 2. a target that exits: its final figures stay served until SIGINT
 port=$(free_port)
-"$TALLY" serve --listen "127.0.0.1:$port" -i 100 -- "$WL" wait "$tmp/w2.json" 2>"$tmp/s2.err" &
+TALLY_ALLOC_PURGE_MS=3600000 "$TALLY" serve --listen "127.0.0.1:$port" -i 100 -- "$WL" wait "$tmp/w2.json" 2>"$tmp/s2.err" &
 spid=$!
 pids+=("$spid")
 wait_file "$tmp/w2.json"
@@ -136,7 +136,7 @@ check "SIGINT then: exit 0 within 2 s" "$([ $rc -eq 0 ] && [ $ms -lt 2000 ]; ech
 # 3. -d ends serving; IPv6 when the loopback has it
 port=$(free_port)
 if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
-	"$TALLY" serve --listen "[::1]:$port" -d 3 -- "$WL" wait "$tmp/w3.json" 2>"$tmp/s3.err" &
+	TALLY_ALLOC_PURGE_MS=3600000 "$TALLY" serve --listen "[::1]:$port" -d 3 -- "$WL" wait "$tmp/w3.json" 2>"$tmp/s3.err" &
 	spid=$!
 	pids+=("$spid")
 	wait_file "$tmp/w3.json"

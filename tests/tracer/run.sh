@@ -34,8 +34,9 @@ got=$(jq -cS '[.groups[] | select(.name != "root") | {(.name): .live_bytes}] | a
 check "snapshot -- CMD: each group's live_bytes equals the workload's own count" \
 	"$([ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "want $want got $got"
 
-# 2. late attach: the workload allocates, reports, waits
-LD_PRELOAD="$ALLOC" "$WL" wait "$tmp/wait.json" &
+# 2. late attach: the workload allocates, reports, waits (with a purge delay longer than the
+# test, or the allocator would give memory back while it waits, and its figures move)
+LD_PRELOAD="$ALLOC" TALLY_ALLOC_PURGE_MS=3600000 "$WL" wait "$tmp/wait.json" &
 wpid=$!
 pids+=("$wpid")
 wait_file "$tmp/wait.json"
