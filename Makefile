@@ -88,7 +88,7 @@ BPF_OBJS := tally glibc cuda
 SKELS := $(patsubst %,$(BUILD)/bpf/%.skel.h,$(BPF_OBJS))
 USER_SRCS := user/main.c user/cli.c user/figures.c user/session.c user/snapshot.c user/model.c user/remote.c \
 	user/target.c user/loader.c user/json.c user/replay.c user/glibc.c \
-	user/gpu.c user/cuda.c user/outfile.c
+	user/gpu.c user/cuda.c user/outfile.c user/target_lock.c
 # The views (top, record, serve) each in files of their own.
 USER_SRCS += $(sort $(wildcard user/top*.c user/record*.c user/trace*.c user/serve*.c \
 	user/prom*.c user/demo*.c))

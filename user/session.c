@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -105,24 +104,6 @@ static int lib_beside_self(const char *name, char *out, size_t len)
 	if ((size_t)snprintf(out, len, "%s/%s", self, name) >= len)
 		return -ENAMETOOLONG;
 	return access(out, R_OK) ? -errno : 0;
-}
-
-/* One tally per target: an advisory lock named for the PID. */
-static int lock_target(struct session *s)
-{
-	char path[64];
-
-	snprintf(path, sizeof(path), "/run/lock/tally.%d.lock", s->pid);
-	s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (s->lock_fd < 0) {
-		snprintf(path, sizeof(path), "/tmp/tally.%d.lock", s->pid);
-		s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	}
-	if (s->lock_fd < 0)
-		return 0; /* no place for a lock: trace anyway */
-	if (flock(s->lock_fd, LOCK_EX | LOCK_NB))
-		return errno == EWOULDBLOCK ? -EBUSY : 0;
-	return 0;
 }
 
 /* Messages go to the model; a thread that a --group rule now names has its
@@ -443,7 +424,8 @@ int session_start(struct session *s, const struct session_opts *o)
 	int rc, err;
 
 	memset(s, 0, sizeof(*s));
-	s->pidfd = s->lock_fd = -1;
+	s->pidfd = -1;
+	s->lock.fd = s->lock.dir_fd = -1;
 	s->child.gate_fd = s->child.status_fd = -1;
 	model_init(&s->model);
 	for (unsigned i = 0; i < o->nrules; i++) {
@@ -463,8 +445,14 @@ int session_start(struct session *s, const struct session_opts *o)
 	rc = o->cmd ? spawn(s, o) : find_running(s);
 	if (rc)
 		return rc;
-	if (lock_target(s))
+	rc = target_lock(&s->lock, TARGET_LOCK_DIR, s->pid);
+	if (rc == -EBUSY)
 		return fail(TALLY_EXIT_BUSY, "another tally is tracing process %d", s->pid);
+	if (rc)
+		fprintf(stderr,
+			"tally: warning: no lock for process %d in %s (%s): another tally could "
+			"trace it too\n",
+			s->pid, TARGET_LOCK_DIR, strerror(-rc));
 	if (s->heaps_addr || s->registry_addr) {
 		/* find_running left the biases there: add the symbols' addresses */
 		uint64_t a;
@@ -711,8 +699,7 @@ void session_close(struct session *s)
 	}
 	if (s->pidfd >= 0)
 		close(s->pidfd);
-	if (s->lock_fd >= 0)
-		close(s->lock_fd);
+	target_unlock(&s->lock);
 	free(s->glibc_fig);
 	model_free(&s->model);
 }

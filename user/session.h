@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "cuda.h"
+#include "target_lock.h"
 #include "glibc.h"
 #include "loader.h"
 #include "model.h"
@@ -57,7 +58,7 @@ struct session {
 	bool spawned;
 	struct target_child child;
 	int pidfd;
-	int lock_fd;
+	struct target_lock lock; /* one tally per target */
 	bool gone;	 /* the target has exited */
 	int exit_status; /* a started command's wait status, when gone */
 	char comm[TALLY_COMM_LEN];

@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
-TALLY=$PWD/$BUILD/tally
+TALLY=${TALLY_BIN:-$PWD/$BUILD/tally}
 WL=$PWD/$BUILD/tests/tracer_workload
 ALLOC=$PWD/$BUILD/libtally_alloc.so
 SDK=$PWD/$BUILD/libtally.so
@@ -59,6 +59,36 @@ rc=$?
 check "a second tally on the same PID: exit 6, one line, no JSON" \
 	"$([ $rc -eq 6 ] && [ "$(wc -l <"$tmp/busy.err")" -eq 1 ] && [ ! -s "$tmp/busy.out" ]; echo $?)" "rc=$rc $(cat "$tmp/busy.err")"
 wait "$first"
+# the lock: in a directory only root writes, gone when tally ends, and
+# nothing a local user does in a world-writable place stops or misleads it
+mode=$(stat -c '%a %U' /run/tally 2>&1)
+check "the lock: /run/tally is 700 and root's, the file gone after the run" \
+	"$([ "$mode" = "700 root" ] && [ ! -e "/run/tally/$wpid.lock" ]; echo $?)" "mode '$mode'; $(ls /run/tally 2>&1 | head -5)"
+stale=4000000
+while kill -0 "$stale" 2>/dev/null; do stale=$((stale + 1)); done
+: >"/run/tally/$stale.lock"
+rm -f "/run/lock/tally.$wpid.lock"
+setpriv --reuid=65534 --regid=65534 --clear-groups flock /run/lock/tally.$wpid.lock sleep 20 &
+nob=$!
+for _ in $(seq 50); do [ "$(stat -c %U "/run/lock/tally.$wpid.lock" 2>/dev/null)" = nobody ] && break; sleep 0.1; done
+timeout 30 "$TALLY" snapshot -p "$wpid" -d 1 >/dev/null 2>"$tmp/lock.err"
+rc=$?
+setpriv --reuid=65534 --regid=65534 --clear-groups touch "/run/tally/$wpid.lock" 2>/dev/null
+urc=$?
+check "the lock: a user holding /run/lock/tally.PID.lock does not block root's tally, nor can write /run/tally" \
+	"$([ $rc -eq 0 ] && [ ! -s "$tmp/lock.err" ] && [ $urc -ne 0 ] && kill -0 $nob 2>/dev/null; echo $?)" "rc=$rc user touch rc=$urc $(head -c 300 "$tmp/lock.err")"
+check "the lock: a file left by a killed tally (PID gone) is removed at the next start" \
+	"$([ ! -e "/run/tally/$stale.lock" ]; echo $?)" "$(ls /run/tally 2>&1 | head -5)"
+kill "$nob" 2>/dev/null
+wait "$nob" 2>/dev/null
+rm -f "/run/lock/tally.$wpid.lock" "/run/tally/$stale.lock"
+chmod 1777 "$tmp" # the user's symlink points into it, where root could be made to create a file
+setpriv --reuid=65534 --regid=65534 --clear-groups ln -s "$tmp/victim" "/run/lock/tally.$wpid.lock"
+timeout 30 "$TALLY" snapshot -p "$wpid" -d 1 >/dev/null 2>"$tmp/lock2.err"
+rc=$?
+check "the lock: a symlink a user planted in /run/lock is not followed (no file created through it)" \
+	"$([ $rc -eq 0 ] && [ -L "/run/lock/tally.$wpid.lock" ] && [ ! -e "$tmp/victim" ]; echo $?)" "rc=$rc $(ls -l "$tmp/victim" 2>&1) $(head -c 200 "$tmp/lock2.err")"
+rm -f "/run/lock/tally.$wpid.lock"
 kill "$wpid"
 wait "$wpid" 2>/dev/null
 
