@@ -70,6 +70,7 @@ for i in $(seq 1 "$STRESS_RUNS"); do
 done
 run alloc_probes 60 tests/test_probes.sh "$BUILD"
 run fork 300 tests/fork/run.sh
+run hostile 120 tests/hostile/run.sh
 run snapshot 300 tests/snapshot/run.sh
 run programs 600 tests/programs/run.sh
 run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"

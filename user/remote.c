@@ -7,6 +7,7 @@
  * after its segments, so that a heap that changed meanwhile is known.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -82,29 +83,91 @@ int remote_pending_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out
 	return remote_read(pid, heaps_addr, out, false);
 }
 
+/* Segments seen in one read: a list that comes back to one is a loop. Open
+ * addressing over 4 MiB-aligned addresses, sized for REMOTE_MAX_SEGMENTS. */
+#define SEEN_SLOTS (2 * REMOTE_MAX_SEGMENTS)
+
+static bool seen_add(uint64_t *seen, uint64_t addr)
+{
+	uint64_t i = (addr >> SEGMENT_SHIFT) * 0x9e3779b97f4a7c15ULL >> 47;
+
+	for (;; i = (i + 1) % SEEN_SLOTS) {
+		if (seen[i] == addr)
+			return false;
+		if (!seen[i]) {
+			seen[i] = addr;
+			return true;
+		}
+	}
+}
+
+/* The segments of the heap at `at` (copied in h). */
+static int walk_heap_segments(pid_t pid, uint64_t at, const struct heap *h, struct segment *seg,
+			      uint16_t *meta, struct stats_walk *w, uint64_t *seen,
+			      uint32_t *nsegs)
+{
+	int err = 0;
+
+	for (uint64_t seg_at = (uint64_t)(uintptr_t)h->segs; !err && seg_at;
+	     seg_at = (uint64_t)(uintptr_t)seg->next) {
+		if (seg_at & (SEGMENT_SIZE - 1))
+			return -EPROTO;
+		if (!seen_add(seen, seg_at))
+			return -ELOOP;
+		if (++*nsegs > REMOTE_MAX_SEGMENTS)
+			return -E2BIG;
+		err = peek(pid, seg_at, seg, sizeof(*seg));
+		if (!err && (uint64_t)(uintptr_t)seg->heap != at)
+			err = -EPROTO; /* every segment of a heap's list names the heap */
+		if (!err)
+			err = walk_segment(pid, seg_at, seg, meta, w);
+	}
+	return err;
+}
+
 /* spans: walk the segments too (the figures); without, only the heaps'
- * positions and pending records. */
+ * positions and pending records. Heaps are only ever added at the head of
+ * the list, with ids counting up: the list's ids strictly fall, which no
+ * loop can keep doing. */
 static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out, bool spans)
 {
 	struct heap *h = malloc(sizeof(*h));
 	struct segment *seg = malloc(sizeof(*seg));
 	uint16_t *meta = malloc(SPAN_SIZE / 16 * sizeof(uint16_t));
 	struct stats_walk *w = calloc(1, sizeof(*w));
-	uint64_t at, seg_at;
-	uint32_t cap = 0;
+	uint64_t *seen = spans ? calloc(SEEN_SLOTS, sizeof(*seen)) : NULL;
+	uint64_t at, last_id = UINT64_MAX;
+	uint32_t cap = 0, nsegs = 0;
 	int err;
 
 	memset(out, 0, sizeof(*out));
 	out->consistent = true;
-	if (!h || !seg || !meta || !w) {
+	if (!h || !seg || !meta || !w || (spans && !seen)) {
 		err = -ENOMEM;
 		goto out;
 	}
 	err = peek(pid, heaps_addr, &at, sizeof(at));
 	for (; !err && at; at = (uint64_t)(uintptr_t)h->all_next) {
+		if (at & (OS_PAGE - 1)) {
+			err = -EPROTO; /* heaps are mapped whole pages */
+			break;
+		}
+		if (out->nheaps == REMOTE_MAX_HEAPS) {
+			err = -E2BIG;
+			break;
+		}
 		err = peek(pid, at, h, sizeof(*h));
 		if (err)
 			break;
+		if (h->id >= last_id || !h->id) {
+			err = -ELOOP;
+			break;
+		}
+		last_id = h->id;
+		if (h->batch.count > TALLY_BATCH_WORDS) {
+			err = -EPROTO;
+			break;
+		}
 		if (out->nheaps == cap) {
 			cap = cap ? cap * 2 : 16;
 			struct remote_heap *n = realloc(out->heaps, cap * sizeof(*n));
@@ -114,21 +177,22 @@ static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out,
 			}
 			out->heaps = n;
 		}
-		struct remote_heap *rh = &out->heaps[out->nheaps++];
-		uint32_t count = h->batch.count <= TALLY_BATCH_WORDS ? h->batch.count : 0;
-		rh->id = h->id;
-		rh->tid = h->tid;
-		rh->seq_first = h->seq;
-		rh->pos = h->seq + count;
-		rh->npending = count;
-		memcpy(rh->pending, h->batch.words, count * sizeof(rh->pending[0]));
-		stats_walk_heap(w, h);
-		for (seg_at = spans ? (uint64_t)(uintptr_t)h->segs : 0; !err && seg_at;
-		     seg_at = (uint64_t)(uintptr_t)seg->next) {
-			err = peek(pid, seg_at, seg, sizeof(*seg));
-			if (!err)
-				err = walk_segment(pid, seg_at, seg, meta, w);
+		struct remote_heap *rh = &out->heaps[out->nheaps];
+		uint32_t count = h->batch.count;
+		*rh = (struct remote_heap){ .id = h->id, .tid = h->tid, .seq_first = h->seq,
+					    .pos = h->seq + count, .npending = count };
+		if (count) {
+			rh->pending = malloc(count * sizeof(rh->pending[0]));
+			if (!rh->pending) {
+				err = -ENOMEM;
+				break;
+			}
+			memcpy(rh->pending, h->batch.words, count * sizeof(rh->pending[0]));
 		}
+		out->nheaps++;
+		stats_walk_heap(w, h);
+		if (spans)
+			err = walk_heap_segments(pid, at, h, seg, meta, w, seen, &nsegs);
 		uint64_t pos;
 		if (!err)
 			err = heap_pos(pid, at, &pos);
@@ -150,14 +214,31 @@ out:
 	free(seg);
 	free(meta);
 	free(w);
+	free(seen);
 	return err;
 }
 
 void remote_alloc_free(struct remote_alloc *ra)
 {
+	for (uint32_t i = 0; i < ra->nheaps; i++)
+		free(ra->heaps[i].pending);
 	free(ra->heaps);
 	ra->heaps = NULL;
 	ra->nheaps = 0;
+}
+
+const char *remote_strerror(int err)
+{
+	switch (err) {
+	case -ELOOP:
+		return "its heap or segment list loops (corrupt or hostile allocator state)";
+	case -E2BIG:
+		return "more heaps or segments than tally reads (65536 each)";
+	case -EPROTO:
+		return "malformed allocator state (corrupt or hostile)";
+	default:
+		return strerror(-err);
+	}
 }
 
 int remote_registry_read(pid_t pid, uint64_t addr, struct tally_registry *out)

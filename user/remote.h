@@ -23,7 +23,7 @@ struct remote_heap {
 	uint64_t seq_first;
 	uint32_t tid;
 	uint32_t npending;
-	__u64 pending[TALLY_BATCH_WORDS]; /* record words */
+	__u64 *pending; /* npending record words, malloc'd (NULL when none) */
 };
 
 struct remote_alloc {
@@ -34,13 +34,23 @@ struct remote_alloc {
 	bool consistent;	   /* no heap's position moved while it was read */
 };
 
+/* Bounds on a walk of a target's memory, which is untrusted input: lists that
+ * loop, or lengths beyond these, fail the read (-ELOOP, -E2BIG) rather than
+ * run on. 65536 heaps (threads that ever allocated) and 65536 segments
+ * (256 GiB of small blocks) are far beyond the programs tally is meant for. */
+#define REMOTE_MAX_HEAPS 65536U
+#define REMOTE_MAX_SEGMENTS 65536U
+
 /* The allocator's state: heaps_addr is the address of `tally_heaps` in the
- * target. 0 or -errno (-ESRCH: the target is gone). */
+ * target. 0 or -errno (-ESRCH: the target is gone; -ELOOP, -E2BIG, -EPROTO:
+ * its state is corrupt, or hostile, and was not used). */
 int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out);
 /* Only each heap's position and pending records (no figures): cheap enough
  * for every refresh of a view. */
 int remote_pending_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out);
 void remote_alloc_free(struct remote_alloc *ra);
+/* What a failed read means, for a one-line message. */
+const char *remote_strerror(int err);
 /* The SDK's registry at `addr` (symbol tally_registry of libtally.so). */
 int remote_registry_read(pid_t pid, uint64_t addr, struct tally_registry *out);
 

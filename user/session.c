@@ -407,7 +407,7 @@ static int read_running_state_at(struct session *s)
 				    s->pid);
 		if (err)
 			return fail(TALLY_EXIT_FAIL, "cannot read the allocator of %d: %s", s->pid,
-				    strerror(-err));
+				    remote_strerror(err));
 		if (ra.consistent || tries == 19)
 			break;
 		remote_alloc_free(&ra);
