@@ -490,22 +490,34 @@ TALLY_API int TA(posix_memalign)(void **out, size_t align, size_t n)
 	return 0;
 }
 
-TALLY_API void *TA(aligned_alloc)(size_t align, size_t n)
+/*
+ * memalign and aligned_alloc as glibc has them (programs written against it
+ * rely on it): an alignment up to 16 is malloc's own, one that is not a power
+ * of two is rounded up to the next, and only one past SIZE_MAX / 2 + 1 (no
+ * power of two to round to) is refused with EINVAL. posix_memalign alone
+ * checks its argument (POSIX says EINVAL).
+ */
+static void *memalign_glibc(size_t align, size_t n)
 {
-	if (!pow2(align)) {
+	if (align <= 16)
+		return malloc_slow(n, false);
+	if (align > SIZE_MAX / 2 + 1) {
 		errno = EINVAL;
 		return NULL;
 	}
+	if (!pow2(align))
+		align = (size_t)1 << (64 - __builtin_clzll(align));
 	return aligned_op(align, n);
+}
+
+TALLY_API void *TA(aligned_alloc)(size_t align, size_t n)
+{
+	return memalign_glibc(align, n);
 }
 
 TALLY_API void *TA(memalign)(size_t align, size_t n)
 {
-	if (!pow2(align)) {
-		errno = EINVAL;
-		return NULL;
-	}
-	return aligned_op(align, n);
+	return memalign_glibc(align, n);
 }
 
 TALLY_API void *TA(valloc)(size_t n)

@@ -328,8 +328,24 @@ static void aligned__every_alignment_and_size(void **state)
 	void *p;
 	assert_int_equal(T(posix_memalign)(&p, 24, 10), EINVAL);
 	assert_int_equal(T(posix_memalign)(&p, 4, 10), EINVAL);
+	/* memalign and aligned_alloc as glibc: up to 16 is malloc's, others
+	 * rounded up to a power of two, refused only past SIZE_MAX / 2 + 1 */
+	static const size_t odd[][2] = { { 0, 16 }, { 3, 16 }, { 24, 32 }, { 48, 64 },
+					 { 100, 128 }, { 3000, 4096 }, { 5000, 8192 } };
+	for (unsigned i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		void *a = T(aligned_alloc)(odd[i][0], 10), *m = T(memalign)(odd[i][0], 64);
+		assert_non_null(a);
+		assert_non_null(m);
+		assert_int_equal((uintptr_t)a % odd[i][1], 0);
+		assert_int_equal((uintptr_t)m % odd[i][1], 0);
+		T(free)(a);
+		T(free)(m);
+	}
 	errno = 0;
-	assert_null(T(aligned_alloc)(24, 10));
+	assert_null(T(aligned_alloc)(SIZE_MAX / 2 + 2, 10));
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_null(T(memalign)(SIZE_MAX, 10));
 	assert_int_equal(errno, EINVAL);
 	assert_int_equal(live_now(), base);
 }

@@ -17,6 +17,8 @@
 #   sort            GNU sort of a generated 64 MiB file, in memory
 #   sort-tmpfiles   the same with -S 20M --parallel=2 (temporary files, threads)
 #   containers      tests/preload/containers.cpp, built here with g++
+#   family          tests/preload/family.c: the malloc family on edge and invalid
+#                   arguments (memalign(3, 64) and the like), line for line as glibc
 #   no-arena        python as above under a 2 GiB address-space limit, which
 #                   refuses the allocator its arena: segments are then mapped
 #                   one by one (a second process prints how many arena-sized
@@ -289,6 +291,19 @@ case_containers()
 	run_pair containers "$bin"
 }
 
+# The malloc family on edge and invalid arguments, line by line as glibc.
+case_family()
+{
+	local bin=$work/preload-family
+	if ! cc -O1 -fno-builtin -Wall -Wextra -Wno-alloc-size-larger-than -o "$bin" \
+		"$here/family.c" >"$work/preload-family.build.log" 2>&1; then
+		fail family "cc failed to build family.c" "$work/preload-family.build.log"
+		return
+	fi
+	rm -f "$work/preload-family.build.log"
+	run_pair family "$bin"
+}
+
 case_no_arena()
 {
 	if [ -z "$python" ]; then
@@ -312,6 +327,7 @@ case_preload_active
 case_python
 case_sort
 case_containers
+case_family
 case_no_arena
 
 echo "$passed passed, $failed failed"
