@@ -22,6 +22,7 @@ struct span tally_span_none;
 struct heap tally_heap_none = { .direct = { [0 ... 128] = &tally_span_none } };
 __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec"))) = &tally_heap_none;
 __thread void *tally_tls_freeing __attribute__((tls_model("initial-exec")));
+__thread bool tally_tls_exited __attribute__((tls_model("initial-exec")));
 uint32_t tally_purge_ms = PURGE_MS_DEFAULT;
 pthread_mutex_t tally_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 struct heap *tally_heaps;      /* every heap ever made, under the lock */
@@ -31,6 +32,7 @@ static bool heaps_ready;       /* global init done, under the lock */
 static uint64_t heap_next_id = 1;
 
 static void heap_thread_exit(void *arg);
+
 
 static void heaps_init(void)
 {
@@ -125,7 +127,8 @@ struct heap *heap_get_slow(void)
 	if (!h->last_sweep_ms)
 		h->last_sweep_ms = h->last_flush_ms = h->now_ms;
 	tally_tls_heap = h;
-	pthread_setspecific(heap_key, h);
+	if (!tally_tls_exited)
+		pthread_setspecific(heap_key, h);
 	/* The operation began on tally_heap_none and goes on with h; and
 	 * pthread_setspecific may have called malloc, whose op_end said "not
 	 * busy" in the middle of it. Say it now (heap_get then looks at
@@ -134,10 +137,9 @@ struct heap *heap_get_slow(void)
 	return h;
 }
 
-/* Thread exit: hand over what is pending and leave the heap to the next thread. */
-static void heap_thread_exit(void *arg)
+/* Hand over what is pending and leave the heap to the next thread. */
+void heap_release(struct heap *h)
 {
-	struct heap *h = arg;
 
 	op_begin(h);
 	if (atomic_load_explicit(&h->purge, memory_order_acquire))
@@ -157,6 +159,20 @@ static void heap_thread_exit(void *arg)
 	h->orphan_next = orphans;
 	orphans = h;
 	pthread_mutex_unlock(&tally_heaps_lock);
+}
+
+/*
+ * Thread exit (the heap key's destructor). glibc still calls free after the
+ * last destructor (the dlerror buffer, in __libc_thread_freeres), and other
+ * libraries' destructors may allocate: from here on each call borrows a heap
+ * and hands it back at its end (op_end_slow), or its records would wait in a
+ * heap no thread will flush, owned by a thread pointer the next thread may
+ * reuse.
+ */
+static void heap_thread_exit(void *arg)
+{
+	heap_release(arg);
+	tally_tls_exited = true;
 }
 
 void heap_direct_fill(struct heap *h)

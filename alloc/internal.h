@@ -518,6 +518,9 @@ extern __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-ex
 /* The block the thread's free is at (the free fast path's one store): the
  * purger leaves that block's span alone (purge.c). */
 extern __thread void *tally_tls_freeing __attribute__((tls_model("initial-exec")));
+/* Past the thread's exit hand-over: each call borrows a heap (heap.c). */
+extern __thread bool tally_tls_exited __attribute__((tls_model("initial-exec")));
+void heap_release(struct heap *h);
 extern struct heap tally_heap_none;
 extern struct span tally_span_none;
 extern uint32_t tally_purge_ms;

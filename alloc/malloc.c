@@ -259,7 +259,14 @@ out:
  * another than at its start: the first call of a thread gets one). */
 static void op_end_slow(void)
 {
-	op_end(tally_tls_heap);
+	struct heap *h = tally_tls_heap;
+
+	/* a thread past its exit hand-over borrowed a heap for this call:
+	 * hand it back, with the call's records */
+	if (unlikely(tally_tls_exited) && h != &tally_heap_none)
+		heap_release(h);
+	else
+		op_end(h);
 	purge_poll();
 }
 

@@ -30,6 +30,24 @@ check "with -o: FILE is the JSON, no temporary left" \
 	"$(jq -e .target "$tmp/2.json" >/dev/null && [ -z "$(ls -A "$tmp" | grep tally-)" ]; echo $?)" \
 	"$(ls -A "$tmp")"
 
+# 2b. frees after a thread's exit hand-over (glibc's dlerror buffer) and the
+#     demo, which has them: exact, and equal to the allocator's own figures
+same_as_own() {
+	jq -e '.exact and .stats.balanced and
+		(.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident))
+			== .stats_inprocess' "$1" >/dev/null 2>&1
+}
+"$TALLY" snapshot -o "$tmp/dl.json" -- "$PWD/$BUILD/tests/tracer_workload" dlerror 20 2>"$tmp/dl.err"
+rc=$?
+check "threads whose dlopen failed (dlerror freed after the exit hand-over): exact, equal to the allocator's own" \
+	"$([ $rc -eq 0 ] && same_as_own "$tmp/dl.json"; echo $?)" \
+	"rc=$rc $(jq -c '{exact, live: .stats.live, own: .stats_inprocess.live}' "$tmp/dl.json" 2>&1) $(head -c 200 "$tmp/dl.err")"
+"$TALLY" snapshot -o "$tmp/demo.json" -- "$PWD/$BUILD/demo_workload" >/dev/null 2>"$tmp/demo.err"
+rc=$?
+check "the demo workload: exact, equal to the allocator's own" \
+	"$([ $rc -eq 0 ] && same_as_own "$tmp/demo.json"; echo $?)" \
+	"rc=$rc $(jq -c '{exact, live: .stats.live, own: .stats_inprocess.live}' "$tmp/demo.json" 2>&1) $(head -c 200 "$tmp/demo.err")"
+
 # 3. a bad -o: usage error (2), one line, nothing started
 mkdir "$tmp/dir"
 for spec in "a directory:$tmp/dir" "a missing directory:$tmp/no/such/x.json" \

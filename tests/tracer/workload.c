@@ -309,6 +309,17 @@ static void on_term(int sig)
 	_exit(0);
 }
 
+/* A failed dlopen leaves a dlerror string, which glibc frees at thread exit
+ * after the allocator's own hand-over (issue 12, item 5). */
+static void *dl_fail(void *arg)
+{
+	(void)arg;
+	void *h = dlopen("libtally-does-not-exist.so.9", RTLD_NOW);
+	if (h)
+		dlclose(h);
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -324,6 +335,14 @@ int main(int argc, char **argv)
 			signal(SIGTERM, on_term);
 			for (;;)
 				pause();
+		}
+		return 0;
+	}
+	if (!strcmp(argv[1], "dlerror")) {
+		for (int i = 0; i < atoi(argv[2]); i++) {
+			pthread_t t;
+			if (pthread_create(&t, NULL, dl_fail, NULL) || pthread_join(t, NULL))
+				return 1;
 		}
 		return 0;
 	}
