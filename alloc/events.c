@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "internal.h"
+#include "purge.h"
 
 #if defined(TALLY_ALLOC_TEST_SINK)
 void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes);
@@ -97,12 +98,32 @@ static uint64_t ev_resident(void)
 	return bytes;
 }
 
+/* The other live threads' positions in their record streams (seq + the
+ * words they hold), summed: records they hold, or add while the figures are
+ * read, are in the figures and not in the tracer's rebuild. */
+static uint64_t others_held(const struct heap *self, bool *held)
+{
+	uint64_t sum = 0;
+
+	for (struct heap *h = tally_heaps; h; h = h->all_next) {
+		if (h == self || h->orphaned || h == tally_purge_heap)
+			continue;
+		uint32_t n = __atomic_load_n(&h->batch.count, __ATOMIC_ACQUIRE);
+		*held |= n != 0;
+		sum += __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE) + n;
+	}
+	return sum;
+}
+
 /*
  * At exit, while traced: hand over the pending records of the calling
  * thread's heap and of every orphaned heap (threads still running keep
  * theirs), then the allocator's own figures, which the tracer reports as
  * stats_inprocess beside its rebuild. The library is preloaded or linked, so
- * this destructor runs after the program's own.
+ * this destructor runs after the program's own. When exit() comes while other
+ * threads hold records, or make some meanwhile, the figures include what the
+ * tracer will never receive: the hand-over says so (TALLY_STATS_THREADS_HELD)
+ * and the tracer calls its figures inexact.
  */
 __attribute__((destructor)) static void ev_exit_handover(void)
 {
@@ -117,15 +138,21 @@ __attribute__((destructor)) static void ev_exit_handover(void)
 		if (h == self || h->orphaned)
 			ev_flush(h);
 	pthread_mutex_unlock(&tally_heaps_lock);
+	bool held = false;
+	pthread_mutex_lock(&tally_heaps_lock);
+	uint64_t before = others_held(self, &held);
+	pthread_mutex_unlock(&tally_heaps_lock);
 	if (tally_alloc_stats(&st))
 		return;
 	pthread_mutex_lock(&tally_heaps_lock);
 	resident = ev_resident();
+	held |= others_held(self, &held) != before;
 	pthread_mutex_unlock(&tally_heaps_lock);
+	uint64_t flags = held ? TALLY_STATS_THREADS_HELD : 0;
 	uint64_t v[TALLY_STATS_FIELDS] = { st.mapped,	   st.live,	     st.rounding,
 					   st.cache,	   st.span_free,     st.returned,
 					   st.virgin,	   st.hysteresis,    st.segment_overhead,
 					   st.large_count, st.spans_assigned };
-	STAP_PROBE2(tally, stats, v, resident);
+	STAP_PROBE3(tally, stats, v, resident, flags);
 }
 #endif

@@ -196,7 +196,7 @@ int BPF_USDT(tally_reject, unsigned int group)
 }
 
 SEC("usdt")
-int BPF_USDT(tally_stats, const __u64 *stats, __u64 resident)
+int BPF_USDT(tally_stats, const __u64 *stats, __u64 resident, __u64 flags)
 {
 	struct tally_msg_stats *m;
 
@@ -214,6 +214,7 @@ int BPF_USDT(tally_stats, const __u64 *stats, __u64 resident)
 		return 0;
 	}
 	m->resident = resident;
+	m->hdr.flags = (__u16)flags;
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -283,8 +283,11 @@ _Static_assert(sizeof(struct tally_msg_gpu) == 32, "tally_msg_gpu layout");
 
 /* The allocator's own figures as it hands them over at exit (probe
  * tally:stats): struct tally_stats's eleven fields in order, and the bytes
- * of its mappings that were resident then (mincore). */
+ * of its mappings that were resident then (mincore). hdr.flags: */
 #define TALLY_STATS_FIELDS 11
+/* other threads still running held records they never handed over (exit()
+ * while they ran): the figures include what the tracer did not receive */
+#define TALLY_STATS_THREADS_HELD 1
 struct tally_msg_stats {
 	struct tally_msg hdr;
 	__u64 stats[TALLY_STATS_FIELDS];

@@ -395,6 +395,7 @@ int model_apply(struct model *m, const void *data, size_t len)
 			memcpy(m->inprocess, s->stats, sizeof(m->inprocess));
 			m->resident_at_exit = s->resident;
 			m->have_inprocess = true;
+			m->inprocess_threads_held = s->hdr.flags & TALLY_STATS_THREADS_HELD;
 			m->saw_alloc = true;
 			err = 0;
 		}

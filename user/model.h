@@ -69,6 +69,7 @@ struct model {
 	uint64_t lost_msgs;	/* from the BPF side's counters */
 	uint64_t lost_words;	/* words of allocator records in lost batches */
 	bool have_inprocess;	/* the allocator handed over its own figures at exit */
+	bool inprocess_threads_held; /* ... while other threads held records (exit() as they ran) */
 	uint64_t inprocess[TALLY_STATS_FIELDS];
 	uint64_t resident_at_exit;
 	bool exited;	 /* the last thread is gone */

@@ -147,19 +147,35 @@ static void write_end(struct json_writer *w, const struct session *s)
 	}
 }
 
-bool snapshot_exact(const struct session *s)
+/* Why the figures are not exact (none: they are); at most SNAPSHOT_MAX_WHY. */
+unsigned snapshot_inexact_why(const struct session *s, const char *why[SNAPSHOT_MAX_WHY])
 {
-	if (!model_exact(&s->model))
-		return false;
+	unsigned n = 0;
+
+	if (s->model.lost_msgs || s->model.lost_words)
+		why[n++] = "events lost: the ring was full";
+	if (s->model.malformed || s->model.malformed_bpf)
+		why[n++] = "malformed records refused";
 	if (s->late && !s->late_consistent && s->allocator == SESSION_ALLOC_TALLY)
-		return false;
+		why[n++] = "the allocator's state moved while it was read at attach";
 	/* ended without the allocator's exit hand-over (killed, or _exit): what
 	 * its threads held and had not handed over may be missing */
 	if (s->gone && s->allocator == SESSION_ALLOC_TALLY && !s->model.have_inprocess)
-		return false;
-	if (s->allocator == SESSION_ALLOC_GLIBC)
-		return s->glibc_fig && glibc_figures_exact(s->glibc_fig) && !s->late;
-	return true;
+		why[n++] = "ended without the allocator's exit hand-over";
+	if (s->allocator == SESSION_ALLOC_TALLY && s->model.have_inprocess &&
+	    s->model.inprocess_threads_held)
+		why[n++] = "exit() while other threads held records they never handed over";
+	if (s->allocator == SESSION_ALLOC_GLIBC &&
+	    !(s->glibc_fig && glibc_figures_exact(s->glibc_fig) && !s->late))
+		why[n++] = "glibc mode: not every call was seen";
+	return n;
+}
+
+bool snapshot_exact(const struct session *s)
+{
+	const char *why[SNAPSHOT_MAX_WHY];
+
+	return snapshot_inexact_why(s, why) == 0;
 }
 
 void snapshot_write(struct json_writer *w, const struct session *s)
@@ -178,7 +194,16 @@ void snapshot_write(struct json_writer *w, const struct session *s)
 		json_kv_bool(w, "state_read_consistent", s->late_consistent);
 	write_end(w, s);
 	json_end_object(w);
-	json_kv_bool(w, "exact", snapshot_exact(s));
+	const char *why[SNAPSHOT_MAX_WHY];
+	unsigned nwhy = snapshot_inexact_why(s, why);
+	json_kv_bool(w, "exact", nwhy == 0);
+	if (nwhy) {
+		json_key(w, "inexact_why");
+		json_begin_array(w);
+		for (unsigned i = 0; i < nwhy; i++)
+			json_string(w, why[i]);
+		json_end_array(w);
+	}
 	json_key(w, "events");
 	json_begin_object(w);
 	json_kv_u64(w, "received", s->model.received);
@@ -284,6 +309,9 @@ static int run_snapshot(struct snapshot_opts *so)
 	else if (s.gone && s.allocator == SESSION_ALLOC_TALLY && !s.model.have_inprocess)
 		fprintf(stderr, "tally: the target ended without the allocator's exit hand-over "
 				"(killed?): records its threads held may be missing\n");
+	else if (s.allocator == SESSION_ALLOC_TALLY && s.model.inprocess_threads_held)
+		fprintf(stderr, "tally: the target called exit() while other threads held records "
+				"they never handed over: the figures are not exact\n");
 	session_close(&s);
 	return err ? TALLY_EXIT_FAIL : TALLY_EXIT_OK;
 }

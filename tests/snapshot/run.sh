@@ -48,6 +48,22 @@ check "the demo workload: exact, equal to the allocator's own" \
 	"$([ $rc -eq 0 ] && same_as_own "$tmp/demo.json"; echo $?)" \
 	"rc=$rc $(jq -c '{exact, live: .stats.live, own: .stats_inprocess.live}' "$tmp/demo.json" 2>&1) $(head -c 200 "$tmp/demo.err")"
 
+# 2c. exit() while two other threads allocate: exact and equal to the
+#     allocator's own, or not exact with the reason (never exact and wrong)
+bad=0 flagged=0
+for i in 1 2 3; do
+	"$TALLY" snapshot -o "$tmp/er.json" -- "$PWD/$BUILD/tests/tracer_workload" exitrun 300 2>"$tmp/er.err"
+	if jq -e '.exact == false and (.inexact_why | index("exit() while other threads held records they never handed over"))' \
+		"$tmp/er.json" >/dev/null 2>&1; then
+		flagged=$((flagged + 1))
+	elif ! same_as_own "$tmp/er.json"; then
+		bad=$((bad + 1))
+		cp "$tmp/er.json" "$tmp/er.bad.json"
+	fi
+done
+check "exit() while threads allocate: exact and equal to the allocator's own, or flagged with why (3 runs, $flagged flagged)" \
+	"$([ $bad -eq 0 ]; echo $?)" "$(jq -c '{exact, inexact_why, live: .stats.live, own: .stats_inprocess.live}' "$tmp/er.bad.json" 2>&1)"
+
 # 3. a bad -o: usage error (2), one line, nothing started
 mkdir "$tmp/dir"
 for spec in "a directory:$tmp/dir" "a missing directory:$tmp/no/such/x.json" \

@@ -320,6 +320,26 @@ static void *dl_fail(void *arg)
 	return NULL;
 }
 
+/* Allocates for ever, keeping some blocks live (exit() while it runs). */
+static void *keep_allocating(void *arg)
+{
+	unsigned long seed = (unsigned long)(uintptr_t)arg;
+	void *slots[64] = { 0 };
+
+	for (;;) {
+		for (int i = 0; i < 100; i++) {
+			seed = seed * 6364136223846793005UL + 1;
+			unsigned j = (seed >> 33) & 63;
+			free(slots[j]);
+			slots[j] = malloc(16 + ((seed >> 40) & 1023));
+			if (slots[j])
+				memset(slots[j], 1, 16);
+		}
+		usleep(100);
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -345,6 +365,14 @@ int main(int argc, char **argv)
 				return 1;
 		}
 		return 0;
+	}
+	if (!strcmp(argv[1], "exitrun")) { /* exit() after N ms, two threads allocating */
+		pthread_t t;
+		for (uintptr_t i = 1; i <= 2; i++)
+			if (pthread_create(&t, NULL, keep_allocating, (void *)i))
+				return 1;
+		usleep((useconds_t)atoi(argv[2]) * 1000);
+		exit(0);
 	}
 	if (!strcmp(argv[1], "spin")) {
 		pthread_t t;
