@@ -3,6 +3,8 @@
  * The identity's arithmetic on struct tally_stats, shared by the allocator
  * and tally's replay (a sum of balanced snapshots is balanced).
  */
+#include <stdint.h>
+
 #include "tally_alloc.h"
 
 /* exported from libtally_alloc.so; plain functions where user/ links this file */
@@ -16,8 +18,18 @@ TALLY_IDENTITY_API uint64_t tally_stats_accounted(const struct tally_stats *s)
 	       s->hysteresis + s->segment_overhead;
 }
 
+/* The identity holds, and honestly: no term is negative. A rebuild that lost
+ * records can have a term below zero (2^64 - x as unsigned) and still sum to
+ * mapped modulo 2^64; that is no balance. */
 TALLY_IDENTITY_API bool tally_stats_balanced(const struct tally_stats *s)
 {
+	const uint64_t t[] = { s->mapped,    s->live,	    s->rounding,   s->cache,
+			       s->span_free, s->returned,   s->virgin,	   s->hysteresis,
+			       s->segment_overhead, s->large_count, s->spans_assigned };
+
+	for (unsigned i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if ((int64_t)t[i] < 0)
+			return false;
 	return tally_stats_accounted(s) == s->mapped;
 }
 

@@ -252,20 +252,22 @@ static void render_stats(FILE *f, const struct prom_figures *p)
 		if (!(p->stats_known & (1u << i)))
 			continue;
 		family(f, stat_metric[i], "gauge", stat_help[i]);
-		sample_u64(f, stat_metric[i], v[i]);
+		/* signed: after lost records a rebuilt term can be negative */
+		sample_i64(f, stat_metric[i], (int64_t)v[i]);
 	}
 	if (!p->identity)
 		return;
 	/* the derived figures as the snapshot computes them */
 	family(f, "tally_stats_accounted_bytes", "gauge",
 	       "The sum of the eight terms that account for every mapped byte");
-	sample_u64(f, "tally_stats_accounted_bytes", tally_stats_accounted(&st));
+	sample_i64(f, "tally_stats_accounted_bytes", (int64_t)tally_stats_accounted(&st));
 	family(f, "tally_stats_balanced", "gauge",
 	       "1 when the accounted bytes equal the mapped bytes (the identity holds)");
 	sample_u64(f, "tally_stats_balanced", tally_stats_balanced(&st));
 	family(f, "tally_stats_predicted_resident_bytes", "gauge",
 	       "Mapped bytes minus virgin and returned: what should be resident");
-	sample_u64(f, "tally_stats_predicted_resident_bytes", tally_stats_predicted_resident(&st));
+	sample_i64(f, "tally_stats_predicted_resident_bytes",
+		   (int64_t)tally_stats_predicted_resident(&st));
 	if (p->have_resident) {
 		family(f, "tally_stats_measured_resident_bytes", "gauge",
 		       "Resident bytes of the allocator's mappings, measured");

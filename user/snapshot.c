@@ -20,10 +20,12 @@ struct snapshot_opts {
 	const char *out; /* -o FILE, or NULL: stdout */
 };
 
+/* Signed: a rebuild that lost records can take a term below zero, which
+ * must read as negative, not as 2^64 - x (the allocator's own never are). */
 static void write_stats11(struct json_writer *w, const uint64_t v[TALLY_STATS_FIELDS])
 {
 	for (unsigned i = 0; i < TALLY_STATS_FIELDS; i++)
-		json_kv_u64(w, figures_stat_names[i], v[i]);
+		json_kv_i64(w, figures_stat_names[i], (int64_t)v[i]);
 }
 
 /* The instance figures (DESIGN.md §4) of one group, or of the process when
@@ -57,9 +59,9 @@ static void write_stats(struct json_writer *w, const struct session *s)
 	if (s->allocator == SESSION_ALLOC_TALLY) {
 		model_stats(&s->model, &st);
 		write_stats11(w, v);
-		json_kv_u64(w, "accounted", tally_stats_accounted(&st));
+		json_kv_i64(w, "accounted", (int64_t)tally_stats_accounted(&st));
 		json_kv_bool(w, "balanced", tally_stats_balanced(&st));
-		json_kv_u64(w, "predicted_resident", tally_stats_predicted_resident(&st));
+		json_kv_i64(w, "predicted_resident", (int64_t)tally_stats_predicted_resident(&st));
 		if (s->have_resident)
 			json_kv_u64(w, "measured_resident", s->resident);
 		else
@@ -69,7 +71,7 @@ static void write_stats(struct json_writer *w, const struct session *s)
 		 * chunks; the other terms have no glibc meaning */
 		for (unsigned i = 0; i < TALLY_STATS_FIELDS; i++) {
 			if (known & (1u << i))
-				json_kv_u64(w, figures_stat_names[i], v[i]);
+				json_kv_i64(w, figures_stat_names[i], (int64_t)v[i]);
 			else
 				json_kv_null(w, figures_stat_names[i]);
 		}

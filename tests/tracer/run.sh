@@ -106,6 +106,10 @@ rc=$?
 check "a 4 KiB ring under a burst: exact false, lost > 0, said on stderr" \
 	"$([ $rc -eq 0 ] && jq -e '(.exact | not) and .events.lost > 0' "$tmp/s4.json" >/dev/null && grep -q lost "$tmp/s4.err"; echo $?)" \
 	"rc=$rc $(jq -c '[.exact, .events]' "$tmp/s4.json" 2>&1)"
+check "lost events: every figure signed (none 2^63 or more), balanced false when a term is negative" \
+	"$(jq -e '[.stats[] | numbers] | all(. < 9223372036854775808)' "$tmp/s4.json" >/dev/null &&
+		jq -e '.stats | ([.mapped, .live, .rounding, .cache, .span_free, .returned, .virgin, .hysteresis, .segment_overhead] | any(. < 0)) as $neg | ($neg | not) or (.balanced | not)' "$tmp/s4.json" >/dev/null; echo $?)" \
+	"$(jq -c '.stats' "$tmp/s4.json" 2>&1)"
 timeout 120 "$TALLY" snapshot -- "$WL" burst 300000 >"$tmp/s5.json" 2>/dev/null
 check "the default ring loses nothing on the burst" \
 	"$(jq -e '.exact and .events.lost == 0 and .stats.balanced' "$tmp/s5.json" >/dev/null; echo $?)" \
