@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The command line every tally command shares (cli.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -44,9 +45,30 @@ int cli_number(const char *arg, double lo, double hi, double *out)
 {
 	char *end;
 
+	/* strtod would skip leading blanks: ' 9464' is no number */
+	if (isspace((unsigned char)arg[0]))
+		return -EINVAL;
 	errno = 0;
 	double v = strtod(arg, &end);
 	if (errno || end == arg || *end || !(v >= lo && v <= hi))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int cli_uint(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	/* digits only: no blank, sign, base prefix or exponent ("0x10", "1e3") */
+	if (!arg[0] || strlen(arg) > 19)
+		return -EINVAL;
+	for (const char *c = arg; *c; c++) {
+		if (*c < '0' || *c > '9')
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(*c - '0');
+	}
+	if (v < lo || v > hi)
 		return -EINVAL;
 	*out = v;
 	return 0;
@@ -68,11 +90,13 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 	double v;
 
 	switch (key) {
-	case 'p':
-		if (cli_number(arg, 1, INT_MAX, &v) || v != (double)(int)v)
+	case 'p': {
+		uint64_t pid;
+		if (cli_uint(arg, 1, INT_MAX, &pid))
 			cli_usage_error(state, "bad PID '%s'", arg);
-		c->o.pid = (pid_t)v;
+		c->o.pid = (pid_t)pid;
 		break;
+	}
 	case 'd':
 		if (cli_number(arg, 0.001, 1e7, &v))
 			cli_usage_error(state, "bad duration '%s': want seconds > 0", arg);
@@ -86,9 +110,11 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 		c->rules[c->o.nrules++] = arg;
 		break;
 	case OPT_RING_MB:
-		if (cli_number(arg, 0.000001, 65536, &v))
+		/* the kernel takes a BPF ring of at most 2 GiB (its size is a u32
+		 * and a power of two) */
+		if (cli_number(arg, 0.000001, 2048, &v))
 			cli_usage_error(state,
-					"bad --ring-mb '%s': want a size in MiB, up to 65536", arg);
+					"bad --ring-mb '%s': want a size in MiB, up to 2048", arg);
 		c->o.ring_bytes = (uint64_t)(v * 1048576.0);
 		break;
 	case OPT_NO_PRELOAD:

@@ -33,6 +33,8 @@ void cli_usage_error(const struct argp_state *state, const char *fmt, ...)
 int cli_interval_ms(const struct argp_state *state, const char *arg, int lo, int hi);
 /* A number in [lo, hi]: 0 or -EINVAL. */
 int cli_number(const char *arg, double lo, double hi, double *out);
+/* A whole number in decimal digits only, lo..hi: 0 or -EINVAL. */
+int cli_uint(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out);
 
 /*
  * Poll the session every poll_ms until the target exits, -d passes or a

@@ -4,6 +4,7 @@
  * open, set read-only config, load, attach, poll, one cleanup).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -41,6 +42,23 @@ static uint64_t ring_size(uint64_t bytes)
 	while (n < bytes && n < (1ULL << 40))
 		n <<= 1;
 	return n;
+}
+
+static bool libbpf_verbose;
+
+/* libbpf's own lines (warnings on a failed attach, and the like) only with
+ * -v: every failure is said once, in tally's own words, by the caller. */
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (!libbpf_verbose || level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+void loader_libbpf_messages(bool verbose)
+{
+	libbpf_verbose = verbose;
+	libbpf_set_print(libbpf_print);
 }
 
 int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg_fn fn, void *ctx)

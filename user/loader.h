@@ -17,6 +17,8 @@ struct loader;
 typedef int (*loader_msg_fn)(void *ctx, const void *data, size_t len);
 
 /* ring_bytes is rounded up to a power of two of at least a page. */
+/* libbpf's messages on stderr only when verbose (-v). */
+void loader_libbpf_messages(bool verbose);
 int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg_fn fn, void *ctx);
 int loader_attach_sched(struct loader *l);
 /* USDT probes of libtally_alloc.so (batch, stats) and libtally.so (groups,

@@ -39,6 +39,31 @@ static int group_by_name(const struct model *m, const char *name)
 	return -1;
 }
 
+/* A glob fnmatch reads as the user meant: every '[' closed (fnmatch would
+ * take an unclosed one as a literal, and the rule would never match). */
+static bool glob_valid(const char *g)
+{
+	for (const char *c = g; *c; c++) {
+		if (*c == '\\' && c[1]) {
+			c++;
+			continue;
+		}
+		if (*c != '[')
+			continue;
+		const char *e = c + 1;
+		if (*e == '!' || *e == '^')
+			e++;
+		if (*e == ']')
+			e++; /* a ']' first in the set is one of its members */
+		while (*e && *e != ']')
+			e++;
+		if (!*e)
+			return false;
+		c = e;
+	}
+	return true;
+}
+
 int model_add_rule(struct model *m, const char *spec)
 {
 	const char *eq = strchr(spec, '=');
@@ -46,7 +71,7 @@ int model_add_rule(struct model *m, const char *spec)
 	int g;
 
 	if (!eq || eq == spec || !eq[1] || (size_t)(eq - spec) >= TALLY_GROUP_NAME_MAX ||
-	    strlen(eq + 1) >= sizeof(r->glob))
+	    strlen(eq + 1) >= sizeof(r->glob) || !glob_valid(eq + 1))
 		return -EINVAL;
 	if (m->nrules == MODEL_MAX_RULES)
 		return -ENOSPC;

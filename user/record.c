@@ -79,12 +79,14 @@ static int tick(struct session *s, void *arg)
 	trace_sample(rc->trace, &s->model, &rc->smp, session_now_ns());
 	/* on disk at each tick: a reader sees the file grow, a SIGKILL loses
 	 * one interval */
+	errno = 0;
 	if (fflush(rc->f) || ferror(rc->f))
-		return -EIO;
+		return errno ? -errno : -EIO;
 	return 0;
 }
 
-static int record_finish(struct record_run *r, const char *path)
+/* said: a write error was reported already (the run stopped on it) */
+static int record_finish(struct record_run *r, const char *path, bool said)
 {
 	struct session *s = &r->s;
 	struct trace_summary sum = { 0 };
@@ -116,7 +118,9 @@ static int record_finish(struct record_run *r, const char *path)
 	r->rc.f = NULL;
 	session_report_end(s, "tally record");
 	if (err) {
-		fprintf(stderr, "tally record: cannot write %s: %s\n", path, strerror(-err));
+		if (!said)
+			fprintf(stderr, "tally record: cannot write %s: %s\n", path,
+				strerror(-err));
 		return TALLY_EXIT_FAIL;
 	}
 	if (!sum.exact && (s->model.lost_msgs || s->model.lost_words))
@@ -172,7 +176,7 @@ static int run_record(struct record_opts *o)
 		fprintf(stderr, "tally record: cannot write %s: %s (stopping)\n", o->out,
 			strerror(-err));
 	session_finish(&r->s);
-	rc = record_finish(r, o->out);
+	rc = record_finish(r, o->out, err != 0);
 	if (err)
 		rc = TALLY_EXIT_FAIL;
 	trace_free(r->rc.trace);

@@ -61,7 +61,7 @@ static int serve_parse_listen(const char *arg, struct sockaddr_storage *ss, sock
 	char host[INET6_ADDRSTRLEN + 2];
 	const char *colon, *h = arg;
 	size_t hlen;
-	double port;
+	uint64_t port;
 
 	memset(ss, 0, sizeof(*ss));
 	if (arg[0] == '[') {
@@ -77,8 +77,7 @@ static int serve_parse_listen(const char *arg, struct sockaddr_storage *ss, sock
 			return -EINVAL;
 		hlen = (size_t)(colon - arg);
 	}
-	if (!hlen || hlen >= sizeof(host) || cli_number(colon + 1, 1, 65535, &port) ||
-	    port != (double)(int)port)
+	if (!hlen || hlen >= sizeof(host) || cli_uint(colon + 1, 1, 65535, &port))
 		return -EINVAL;
 	memcpy(host, h, hlen);
 	host[hlen] = 0;

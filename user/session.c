@@ -161,6 +161,15 @@ static int on_msg(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
+/* A probe that could not be attached: the target may have exited meanwhile,
+ * which is said as such (status 5). */
+static int attach_failed(struct session *s, const char *what, int err)
+{
+	if (err == -ESRCH || (!s->spawned && !target_alive(s->pid)))
+		return fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach", s->pid);
+	return fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", what, strerror(-err));
+}
+
 static int attach_libs(struct session *s)
 {
 	int err;
@@ -168,14 +177,12 @@ static int attach_libs(struct session *s)
 	if (s->alloc_path[0]) {
 		err = loader_attach_alloc(s->loader, s->pid, s->alloc_path);
 		if (err)
-			return fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", s->alloc_path,
-				    strerror(-err));
+			return attach_failed(s, s->alloc_path, err);
 	}
 	if (s->sdk_path[0]) {
 		err = loader_attach_sdk(s->loader, s->pid, s->sdk_path);
 		if (err)
-			return fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", s->sdk_path,
-				    strerror(-err));
+			return attach_failed(s, s->sdk_path, err);
 	}
 	return TALLY_EXIT_OK;
 }
@@ -188,6 +195,8 @@ static int start_glibc(struct session *s)
 
 	/* a started command maps the libc tally maps; a running one says which */
 	err = target_find_lib(s->spawned ? getpid() : s->pid, "libc.so", libc, sizeof(libc), &bias);
+	if (err && !s->spawned && !target_alive(s->pid))
+		return fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach", s->pid);
 	if (err)
 		return fail(TALLY_EXIT_FAIL, "no libc mapped in %d: %s", s->pid, strerror(-err));
 	s->glibc = glibc_trace_open(s->pid, loader_threads_fd(s->loader), 0, &err);
@@ -195,7 +204,7 @@ static int start_glibc(struct session *s)
 		return fail(TALLY_EXIT_FAIL, "cannot load the glibc probes: %s", strerror(-err));
 	err = glibc_trace_attach(s->glibc, s->pid, libc);
 	if (err)
-		return fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", libc, strerror(-err));
+		return attach_failed(s, libc, err);
 	return TALLY_EXIT_OK;
 }
 
@@ -297,6 +306,9 @@ static int find_running(struct session *s)
 
 	if (!target_alive(s->pid))
 		return fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
+	if (target_is_kthread(s->pid))
+		return fail(TALLY_EXIT_NO_PROCESS,
+			    "process %d is a kernel thread: it has no user memory to trace", s->pid);
 	err = target_find_lib(s->pid, "libtally_alloc.so", s->alloc_path, sizeof(s->alloc_path),
 			      &bias);
 	if (err == -ENOENT) {
@@ -305,6 +317,9 @@ static int find_running(struct session *s)
 			"tally: %d does not use libtally_alloc: glibc mode (a probe per malloc "
 			"call: slow, and only what is allocated from now on)\n",
 			s->pid);
+	} else if (err == -EACCES || err == -EPERM) {
+		return fail(TALLY_EXIT_PERM, "no permission to read the memory map of process %d: %s",
+			    s->pid, strerror(-err));
 	} else if (err) {
 		return fail(TALLY_EXIT_NO_PROCESS, "cannot read the maps of %d: %s", s->pid,
 			    strerror(-err));
@@ -468,6 +483,7 @@ int session_start(struct session *s, const struct session_opts *o)
 	s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
 	if (s->pidfd < 0 && !s->spawned)
 		return fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
+	loader_libbpf_messages(o->verbose);
 	err = loader_open(&s->loader, s->pid, o->ring_bytes, on_msg, s);
 	if (err)
 		return fail(err == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL,

@@ -158,6 +158,28 @@ bool target_alive(pid_t pid)
 	return state && state != 'Z' && state != 'X';
 }
 
+/* A kernel thread (PF_KTHREAD in /proc/PID/stat's flags, the ninth field):
+ * no user memory, nothing for tally to trace. */
+bool target_is_kthread(pid_t pid)
+{
+	char path[64], buf[512];
+	unsigned long flags = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *rp = strrchr(buf, ')');
+	/* after ") ": state ppid pgrp session tty_nr tpgid flags */
+	if (!rp || sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+		return false;
+	return flags & 0x00200000UL;
+}
+
 int target_find_lib(pid_t pid, const char *name, char *path, size_t len, uint64_t *bias)
 {
 	char maps[64], line[TARGET_PATH_MAX + 128];

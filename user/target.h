@@ -35,6 +35,7 @@ int target_release(struct target_child *c);
 void target_abort(struct target_child *c);
 
 bool target_alive(pid_t pid);
+bool target_is_kthread(pid_t pid);
 /* The file a mapping of the target comes from, whose name is `name` (e.g.
  * "libtally_alloc.so"); its load bias in *bias. -ENOENT when not mapped. */
 int target_find_lib(pid_t pid, const char *name, char *path, size_t len, uint64_t *bias);

@@ -44,7 +44,7 @@ static void put(struct trace *t, const char *s)
 	size_t n = strlen(s);
 
 	if (!t->err && fwrite(s, 1, n, t->f) != n)
-		t->err = -EIO;
+		t->err = errno ? -errno : -EIO; /* ENOSPC, EDQUOT: say which */
 }
 
 /* ts is microseconds since the start; a message stamped before it (it sat
@@ -556,7 +556,8 @@ int trace_end(struct trace *t, const struct model *m, uint64_t now_ns,
 	if (!t->err && json_error(w))
 		t->err = json_error(w);
 	put(t, "}\n");
+	errno = 0;
 	if (!t->err && (fflush(t->f) || ferror(t->f)))
-		t->err = -EIO;
+		t->err = errno ? -errno : -EIO;
 	return t->err;
 }

@@ -218,6 +218,12 @@ bad "no -o" 2 "$tmp/none.json" "$TALLY" record -- true
 bad "a bad -i" 2 "$tmp/i.json" "$TALLY" record -o "$tmp/i.json" -i 0 -- true
 bad "a CMD that does not exist" 7 "$tmp/c.json" "$TALLY" record -o "$tmp/c.json" -- /nonexistent/cmd
 bad "no such PID" 5 "$tmp/p.json" "$TALLY" record -o "$tmp/p.json" -p 999999999
+# a full device: one line, with the real error (ENOSPC), status 1
+timeout 30 "$TALLY" record -o /dev/full -- true >/dev/null 2>"$tmp/full.err"
+rc=$?
+check "-o /dev/full: exit 1, one line that says No space left on device" \
+	"$([ $rc -eq 1 ] && [ "$(wc -l <"$tmp/full.err")" -eq 1 ] && grep -q 'No space left' "$tmp/full.err"; echo $?)" \
+	"rc=$rc $(head -c 300 "$tmp/full.err")"
 echo keep >"$tmp/old.json"
 timeout 30 "$TALLY" record -o "$tmp/old.json" -p 999999999 >/dev/null 2>&1
 check "a failed start leaves an earlier FILE as it was" "$([ "$(cat "$tmp/old.json")" = keep ]; echo $?)" \

@@ -182,7 +182,7 @@ bad() { # NAME WANT-STATUS CMD...
 		"$([ $rc -eq "$want" ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && [ ! -s "$tmp/bad.out" ] && [ ! -e "$tmp/started" ]; echo $?)" \
 		"rc=$rc err=$(head -c 300 "$tmp/bad.err")"
 }
-for a in nonsense 127.0.0.1 127.0.0.1:99999 127.0.0.1:0 '[::1]9464' localhost:9464 '::1:9464' '1.2.3:80'; do
+for a in nonsense 127.0.0.1 127.0.0.1:99999 127.0.0.1:0 '[::1]9464' localhost:9464 '::1:9464' '1.2.3:80' '127.0.0.1: 9464' '127.0.0.1:0x10'; do
 	bad "--listen '$a'" 2 "$TALLY" serve --listen "$a" -- touch "$tmp/started"
 done
 python3 -c 'import socket, time, sys

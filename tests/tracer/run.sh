@@ -133,6 +133,37 @@ bad "a CMD that does not exist" 7 "$TALLY" snapshot -- /nonexistent/cmd
 bad "a kernel without BTF" 4 env TALLY_BTF_PATH=/nonexistent "$TALLY" snapshot -- true
 bad "a bad --group" 2 "$TALLY" snapshot --group noequals -- true
 bad "a bad --ring-mb" 2 "$TALLY" snapshot --ring-mb -3 -- true
+# issue 12 item 14: values accepted before although wrong, or refused with noise
+bad "a PID with a leading blank" 2 "$TALLY" snapshot -p " $$" -d 1
+bad "a PID in hex" 2 "$TALLY" snapshot -p 0x10 -d 1
+bad "a PID with an exponent" 2 "$TALLY" snapshot -p 1e3 -d 1
+bad "a --ring-mb past the kernel's 2 GiB ring" 2 "$TALLY" snapshot --ring-mb 4096 -- true
+bad "a --group glob with an unclosed [" 2 "$TALLY" snapshot --group 'x=[' -- true
+bad "a kernel thread (-p 2)" 5 "$TALLY" snapshot -p 2 -d 1
+check "a kernel thread: the message says so" "$(grep -q 'kernel thread' "$tmp/bad.err"; echo $?)" "$(cat "$tmp/bad.err")"
+if ! cat /proc/1/maps >/dev/null 2>&1; then # where even root may not read init's map
+	bad "-p 1 whose map root may not read" 3 "$TALLY" snapshot -p 1 -d 1
+fi
+# a target that exits while the probes attach: a snapshot (0) or status 5 in
+# one line, never libbpf's own lines
+noisy=0
+for d in 0.05 0.1 0.15 0.2 0.25 0.3; do
+	LD_PRELOAD="$ALLOC" sleep 0.3 &
+	sp=$!
+	sleep "$d"
+	timeout 30 "$TALLY" snapshot -p "$sp" -d 2 >"$tmp/em.out" 2>"$tmp/em.err"
+	rc=$?
+	wait "$sp" 2>/dev/null
+	if ! { [ $rc -eq 0 ] && jq -e . "$tmp/em.out" >/dev/null 2>&1; } &&
+		! { [ $rc -eq 5 ] && [ "$(wc -l <"$tmp/em.err")" -eq 1 ] && [ ! -s "$tmp/em.out" ]; } ||
+		grep -q libbpf "$tmp/em.err"; then
+		noisy=$((noisy + 1))
+		cp "$tmp/em.err" "$tmp/em.bad.err"
+		echo "rc=$rc" >>"$tmp/em.bad.err"
+	fi
+done
+check "a target exiting while probes attach: a snapshot, or status 5 in one line, no libbpf lines (6 delays)" \
+	"$([ $noisy -eq 0 ]; echo $?)" "$(head -c 400 "$tmp/em.bad.err" 2>/dev/null)"
 if command -v setpriv >/dev/null; then
 	bad "not root, no CAP_BPF" 3 setpriv --reuid=65534 --regid=65534 --clear-groups \
 		--inh-caps=-all --bounding-set=-all "$TALLY" snapshot -p 1
