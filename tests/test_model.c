@@ -210,6 +210,27 @@ static void model__late_attach_cutoff__applies_only_newer_records(void **state)
 	model_free(&m);
 }
 
+/* Rules take ids from 255 down, the SDK from 1 up: when they meet, the rule's
+ * group keeps its name and the collision is recorded (the snapshot then says
+ * it is not exact), rather than the rule's group silently renamed. */
+static void model__group_rule__sdk_group_on_its_id_is_flagged(void **state)
+{
+	struct model m;
+
+	(void)state;
+	model_init(&m);
+	assert_int_equal(model_add_rule(&m, "W=worker"), 0);
+	assert_true(m.groups[TALLY_MAX_GROUPS - 1].rule);
+	group_msg(&m, TALLY_MSG_GROUP_REGISTER, 5, 7, 0, "sdk6");
+	assert_int_equal(m.collided_id, 0);
+	group_msg(&m, TALLY_MSG_GROUP_REGISTER, 5, TALLY_MAX_GROUPS - 1, 0, "sdk254");
+	assert_int_equal(m.collided_id, TALLY_MAX_GROUPS - 1);
+	assert_string_equal(m.groups[TALLY_MAX_GROUPS - 1].name, "W");
+	assert_string_equal(m.collided_sdk, "sdk254");
+	assert_string_equal(m.groups[7].name, "sdk6");
+	model_free(&m);
+}
+
 static void model__group_rule__charges_root_records_of_named_threads(void **state)
 {
 	(void)state;
@@ -335,6 +356,7 @@ int main(void)
 		cmocka_unit_test(model__thread_exit__marks_thread_and_process),
 		cmocka_unit_test(model__late_attach_cutoff__applies_only_newer_records),
 		cmocka_unit_test(model__group_rule__charges_root_records_of_named_threads),
+		cmocka_unit_test(model__group_rule__sdk_group_on_its_id_is_flagged),
 		cmocka_unit_test(model__malformed_messages__counted_not_applied),
 		cmocka_unit_test(model__gpu_driver_records__counters_and_gauges_per_group),
 		cmocka_unit_test(model__cupti_batch__kernel_name_interned_and_preferred),

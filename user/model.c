@@ -88,6 +88,7 @@ int model_add_rule(struct model *m, const char *spec)
 			return -ENOSPC;
 		strcpy(m->groups[g].name, r->name);
 		m->groups[g].known = true;
+		m->groups[g].rule = true;
 	}
 	r->group = (uint32_t)g;
 	m->nrules++;
@@ -295,6 +296,26 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 	return 0;
 }
 
+/* The SDK named group g. A --group rule's group with that id keeps its name
+ * (the user asked for it); the two are merged from here on, which the
+ * snapshot calls inexact (collided_id). */
+static void sdk_group_named(struct model *m, uint32_t g, const char *name)
+{
+	struct model_group *mg = &m->groups[g];
+
+	if (mg->rule) {
+		if (!m->collided_id && strncmp(mg->name, name, TALLY_GROUP_NAME_MAX)) {
+			m->collided_id = g;
+			memcpy(m->collided_sdk, name, TALLY_GROUP_NAME_MAX);
+			m->collided_sdk[TALLY_GROUP_NAME_MAX - 1] = 0;
+		}
+		return;
+	}
+	memcpy(mg->name, name, TALLY_GROUP_NAME_MAX);
+	mg->name[TALLY_GROUP_NAME_MAX - 1] = 0;
+	mg->known = true;
+}
+
 static int apply_group(struct model *m, const struct tally_msg_group *g)
 {
 	struct model_thread *t;
@@ -303,9 +324,7 @@ static int apply_group(struct model *m, const struct tally_msg_group *g)
 		return -EINVAL;
 	switch (g->hdr.kind) {
 	case TALLY_MSG_GROUP_REGISTER:
-		memcpy(m->groups[g->group].name, g->name, TALLY_GROUP_NAME_MAX);
-		m->groups[g->group].name[TALLY_GROUP_NAME_MAX - 1] = 0;
-		m->groups[g->group].known = true;
+		sdk_group_named(m, g->group, g->name);
 		break;
 	case TALLY_MSG_GROUP_ENTER:
 	case TALLY_MSG_GROUP_EXIT:
@@ -470,9 +489,7 @@ void model_seed_registry(struct model *m, const struct tally_registry *reg, bool
 	for (uint32_t g = 0; g < reg->ngroups && g < TALLY_MAX_GROUPS; g++) {
 		if (!reg->names[g][0])
 			continue;
-		memcpy(m->groups[g].name, reg->names[g], TALLY_GROUP_NAME_MAX);
-		m->groups[g].name[TALLY_GROUP_NAME_MAX - 1] = 0;
-		m->groups[g].known = true;
+		sdk_group_named(m, g, reg->names[g]);
 	}
 	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
 		if (absolute || !m->groups[g].yields)

@@ -24,6 +24,7 @@
 struct model_group {
 	char name[TALLY_GROUP_NAME_MAX];
 	bool known; /* registered, named by a rule, or charged something */
+	bool rule;  /* named by a --group rule (ids from the top) */
 	uint64_t yields, rejects;
 	uint64_t cpu_ns;
 	uint64_t os_yields; /* sched_yield calls outside the driver's synchronize */
@@ -65,6 +66,10 @@ struct model {
 	uint64_t records;	/* allocator records applied */
 	uint64_t skipped;	/* records already in a state read from memory */
 	uint64_t malformed;	/* messages or records refused */
+	/* an SDK group registered with the id of a --group rule's group (the SDK
+	 * counts up from 1, rules down from 255): their figures merge */
+	uint32_t collided_id; /* 0: none */
+	char collided_sdk[TALLY_GROUP_NAME_MAX];
 	uint64_t malformed_bpf; /* batches the BPF side refused */
 	uint64_t lost_msgs;	/* from the BPF side's counters */
 	uint64_t lost_words;	/* words of allocator records in lost batches */

@@ -167,6 +167,8 @@ unsigned snapshot_inexact_why(const struct session *s, const char *why[SNAPSHOT_
 	if (s->allocator == SESSION_ALLOC_TALLY && s->model.have_inprocess &&
 	    s->model.inprocess_threads_held)
 		why[n++] = "exit() while other threads held records they never handed over";
+	if (s->model.collided_id)
+		why[n++] = "an SDK group got the id of a --group rule's group: their figures merged";
 	if (s->allocator == SESSION_ALLOC_GLIBC &&
 	    !(s->glibc_fig && glibc_figures_exact(s->glibc_fig) && !s->late))
 		why[n++] = "glibc mode: not every call was seen";
@@ -311,7 +313,13 @@ static int run_snapshot(struct snapshot_opts *so)
 	else if (s.gone && s.allocator == SESSION_ALLOC_TALLY && !s.model.have_inprocess)
 		fprintf(stderr, "tally: the target ended without the allocator's exit hand-over "
 				"(killed?): records its threads held may be missing\n");
-	else if (s.allocator == SESSION_ALLOC_TALLY && s.model.inprocess_threads_held)
+	if (s.model.collided_id)
+		/* no names here: the SDK's come from the target, unescaped */
+		fprintf(stderr,
+			"tally: an SDK group took id %u, a --group rule's (255 groups in all): "
+			"their figures are merged\n",
+			s.model.collided_id);
+	if (s.allocator == SESSION_ALLOC_TALLY && s.model.inprocess_threads_held)
 		fprintf(stderr, "tally: the target called exit() while other threads held records "
 				"they never handed over: the figures are not exact\n");
 	session_close(&s);
