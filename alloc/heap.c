@@ -134,6 +134,12 @@ struct heap *heap_get_slow(void)
 	 * busy" in the middle of it. Say it now (heap_get then looks at
 	 * h->purge, as at the start of any operation). */
 	op_begin(h);
+	/* while traced, the process's first heap hands over its first records
+	 * (its own mapping) at once: a target that dies before a batch fills is
+	 * then known to use this allocator, its figures flagged, not "none" */
+	static bool said_here;
+	if (ev_tracing() && !__atomic_exchange_n(&said_here, true, __ATOMIC_RELAXED))
+		ev_flush(h);
 	return h;
 }
 

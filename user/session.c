@@ -695,10 +695,15 @@ void session_report_end(const struct session *s, const char *who)
 {
 	int st;
 
+	/* one line: with the figures' state when the allocator could not hand
+	 * over (snapshot's inexact_why says it too) */
 	if (session_exit_status(s, &st) && WIFSIGNALED(st))
-		fprintf(stderr, "%s: the target (pid %d) was killed by SIG%s%s\n", who, s->pid,
+		fprintf(stderr, "%s: the target (pid %d) was killed by SIG%s%s%s\n", who, s->pid,
 			sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?",
-			WCOREDUMP(st) ? " (core dumped)" : "");
+			WCOREDUMP(st) ? " (core dumped)" : "",
+			s->allocator == SESSION_ALLOC_TALLY && !s->model.have_inprocess ?
+				": no exit hand-over, records its threads held may be missing" :
+				"");
 }
 
 void session_close(struct session *s)

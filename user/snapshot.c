@@ -303,6 +303,7 @@ static int run_snapshot(struct snapshot_opts *so)
 	if (err)
 		fprintf(stderr, "tally snapshot: cannot write the snapshot%s%s: %s\n",
 			so->out ? " to " : "", so->out ? so->out : "", strerror(-err));
+	int st;
 	session_report_end(&s, "tally snapshot");
 	if (!snapshot_exact(&s) && (s.model.lost_msgs || s.model.lost_words))
 		fprintf(stderr,
@@ -310,9 +311,10 @@ static int run_snapshot(struct snapshot_opts *so)
 			"try a larger --ring-mb\n",
 			(unsigned long long)s.model.lost_msgs,
 			(unsigned long long)s.model.lost_words);
-	else if (s.gone && s.allocator == SESSION_ALLOC_TALLY && !s.model.have_inprocess)
+	else if (s.gone && s.allocator == SESSION_ALLOC_TALLY && !s.model.have_inprocess &&
+		 !(session_exit_status(&s, &st) && WIFSIGNALED(st))) /* said with the signal */
 		fprintf(stderr, "tally: the target ended without the allocator's exit hand-over "
-				"(killed?): records its threads held may be missing\n");
+				"(_exit?): records its threads held may be missing\n");
 	if (s.model.collided_id)
 		/* no names here: the SDK's come from the target, unescaped */
 		fprintf(stderr,

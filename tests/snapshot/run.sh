@@ -64,6 +64,15 @@ done
 check "exit() while threads allocate: exact and equal to the allocator's own, or flagged with why (3 runs, $flagged flagged)" \
 	"$([ $bad -eq 0 ]; echo $?)" "$(jq -c '{exact, inexact_why, live: .stats.live, own: .stats_inprocess.live}' "$tmp/er.bad.json" 2>&1)"
 
+# 2d. a target that dies before its first batch fills (issue 12 item 7): the
+#     allocator is known, the figures flagged, how it ended said
+"$TALLY" snapshot -o "$tmp/crash.json" -- "$PWD/$BUILD/tests/tracer_workload" crash 100 2>"$tmp/crash.err"
+rc=$?
+check "a target killed before its first batch: allocator tally, exact false with why, the signal on stderr" \
+	"$([ $rc -eq 0 ] && jq -e '.target.allocator == "tally" and .target.signal == "SIGSEGV" and (.exact | not) and (.inexact_why | length > 0)' "$tmp/crash.json" >/dev/null &&
+		grep -q SIGSEGV "$tmp/crash.err"; echo $?)" \
+	"rc=$rc $(jq -c '{exact, inexact_why, target}' "$tmp/crash.json" 2>&1) $(head -c 200 "$tmp/crash.err")"
+
 # 3. a bad -o: usage error (2), one line, nothing started
 mkdir "$tmp/dir"
 for spec in "a directory:$tmp/dir" "a missing directory:$tmp/no/such/x.json" \

@@ -366,6 +366,15 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (!strcmp(argv[1], "crash")) { /* N blocks live, fewer than a batch, then SIGSEGV */
+		for (int i = 0; i < atoi(argv[2]); i++) {
+			char *p = malloc(1000);
+			if (p)
+				memset(p, 1, 1000);
+		}
+		raise(SIGSEGV);
+		return 0;
+	}
 	if (!strcmp(argv[1], "exitrun")) { /* exit() after N ms, two threads allocating */
 		pthread_t t;
 		for (uintptr_t i = 1; i <= 2; i++)
