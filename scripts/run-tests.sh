@@ -88,7 +88,7 @@ echo
 if [ ${#skipped_suites[@]} -gt 0 ]; then
 	echo "SKIPPED, not run here: ${skipped_suites[*]}"
 	[ "$(id -u)" -ne 0 ] &&
-		echo "(the kernel-facing suites need root, or CAP_BPF and CAP_PERFMON: run make test as root)"
+		echo "(the kernel-facing suites need root: run make test as root)"
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

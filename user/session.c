@@ -65,8 +65,9 @@ static int fail(int status, const char *fmt, ...)
 	return status;
 }
 
-/* CAP_BPF and CAP_PERFMON (or root's CAP_SYS_ADMIN): uprobes on another
- * process and BPF programs that read kernel memory need both. */
+/* CAP_BPF and CAP_PERFMON (or root's CAP_SYS_ADMIN): the BPF programs need
+ * both. That is not all on every kernel: 6.18 refuses a uprobe perf event to
+ * CAP_PERFMON without CAP_SYS_ADMIN (EACCES), which attach_failed says. */
 static bool have_caps(void)
 {
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
@@ -167,6 +168,11 @@ static int attach_failed(struct session *s, const char *what, int err)
 {
 	if (err == -ESRCH || (!s->spawned && !target_alive(s->pid)))
 		return fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach", s->pid);
+	if (err == -EACCES || err == -EPERM)
+		return fail(TALLY_EXIT_PERM,
+			    "cannot attach uprobes to %s: %s: this kernel wants CAP_SYS_ADMIN for "
+			    "uprobe perf events (CAP_BPF with CAP_PERFMON is not enough)",
+			    what, strerror(-err));
 	return fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", what, strerror(-err));
 }
 
@@ -420,6 +426,11 @@ static int read_running_state_at(struct session *s)
 		if (err == -ESRCH || !target_alive(s->pid))
 			return fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
 				    s->pid);
+		if (err == -EPERM || err == -EACCES)
+			return fail(TALLY_EXIT_PERM,
+				    "cannot read the memory of process %d: %s (another user's process: "
+				    "needs CAP_SYS_PTRACE)",
+				    s->pid, strerror(-err));
 		if (err)
 			return fail(TALLY_EXIT_FAIL, "cannot read the allocator of %d: %s", s->pid,
 				    remote_strerror(err));
@@ -450,7 +461,8 @@ int session_start(struct session *s, const struct session_opts *o)
 				    o->rules[i]);
 	}
 	if (!have_caps())
-		return fail(TALLY_EXIT_PERM, "needs root, or CAP_BPF and CAP_PERFMON");
+		return fail(TALLY_EXIT_PERM, "needs root (CAP_SYS_ADMIN; CAP_SYS_PTRACE too for "
+						   "another user's process)");
 	if (!have_btf())
 		return fail(TALLY_EXIT_NO_BTF,
 			    "the kernel has no BTF (/sys/kernel/btf/vmlinux): tally needs a kernel "

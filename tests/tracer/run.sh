@@ -167,6 +167,28 @@ check "a target exiting while probes attach: a snapshot, or status 5 in one line
 if command -v setpriv >/dev/null; then
 	bad "not root, no CAP_BPF" 3 setpriv --reuid=65534 --regid=65534 --clear-groups \
 		--inh-caps=-all --bounding-set=-all "$TALLY" snapshot -p 1
+	# what this kernel really wants (issue 12 item 15), root with only some
+	# capabilities: CAP_BPF with CAP_PERFMON cannot attach uprobes
+	bad "CAP_BPF and CAP_PERFMON alone" 3 setpriv --bounding-set=-all,+bpf,+perfmon \
+		"$TALLY" snapshot -- true
+	check "CAP_BPF and CAP_PERFMON alone: the message names CAP_SYS_ADMIN" \
+		"$(grep -q CAP_SYS_ADMIN "$tmp/bad.err"; echo $?)" "$(cat "$tmp/bad.err")"
+	setpriv --bounding-set=-all,+sys_admin "$TALLY" snapshot -o "$tmp/caps.json" -- true 2>"$tmp/caps.err"
+	rc=$?
+	check "CAP_SYS_ADMIN alone: a started command is traced, exact" \
+		"$([ $rc -eq 0 ] && jq -e .exact "$tmp/caps.json" >/dev/null; echo $?)" "rc=$rc $(head -c 200 "$tmp/caps.err")"
+	setpriv --reuid=65534 --regid=65534 --clear-groups env LD_PRELOAD="$ALLOC" sleep 30 &
+	np=$!
+	pids+=("$np")
+	sleep 0.5
+	bad "-p of another user's process without CAP_SYS_PTRACE" 3 \
+		setpriv --bounding-set=-all,+bpf,+perfmon,+sys_admin "$TALLY" snapshot -p "$np" -d 1
+	check "... the message names CAP_SYS_PTRACE" "$(grep -q CAP_SYS_PTRACE "$tmp/bad.err"; echo $?)" "$(cat "$tmp/bad.err")"
+	setpriv --bounding-set=-all,+sys_admin,+sys_ptrace "$TALLY" snapshot -p "$np" -d 1 >"$tmp/caps2.json" 2>"$tmp/caps2.err"
+	rc=$?
+	check "CAP_SYS_ADMIN and CAP_SYS_PTRACE: -p of another user's process is traced" \
+		"$([ $rc -eq 0 ] && jq -e .exact "$tmp/caps2.json" >/dev/null; echo $?)" "rc=$rc $(head -c 200 "$tmp/caps2.err")"
+	kill "$np" 2>/dev/null
 fi
 
 # 6. a target that exits mid-trace: the snapshot comes when it goes
