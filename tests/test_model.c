@@ -231,6 +231,28 @@ static void model__group_rule__sdk_group_on_its_id_is_flagged(void **state)
 	model_free(&m);
 }
 
+/* A registry that had no slot for some threads: their groups are unknown at
+ * a late attach, which the model keeps for the snapshot to say. */
+static void model__registry__dropped_threads_remembered(void **state)
+{
+	struct model m;
+	struct tally_registry *reg = calloc(1, sizeof(*reg));
+
+	(void)state;
+	assert_non_null(reg);
+	model_init(&m);
+	reg->ngroups = 2;
+	strcpy(reg->names[1], "busy");
+	model_seed_registry(&m, reg, false);
+	assert_int_equal(m.registry_threads_dropped, 0);
+	reg->threads_dropped = 104;
+	model_seed_registry(&m, reg, false);
+	assert_int_equal(m.registry_threads_dropped, 104);
+	assert_string_equal(m.groups[1].name, "busy");
+	model_free(&m);
+	free(reg);
+}
+
 static void model__group_rule__charges_root_records_of_named_threads(void **state)
 {
 	(void)state;
@@ -357,6 +379,7 @@ int main(void)
 		cmocka_unit_test(model__late_attach_cutoff__applies_only_newer_records),
 		cmocka_unit_test(model__group_rule__charges_root_records_of_named_threads),
 		cmocka_unit_test(model__group_rule__sdk_group_on_its_id_is_flagged),
+		cmocka_unit_test(model__registry__dropped_threads_remembered),
 		cmocka_unit_test(model__malformed_messages__counted_not_applied),
 		cmocka_unit_test(model__gpu_driver_records__counters_and_gauges_per_group),
 		cmocka_unit_test(model__cupti_batch__kernel_name_interned_and_preferred),

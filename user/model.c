@@ -486,6 +486,9 @@ void model_seed_alloc(struct model *m, const struct remote_alloc *ra)
 
 void model_seed_registry(struct model *m, const struct tally_registry *reg, bool absolute)
 {
+	/* threads beyond the registry's slots: their groups are not known */
+	if (reg->threads_dropped)
+		m->registry_threads_dropped = reg->threads_dropped;
 	for (uint32_t g = 0; g < reg->ngroups && g < TALLY_MAX_GROUPS; g++) {
 		if (!reg->names[g][0])
 			continue;

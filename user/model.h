@@ -69,6 +69,9 @@ struct model {
 	/* an SDK group registered with the id of a --group rule's group (the SDK
 	 * counts up from 1, rules down from 255): their figures merge */
 	uint32_t collided_id; /* 0: none */
+	/* threads the SDK's registry had no slot for (more than TALLY_MAX_THREADS
+	 * in groups): at a late attach their current groups are unknown */
+	uint32_t registry_threads_dropped;
 	char collided_sdk[TALLY_GROUP_NAME_MAX];
 	uint64_t malformed_bpf; /* batches the BPF side refused */
 	uint64_t lost_msgs;	/* from the BPF side's counters */

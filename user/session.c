@@ -394,8 +394,8 @@ static int read_running_state_at(struct session *s)
 {
 	struct remote_alloc ra;
 	struct tally_registry *reg;
-	pid_t tids[4096];
-	int n, err;
+	pid_t *tids = NULL;
+	int n = 0, err;
 
 	if (s->registry_addr) {
 		reg = malloc(sizeof(*reg));
@@ -408,7 +408,16 @@ static int read_running_state_at(struct session *s)
 		}
 		free(reg);
 	}
-	n = target_threads(s->pid, tids, 4096);
+	/* every thread, however many: a --group rule names them by their comm */
+	for (int cap = 4096; cap <= (1 << 22); cap *= 2) {
+		pid_t *more = realloc(tids, (size_t)cap * sizeof(*tids));
+		if (!more)
+			break;
+		tids = more;
+		n = target_threads(s->pid, tids, cap);
+		if (n < cap)
+			break;
+	}
 	for (int i = 0; i < n; i++) {
 		char comm[TALLY_COMM_LEN];
 		if (target_comm(s->pid, tids[i], comm, sizeof(comm)))
@@ -418,6 +427,7 @@ static int read_running_state_at(struct session *s)
 		if (g >= 0 && t && t->group == 0)
 			loader_set_thread_group(s->loader, (uint32_t)tids[i], (uint32_t)g);
 	}
+	free(tids);
 	if (!s->heaps_addr)
 		return TALLY_EXIT_OK;
 	/* a heap that moved while read is read again, a few times */

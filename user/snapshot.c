@@ -169,6 +169,9 @@ unsigned snapshot_inexact_why(const struct session *s, const char *why[SNAPSHOT_
 		why[n++] = "exit() while other threads held records they never handed over";
 	if (s->model.collided_id)
 		why[n++] = "an SDK group got the id of a --group rule's group: their figures merged";
+	if (s->late && s->model.registry_threads_dropped)
+		why[n++] = "more threads in groups than the SDK's registry holds (4096) at attach: "
+			   "some threads' groups unknown, their CPU charged to root";
 	if (s->allocator == SESSION_ALLOC_GLIBC &&
 	    !(s->glibc_fig && glibc_figures_exact(s->glibc_fig) && !s->late))
 		why[n++] = "glibc mode: not every call was seen";
