@@ -136,22 +136,40 @@ struct small_ref {
 	size_t q;
 };
 
-static inline void small_lookup(void *p, struct small_ref *r)
+/* Who looks a pointer up, for the diagnostic: each says what it was asked. */
+enum lookup_by { BY_FREE, BY_REALLOC, BY_USABLE_SIZE };
+static const char *const lookup_never[] = {
+	"free of a pointer it never allocated",
+	"realloc of a pointer it never allocated",
+	"malloc_usable_size of a pointer it never allocated",
+};
+static const char *const lookup_freed[] = {
+	"double free or free of a pointer it never allocated",
+	"realloc of a freed block or of a pointer it never allocated",
+	"malloc_usable_size of a freed block or of a pointer it never allocated",
+};
+static const char *const lookup_inside[] = {
+	"free of a pointer into the middle of a block",
+	"realloc of a pointer into the middle of a block",
+	"malloc_usable_size of a pointer into the middle of a block",
+};
+
+static inline void small_lookup(void *p, struct small_ref *r, enum lookup_by by)
 {
 	struct span *sp = span_of(p);
 	uint32_t off = (uint32_t)((uintptr_t)p & (SPAN_SIZE - 1));
 
 	if (unlikely(sp->state == SPAN_UNASSIGNED || off < sp->slot_off))
-		tally_fatal("free of a pointer it never allocated", p);
+		tally_fatal(lookup_never[by], p);
 	uint32_t i = span_slot_index(sp, p);
 	if (unlikely(i >= sp->bump))
-		tally_fatal("free of a pointer it never allocated", p);
+		tally_fatal(lookup_never[by], p);
 	char *slot = span_slot(sp, i);
 	uint16_t m = span_meta(sp)[i];
 	if (unlikely(!meta_owned(m)))
-		tally_fatal("double free or free of a pointer it never allocated", p);
+		tally_fatal(lookup_freed[by], p);
 	if (unlikely(slot != (char *)p && !(m & META_ALIGNED)))
-		tally_fatal("free of a pointer into the middle of a block", p);
+		tally_fatal(lookup_inside[by], p);
 	r->sp = sp;
 	r->idx = i;
 	r->slot = slot;
@@ -214,7 +232,7 @@ __attribute__((noinline)) static void tally_free(void *p, size_t expect_q)
 		tally_fatal("no heap for a free (out of memory)", p);
 	if (likely(seg_map_has(p))) {
 		struct small_ref r;
-		small_lookup(p, &r);
+		small_lookup(p, &r, BY_FREE);
 		if (unlikely(expect_q != SIZE_MAX && expect_q != r.q))
 			tally_fatal("free_sized with a size other than the one allocated", p);
 		small_free(h, &r);
@@ -443,7 +461,7 @@ static void *realloc_op(void *p, size_t n)
 	size_t old_q;
 	if (seg_map_has(p)) {
 		struct small_ref r;
-		small_lookup(p, &r);
+		small_lookup(p, &r, BY_REALLOC);
 		struct span *sp = r.sp;
 		if (n <= CLASS_MAX && size_to_class(n) == sp->cls && sp->group == h->group &&
 		    sp->heap == h && !(r.meta & META_ALIGNED)) {
@@ -548,7 +566,7 @@ TALLY_API size_t TA(malloc_usable_size)(void *p)
 		return 0;
 	if (seg_map_has(p)) {
 		struct small_ref r;
-		small_lookup(p, &r);
+		small_lookup(p, &r, BY_USABLE_SIZE);
 		return (size_t)(r.slot + r.sp->size - (char *)p);
 	}
 	size_t q, len;

@@ -595,9 +595,27 @@ static void large_double_free(void)
 	T(free)(p);
 }
 
+/* malloc_usable_size and realloc of a freed block say who asked (issue 12
+ * item 18: the diagnostic named free) */
+static void usable_size_of_freed(void)
+{
+	void *p = T(malloc)(100);
+	T(free)(p);
+	(void)T(malloc_usable_size)(p);
+}
+
+static void realloc_of_freed(void)
+{
+	void *p = T(malloc)(100);
+	T(free)(p);
+	(void)T(realloc)(p, 200);
+}
+
 static void errors__bad_frees_stop_with_a_diagnostic(void **state)
 {
 	(void)state;
+	expect_abort(usable_size_of_freed, "malloc_usable_size of a freed block");
+	expect_abort(realloc_of_freed, "realloc of a freed block");
 	expect_abort(double_free, "double free");
 	expect_abort(foreign_pointer_free, "never allocated");
 	expect_abort(interior_free, "middle of a block");
