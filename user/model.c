@@ -159,7 +159,16 @@ static struct model_heap *model_heap(struct model *m, uint64_t id)
 	struct model_heap *h = &m->heaps[m->nheaps++];
 	h->id = id;
 	h->applied = 0;
+	h->limit = m->cut ? 0 : UINT64_MAX; /* made after the cut: all past it */
 	return h;
+}
+
+void model_cut(struct model *m, uint64_t heap_id, uint64_t pos)
+{
+	struct model_heap *h = model_heap(m, heap_id);
+
+	if (h)
+		h->limit = pos;
 }
 
 /* Malloc's and free's one-word records, nearly all of them: applied
@@ -220,6 +229,13 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 			return;
 		}
 		m->skipped++;
+	}
+	/* records past the final cut: counted, not applied */
+	if (seq_first + count > h->limit) {
+		uint32_t keep = seq_first >= h->limit ? 0 : (uint32_t)(h->limit - seq_first);
+		m->past_cut += count - (keep > pos ? keep : pos);
+		if (keep < count)
+			count = keep > pos ? keep : pos;
 	}
 	while (pos < count) {
 		struct tally_ev e;

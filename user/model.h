@@ -43,6 +43,7 @@ struct model_thread {
 struct model_heap {
 	uint64_t id;
 	uint64_t applied;
+	uint64_t limit; /* records numbered from here on are past the final cut */
 };
 
 /* --group NAME=GLOB: threads whose name matches join group NAME. */
@@ -72,6 +73,11 @@ struct model {
 	/* threads the SDK's registry had no slot for (more than TALLY_MAX_THREADS
 	 * in groups): at a late attach their current groups are unknown */
 	uint32_t registry_threads_dropped;
+	/* the final read of a running target (model_cut): records past each
+	 * heap's position then, and every record of a heap made after it, are
+	 * left out, so that the figures are those of that one moment */
+	bool cut;
+	uint64_t past_cut; /* records left out */
 	char collided_sdk[TALLY_GROUP_NAME_MAX];
 	uint64_t malformed_bpf; /* batches the BPF side refused */
 	uint64_t lost_msgs;	/* from the BPF side's counters */
@@ -97,6 +103,8 @@ int model_apply(struct model *m, const void *data, size_t len);
 void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
 			 const __u64 *words, uint32_t count);
 /* Records a live heap has not handed over yet, read from its memory. */
+/* The final cut: heap heap_id's figures end at record number pos. */
+void model_cut(struct model *m, uint64_t heap_id, uint64_t pos);
 void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
 			 const __u64 *words, uint32_t count);
 /* Start from a state read from memory (late attach): figures, and each

@@ -626,12 +626,28 @@ static void finish_running(struct session *s)
 	struct remote_alloc ra;
 
 	find_started_libs(s);
-	if (s->heaps_addr && !remote_alloc_read(s->pid, s->heaps_addr, &ra)) {
+	/* a read during which no heap moved, a few tries: each heap's figures
+	 * then match its position */
+	int err = -EAGAIN;
+	for (int tries = 0; s->heaps_addr && tries < 20; tries++) {
+		err = remote_alloc_read(s->pid, s->heaps_addr, &ra);
+		if (err || ra.consistent || tries == 19)
+			break;
+		remote_alloc_free(&ra);
+		usleep(2000);
+	}
+	if (!err) {
+		s->final_consistent = ra.consistent;
 		for (uint32_t i = 0; i < ra.nheaps; i++) {
 			struct remote_heap *h = &ra.heaps[i];
 			model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending,
 					    h->npending);
 		}
+		/* the snapshot is of this moment: records after it, still on
+		 * their way through the ring, stay out (session_finish drains) */
+		for (uint32_t i = 0; i < ra.nheaps; i++)
+			model_cut(&s->model, ra.heaps[i].id, ra.heaps[i].pos);
+		s->model.cut = true;
 		s->final_inprocess = ra.stats;
 		s->have_final_inprocess = true;
 		remote_alloc_free(&ra);
@@ -683,8 +699,13 @@ void session_finish(struct session *s)
 	/* what the target submitted so far is in the ring: drain it */
 	while (loader_consume(s->loader) > 0)
 		;
-	if (!s->gone && target_alive(s->pid))
+	if (!s->gone && target_alive(s->pid)) {
 		finish_running(s);
+		/* batches handed over before the read, still in the ring */
+		session_poll(s, 0);
+		while (loader_consume(s->loader) > 0)
+			;
+	}
 	if (!s->have_final_inprocess) {
 		/* gone, or it went while we looked (-d or a signal came as it
 		 * exited): its last batches and its exit hand-over reached the

@@ -59,6 +59,7 @@ struct session {
 	struct target_child child;
 	int pidfd;
 	struct target_lock lock; /* one tally per target */
+	bool final_consistent;	 /* the final read of a running target saw no heap move */
 	bool gone;	 /* the target has exited */
 	int exit_status; /* a started command's wait status, when gone */
 	char comm[TALLY_COMM_LEN];

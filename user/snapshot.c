@@ -160,6 +160,18 @@ unsigned snapshot_inexact_why(const struct session *s, const char *why[SNAPSHOT_
 		why[n++] = "malformed records refused";
 	if (s->late && !s->late_consistent && s->allocator == SESSION_ALLOC_TALLY)
 		why[n++] = "the allocator's state moved while it was read at attach";
+	if (s->have_final_inprocess && s->allocator == SESSION_ALLOC_TALLY) {
+		/* a target still running at the end: its own figures were read
+		 * while its threads ran; a heap caught in the middle of an
+		 * operation makes the two disagree, and then neither is exact */
+		struct tally_stats st;
+		model_stats(&s->model, &st);
+		if (!s->final_consistent)
+			why[n++] = "the allocator's state moved while it was read at the end";
+		else if (memcmp(&st, &s->final_inprocess, sizeof(st)))
+			why[n++] = "the target was running: tally's figures and the allocator's own, "
+				   "read as its threads ran, differ";
+	}
 	/* ended without the allocator's exit hand-over (killed, or _exit): what
 	 * its threads held and had not handed over may be missing */
 	if (s->gone && s->allocator == SESSION_ALLOC_TALLY && !s->model.have_inprocess)

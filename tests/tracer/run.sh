@@ -92,6 +92,29 @@ rm -f "/run/lock/tally.$wpid.lock"
 kill "$wpid"
 wait "$wpid" 2>/dev/null
 
+# 2c. -d on a target still running (issue 12 item 6): every snapshot is
+#     exact and equal to the allocator's own figures, or flagged with why
+LD_PRELOAD="$ALLOC" "$WL" steady 30 &
+sp=$!
+pids+=("$sp")
+sleep 0.5
+wrong=0 flagged=0
+for i in 1 2 3 4 5 6; do
+	timeout 30 "$TALLY" snapshot -p "$sp" -d 0.5 >"$tmp/st.json" 2>/dev/null
+	if jq -e '.exact' "$tmp/st.json" >/dev/null 2>&1; then
+		jq -e '(.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)) == .stats_inprocess' \
+			"$tmp/st.json" >/dev/null 2>&1 || { wrong=$((wrong + 1)); cp "$tmp/st.json" "$tmp/st.bad.json"; }
+	elif jq -e '.inexact_why | length > 0' "$tmp/st.json" >/dev/null 2>&1; then
+		flagged=$((flagged + 1))
+	else
+		wrong=$((wrong + 1))
+		cp "$tmp/st.json" "$tmp/st.bad.json"
+	fi
+done
+kill "$sp" 2>/dev/null
+check "-d on a running target: exact and equal to the allocator's own, or flagged with why (6 runs, $flagged flagged)" \
+	"$([ $wrong -eq 0 ]; echo $?)" "$(jq -c '{exact, inexact_why, s: .stats.live, own: .stats_inprocess.live}' "$tmp/st.bad.json" 2>&1)"
+
 # 3. CPU charged exclusively: ~300 ms in A, ~100 ms of it nested in B
 timeout 60 "$TALLY" snapshot -- "$WL" spin "$tmp/spin.json" >"$tmp/s3.json" 2>"$tmp/s3.err"
 read -r a b t < <(jq -r '"\(.a_s) \(.b_s) \(.thread_s)"' "$tmp/spin.json" 2>/dev/null)

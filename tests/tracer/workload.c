@@ -375,6 +375,14 @@ int main(int argc, char **argv)
 		raise(SIGSEGV);
 		return 0;
 	}
+	if (!strcmp(argv[1], "steady")) { /* two threads allocating for N s, then exit 0 */
+		pthread_t t;
+		for (uintptr_t i = 1; i <= 2; i++)
+			if (pthread_create(&t, NULL, keep_allocating, (void *)i))
+				return 1;
+		sleep((unsigned)atoi(argv[2]));
+		_exit(0);
+	}
 	if (!strcmp(argv[1], "exitrun")) { /* exit() after N ms, two threads allocating */
 		pthread_t t;
 		for (uintptr_t i = 1; i <= 2; i++)
