@@ -158,7 +158,7 @@ static struct model_heap *model_heap(struct model *m, uint64_t id)
 	}
 	struct model_heap *h = &m->heaps[m->nheaps++];
 	h->id = id;
-	h->applied = 0;
+	h->applied = h->done = 0;
 	h->limit = m->cut ? 0 : UINT64_MAX; /* made after the cut: all past it */
 	return h;
 }
@@ -263,8 +263,14 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
 			 const __u64 *words, uint32_t count)
 {
-	struct model_heap *h;
+	struct model_heap *h = model_heap(m, heap_id);
 
+	/* batches before these are still on their way through the ring (or
+	 * came out of order): applied now, these would set the watermark past
+	 * records not yet applied, which would then be skipped. They come
+	 * through the ring in their batch instead. */
+	if (h && seq_first > h->done)
+		return;
 	model_apply_records(m, heap_id, seq_first, tid, words, count);
 	/* when the batch they sit in is handed over later, they are in already */
 	h = model_heap(m, heap_id);
@@ -309,6 +315,10 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 	if (b->source != TALLY_SRC_ALLOC)
 		return -EINVAL;
 	model_apply_records(m, b->heap_id, b->seq_first, b->tid, b->words, b->count);
+	/* every record below `done` is in: the ring's batches, in order */
+	struct model_heap *h = model_heap(m, b->heap_id);
+	if (h && b->seq_first <= h->done && h->done < b->seq_first + b->count)
+		h->done = b->seq_first + b->count;
 	return 0;
 }
 
@@ -496,6 +506,8 @@ void model_seed_alloc(struct model *m, const struct remote_alloc *ra)
 		struct model_heap *h = model_heap(m, ra->heaps[i].id);
 		if (h && h->applied < ra->heaps[i].pos)
 			h->applied = ra->heaps[i].pos;
+		if (h && h->done < ra->heaps[i].pos)
+			h->done = ra->heaps[i].pos;
 	}
 	m->saw_alloc = true;
 }

@@ -42,7 +42,8 @@ struct model_thread {
  * (read from memory); batches from the ring may come in any order above it. */
 struct model_heap {
 	uint64_t id;
-	uint64_t applied;
+	uint64_t applied; /* records below are in (from the ring, a read, or pending) */
+	uint64_t done;	  /* every record below came in: pending from here may be applied */
 	uint64_t limit; /* records numbered from here on are past the final cut */
 };
 

@@ -25,17 +25,15 @@ static int peek(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
-static int heap_pos(pid_t pid, uint64_t addr, uint64_t *pos)
+/* A heap's stream position now: its seq (records handed over) and the count
+ * of its batch. A flush moves seq and empties the batch, keeping seq + count:
+ * only both together tell whether a copy of the heap was torn by one. */
+static int heap_pos(pid_t pid, uint64_t addr, uint64_t *seq, uint32_t *count)
 {
-	uint64_t seq;
-	uint32_t count;
-	int err;
+	int err = peek(pid, addr + offsetof(struct heap, seq), seq, sizeof(*seq));
 
-	err = peek(pid, addr + offsetof(struct heap, seq), &seq, sizeof(seq));
 	if (!err)
-		err = peek(pid, addr + offsetof(struct heap, batch.count), &count, sizeof(count));
-	if (!err)
-		*pos = seq + count;
+		err = peek(pid, addr + offsetof(struct heap, batch.count), count, sizeof(*count));
 	return err;
 }
 
@@ -193,11 +191,18 @@ static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out,
 		stats_walk_heap(w, h);
 		if (spans)
 			err = walk_heap_segments(pid, at, h, seg, meta, w, seen, &nsegs);
-		uint64_t pos;
+		/* the copy is whole when no flush came during it (seq the same)
+		 * and the batch only grew: its words below the copied count are
+		 * the ones the owner wrote; and it is still when nothing moved */
+		uint64_t seq;
+		uint32_t now_count;
 		if (!err)
-			err = heap_pos(pid, at, &pos);
-		if (!err && pos != rh->pos)
-			out->consistent = false;
+			err = heap_pos(pid, at, &seq, &now_count);
+		if (!err) {
+			rh->whole = seq == rh->seq_first && now_count >= rh->npending;
+			if (!rh->whole || now_count != rh->npending)
+				out->consistent = false;
+		}
 	}
 	if (err)
 		goto out;

@@ -7,6 +7,7 @@
 #ifndef TALLY_REMOTE_H
 #define TALLY_REMOTE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -24,6 +25,7 @@ struct remote_heap {
 	uint32_t tid;
 	uint32_t npending;
 	__u64 *pending; /* npending record words, malloc'd (NULL when none) */
+	bool whole;	/* no flush tore the copy: pending may be applied */
 };
 
 struct remote_alloc {

@@ -613,8 +613,11 @@ void session_collect(struct session *s)
 		return;
 	for (uint32_t i = 0; i < ra.nheaps; i++) {
 		struct remote_heap *h = &ra.heaps[i];
-		model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending,
-				    h->npending);
+		/* a copy a flush tore holds words of another batch than its seq
+		 * says: those records come through the ring instead */
+		if (h->whole)
+			model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending,
+					    h->npending);
 	}
 	remote_alloc_free(&ra);
 }
@@ -640,8 +643,9 @@ static void finish_running(struct session *s)
 		s->final_consistent = ra.consistent;
 		for (uint32_t i = 0; i < ra.nheaps; i++) {
 			struct remote_heap *h = &ra.heaps[i];
-			model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending,
-					    h->npending);
+			if (h->whole)
+				model_apply_pending(&s->model, h->id, h->seq_first, h->tid,
+						    h->pending, h->npending);
 		}
 		/* the snapshot is of this moment: records after it, still on
 		 * their way through the ring, stay out (session_finish drains) */

@@ -200,7 +200,12 @@ if command -v setpriv >/dev/null; then
 	rc=$?
 	check "CAP_SYS_ADMIN alone: a started command is traced, exact" \
 		"$([ $rc -eq 0 ] && jq -e .exact "$tmp/caps.json" >/dev/null; echo $?)" "rc=$rc $(head -c 200 "$tmp/caps.err")"
-	setpriv --reuid=65534 --regid=65534 --clear-groups env LD_PRELOAD="$ALLOC" sleep 30 &
+	# the other user must be able to load the library: a copy outside the
+	# build tree, which may sit in a directory only root can enter
+	libdir=$(mktemp -d /tmp/tally-caps.XXXXXX)
+	chmod 755 "$libdir"
+	cp "$ALLOC" "$libdir/" && chmod 644 "$libdir/libtally_alloc.so"
+	setpriv --reuid=65534 --regid=65534 --clear-groups env LD_PRELOAD="$libdir/libtally_alloc.so" sleep 30 &
 	np=$!
 	pids+=("$np")
 	sleep 0.5
@@ -212,6 +217,8 @@ if command -v setpriv >/dev/null; then
 	check "CAP_SYS_ADMIN and CAP_SYS_PTRACE: -p of another user's process is traced" \
 		"$([ $rc -eq 0 ] && jq -e .exact "$tmp/caps2.json" >/dev/null; echo $?)" "rc=$rc $(head -c 200 "$tmp/caps2.err")"
 	kill "$np" 2>/dev/null
+	wait "$np" 2>/dev/null
+	rm -rf "$libdir"
 fi
 
 # 6. a target that exits mid-trace: the snapshot comes when it goes
