@@ -22,5 +22,8 @@ sed -n '/^{/,$p' "$tmp/out" >"$tmp/snap.json"
 check "then the snapshot: exact, balanced, GPU calls counted through the fake driver" \
 	"$(jq -e '.exact and .stats.balanced and .target.cuda == "driver" and ([.groups[] | select(.name == "infer") | .instance.kernels_launched] | .[0] > 0) and .instance.yield_count > 0' "$tmp/snap.json" >/dev/null; echo $?)" \
 	"$(jq -c '[.exact, .target, .instance]' "$tmp/snap.json" 2>&1 | head -c 400)"
+check "the live view's last figures equal the allocator's own (views read pending records without double counting)" \
+	"$(jq -e '(.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)) == .stats_inprocess' "$tmp/snap.json" >/dev/null; echo $?)" \
+	"$(jq -c '{live: .stats.live, own: .stats_inprocess.live}' "$tmp/snap.json" 2>&1)"
 
 finish
