@@ -181,6 +181,15 @@ unsigned snapshot_inexact_why(const struct session *s, const char *why[SNAPSHOT_
 		why[n++] = "exit() while other threads held records they never handed over";
 	if (s->model.collided_id)
 		why[n++] = "an SDK group got the id of a --group rule's group: their figures merged";
+	if (s->allocator == SESSION_ALLOC_TALLY) {
+		/* a view's tick while threads run: one thread's records (a
+		 * foreign free) may be in before another's (the allocation) */
+		struct tally_stats cut;
+		model_stats(&s->model, &cut);
+		if (!tally_stats_balanced(&cut))
+			why[n++] = "the identity does not balance at this moment: records of "
+				   "other threads still on their way";
+	}
 	if (s->late && s->model.registry_threads_dropped)
 		why[n++] = "more threads in groups than the SDK's registry holds (4096) at attach: "
 			   "some threads' groups unknown, their CPU charged to root";
