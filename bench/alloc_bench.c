@@ -558,6 +558,21 @@ static uint64_t floor_bytes(char **ptrs, uint32_t n, uint32_t survivors)
 	return (uint64_t)distinct << FLOOR_PAGE_SHIFT;
 }
 
+/* n blocks of lo..hi bytes, written whole; each records its own size in its
+ * first bytes (a side array would add uncounted RSS). */
+static void fill_sized(char **ptrs, uint32_t n, uint32_t lo, uint32_t hi, uint64_t *rng)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t size = rng_range(rng, lo, hi);
+
+		ptrs[i] = malloc(size);
+		if (!ptrs[i])
+			oom();
+		memset(ptrs[i], 0xa5, size);
+		memcpy(ptrs[i], &size, sizeof(size));
+	}
+}
+
 /*
  * Fill with about 800 MB of ~400 B objects, then free all but keep_permille of them, chosen by
  * a shuffle so that the survivors are scattered over the whole heap, and freed in that shuffled
@@ -579,16 +594,7 @@ static int run_fill_free(const char *name, unsigned int keep_permille)
 	ptrs = malloc((size_t)n * sizeof(*ptrs));
 	if (!ptrs)
 		oom();
-	for (i = 0; i < n; i++) {
-		uint32_t size = rng_range(&rng, 352, 448);
-
-		ptrs[i] = malloc(size);
-		if (!ptrs[i])
-			oom();
-		memset(ptrs[i], 0xa5, size);
-		/* The object records its own size: a side array would add uncounted RSS. */
-		memcpy(ptrs[i], &size, sizeof(size));
-	}
+	fill_sized(ptrs, n, 352, 448, &rng);
 	peak = rss_bytes();
 
 	/* The shuffle lives outside the allocator and is unmapped before any RSS sample. */
@@ -694,15 +700,7 @@ static int run_idle(const char *name, bool active)
 	base = rss_bytes();
 	/* Bookkeeping outside the allocator; only the survivors' array stays, and counts as live. */
 	ptrs = scratch_map((size_t)n * sizeof(*ptrs));
-	for (i = 0; i < n; i++) {
-		uint32_t size = rng_range(&rng, 380, 420);
-
-		ptrs[i] = malloc(size);
-		if (!ptrs[i])
-			oom();
-		memset(ptrs[i], 0xa5, size);
-		memcpy(ptrs[i], &size, sizeof(size));
-	}
+	fill_sized(ptrs, n, 380, 420, &rng);
 	peak = rss_bytes();
 	for (i = n; i-- > 0;)
 		if (i % IDLE_KEEP)

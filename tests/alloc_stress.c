@@ -175,6 +175,25 @@ struct worker {
 	int64_t outstanding; /* requested bytes live */
 };
 
+/* One random operation on one of the worker's slots: allocate an empty
+ * one, or realloc (one in four) or free a full one, keeping `outstanding`. */
+static void worker_step(struct worker *w)
+{
+	struct blk *b = &w->blks[rnd(&w->seed) % SLOTS];
+
+	if (!b->p) {
+		blk_alloc(b, &w->seed);
+		w->outstanding += (int64_t)b->q;
+	} else if (rnd(&w->seed) % 4 == 0) {
+		w->outstanding -= (int64_t)b->q;
+		blk_realloc(b, &w->seed);
+		w->outstanding += (int64_t)b->q;
+	} else {
+		w->outstanding -= (int64_t)b->q;
+		blk_free(b);
+	}
+}
+
 static void *random_worker(void *arg)
 {
 	in_worker = true;
@@ -182,18 +201,7 @@ static void *random_worker(void *arg)
 
 	tally_alloc__set_group(STRESS_GROUP);
 	for (unsigned i = 0; i < w->iters; i++) {
-		struct blk *b = &w->blks[rnd(&w->seed) % SLOTS];
-		if (!b->p) {
-			blk_alloc(b, &w->seed);
-			w->outstanding += (int64_t)b->q;
-		} else if (rnd(&w->seed) % 4 == 0) {
-			w->outstanding -= (int64_t)b->q;
-			blk_realloc(b, &w->seed);
-			w->outstanding += (int64_t)b->q;
-		} else {
-			w->outstanding -= (int64_t)b->q;
-			blk_free(b);
-		}
+		worker_step(w);
 	}
 	/* exit with about half of the blocks live */
 	for (unsigned i = 0; i < SLOTS; i += 2) {
@@ -402,18 +410,7 @@ static void *pausing_worker(void *arg)
 	tally_alloc__set_group(STRESS_GROUP);
 	for (unsigned r = 0; r < pw->rounds; r++) {
 		for (unsigned i = 0; i < 400; i++) {
-			struct blk *b = &w->blks[rnd(&w->seed) % SLOTS];
-			if (!b->p) {
-				blk_alloc(b, &w->seed);
-				w->outstanding += (int64_t)b->q;
-			} else if (rnd(&w->seed) % 4 == 0) {
-				w->outstanding -= (int64_t)b->q;
-				blk_realloc(b, &w->seed);
-				w->outstanding += (int64_t)b->q;
-			} else {
-				w->outstanding -= (int64_t)b->q;
-				blk_free(b);
-			}
+			worker_step(w);
 		}
 		uint64_t ms = rnd(&w->seed) % (3 * pw->pause_ms + 1);
 		struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
