@@ -46,7 +46,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target
 
-.PHONY: all clean test test-build setup bench bench-alloc bench-trace format-check demo stress cupti
+.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring format-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
 
 # The CUPTI injection library and its unit test, when a CUDA toolkit with
@@ -87,7 +87,7 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD
 	-I/usr/include/$(shell uname -m)-linux-gnu
 BPF_OBJS := tally glibc cuda
 SKELS := $(patsubst %,$(BUILD)/bpf/%.skel.h,$(BPF_OBJS))
-USER_SRCS := user/main.c user/cli.c user/figures.c user/session.c user/snapshot.c user/model.c user/remote.c \
+USER_SRCS := user/main.c user/cli.c user/figures.c user/session.c user/session_state.c user/snapshot.c user/model.c user/remote.c \
 	user/target.c user/loader.c user/json.c user/replay.c user/glibc.c \
 	user/gpu.c user/cuda.c user/outfile.c user/target_lock.c
 # The views (top, record, serve) each in files of their own.
@@ -244,7 +244,9 @@ bench-alloc: setup all
 bench-trace: all
 	@scripts/setup.sh --bench
 	@scripts/bench-trace.sh
-bench: bench-alloc bench-trace
+bench-ring: all test-build
+	@scripts/bench-ring.sh
+bench: bench-alloc bench-trace bench-ring
 
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h') && echo "format: clean"

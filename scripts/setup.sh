@@ -12,7 +12,7 @@ pkgs=(
 	clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
 	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux libncurses-dev libmicrohttpd-dev curl
-	sqlite3 strace
+	sqlite3 strace time
 )
 # The tracers tally is compared with (`make bench-trace`), only when asked:
 # `scripts/setup.sh --bench`. bcc compiles its programs against kernel

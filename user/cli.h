@@ -13,7 +13,8 @@
 #include "session.h"
 
 #define CLI_MAX_RULES 32
-#define CLI_RING_MB_DEFAULT 8
+#define CLI_RING_MB_DEFAULT                                                                        \
+	32 /* one or two threads allocating flat out lose nothing (make bench) */
 
 struct cli_target {
 	struct session_opts o;

@@ -26,12 +26,24 @@ struct loader {
 	unsigned nlinks;
 	loader_msg_fn fn;
 	void *ctx;
+	uint64_t ring_bytes;
+	uint64_t budget; /* bytes this consume may still take */
+	unsigned taken;
+	bool more; /* the last consume stopped with records left */
 };
+
+/* What on_ring returns to stop libbpf's loop, which otherwise runs for as
+ * long as the producer keeps up with it: forever on a busy target. */
+#define RING_BUDGET_SPENT (-EDQUOT)
 
 static int on_ring(void *ctx, void *data, size_t len)
 {
 	struct loader *l = ctx;
-	l->fn(l->ctx, data, len);
+	int stop = l->fn(l->ctx, data, len);
+	l->taken++;
+	if (stop < 0 || len + 8 >= l->budget) /* 8: the record's header in the ring */
+		return RING_BUDGET_SPENT;
+	l->budget -= len + 8;
 	return 0;
 }
 
@@ -76,7 +88,8 @@ int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg
 		goto fail;
 	}
 	l->skel->rodata->target_tgid = (uint32_t)tgid;
-	err = bpf_map__set_max_entries(l->skel->maps.events, (uint32_t)ring_size(ring_bytes));
+	l->ring_bytes = ring_size(ring_bytes);
+	err = bpf_map__set_max_entries(l->skel->maps.events, (uint32_t)l->ring_bytes);
 	if (err)
 		goto fail;
 	/* every program is attached by hand, each to its own file and pid */
@@ -167,7 +180,25 @@ int loader_attach_sdk(struct loader *l, pid_t pid, const char *path)
 
 int loader_consume(struct loader *l)
 {
-	return ring_buffer__consume(l->rb);
+	int err;
+
+	l->budget = l->ring_bytes;
+	l->taken = 0;
+	err = ring_buffer__consume(l->rb);
+	l->more = err == RING_BUDGET_SPENT;
+	if (err < 0 && !l->more)
+		return err;
+	return (int)l->taken;
+}
+
+uint64_t loader_ring_bytes(const struct loader *l)
+{
+	return l->ring_bytes;
+}
+
+bool loader_more(const struct loader *l)
+{
+	return l->more;
 }
 
 void loader_lost(struct loader *l, struct tally_lost *sum)

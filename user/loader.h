@@ -14,6 +14,7 @@
 #include "../bpf/tally_events.h"
 
 struct loader;
+/* A message, taken; a negative return ends the loader_consume it came in. */
 typedef int (*loader_msg_fn)(void *ctx, const void *data, size_t len);
 
 /* ring_bytes is rounded up to a power of two of at least a page. */
@@ -27,8 +28,13 @@ int loader_attach_alloc(struct loader *l, pid_t pid, const char *path);
 int loader_attach_sdk(struct loader *l, pid_t pid, const char *path);
 /* tally:batch alone, in another producer (libtally_cupti.so). */
 int loader_attach_batch(struct loader *l, pid_t pid, const char *path);
-/* Hand every message in the ring to the callback; how many, or -errno. */
+/* Hand the messages in the ring to the callback, at most a ring's size of
+ * them (a busy target refills it as fast as it drains: the caller gets
+ * control back to watch its deadline and signals); how many, or -errno. */
 int loader_consume(struct loader *l);
+/* The last loader_consume stopped at its bound, records still in the ring. */
+bool loader_more(const struct loader *l);
+uint64_t loader_ring_bytes(const struct loader *l);
 void loader_lost(struct loader *l, struct tally_lost *sum);
 int loader_group_cpu(struct loader *l, uint64_t cpu[TALLY_MAX_GROUPS]);
 /* Add to cpu[] the intervals running threads are in now (not charged yet). */

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "session.h"
+#include "session_state.h"
 
 #define TALLY_NICE -10
 
@@ -52,8 +53,7 @@ uint64_t session_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int status, const char *fmt, ...)
+int session_fail(int status, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -109,38 +109,10 @@ static int lib_beside_self(const char *name, char *out, size_t len)
 
 /* Messages go to the model; a thread that a --group rule now names has its
  * CPU charged to that group by the BPF side too. */
-/* While a running target's state is read, messages are kept aside (the
- * read can take longer than the ring holds), then applied in order. */
-struct deferred {
-	struct deferred *next;
-	size_t len;
-	char data[];
-};
-
-static void defer(struct session *s, const void *data, size_t len)
+void session_deliver(struct session *s, const void *data, size_t len)
 {
-	struct deferred *d = malloc(sizeof(*d) + len);
-
-	if (!d) {
-		s->model.malformed++; /* counted: the figures say they are not exact */
-		return;
-	}
-	d->next = NULL;
-	d->len = len;
-	memcpy(d->data, data, len);
-	*s->deferred_tail = d;
-	s->deferred_tail = &d->next;
-}
-
-static int on_msg(void *ctx, const void *data, size_t len)
-{
-	struct session *s = ctx;
 	const struct tally_msg *h = data;
 
-	if (s->deferring) {
-		defer(s, data, len);
-		return 0;
-	}
 	model_apply(&s->model, data, len);
 	if (len >= sizeof(struct tally_msg_thread) && h->kind == TALLY_MSG_THREAD_NAME &&
 	    (h->flags & TALLY_THREAD_EXEC)) {
@@ -159,7 +131,19 @@ static int on_msg(void *ctx, const void *data, size_t len)
 		if (t && t->rule_group >= 0 && t->group == 0)
 			loader_set_thread_group(s->loader, t->tid, (uint32_t)t->rule_group);
 	}
-	return 0;
+}
+
+static int on_msg(void *ctx, const void *data, size_t len)
+{
+	struct session *s = ctx;
+
+	if (!__atomic_load_n(&s->deferring, __ATOMIC_ACQUIRE)) {
+		session_deliver(s, data, len);
+		return 0;
+	}
+	session_defer(s, data, len);
+	/* the read is over: the drain thread stops at once */
+	return __atomic_load_n(&s->drain_stop, __ATOMIC_ACQUIRE) ? -1 : 0;
 }
 
 /* A probe that could not be attached: the target may have exited meanwhile,
@@ -167,13 +151,15 @@ static int on_msg(void *ctx, const void *data, size_t len)
 static int attach_failed(struct session *s, const char *what, int err)
 {
 	if (err == -ESRCH || (!s->spawned && !target_alive(s->pid)))
-		return fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach", s->pid);
+		return session_fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
+				    s->pid);
 	if (err == -EACCES || err == -EPERM)
-		return fail(TALLY_EXIT_PERM,
-			    "cannot attach uprobes to %s: %s: this kernel wants CAP_SYS_ADMIN for "
-			    "uprobe perf events (CAP_BPF with CAP_PERFMON is not enough)",
-			    what, strerror(-err));
-	return fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", what, strerror(-err));
+		return session_fail(
+			TALLY_EXIT_PERM,
+			"cannot attach uprobes to %s: %s: this kernel wants CAP_SYS_ADMIN for "
+			"uprobe perf events (CAP_BPF with CAP_PERFMON is not enough)",
+			what, strerror(-err));
+	return session_fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", what, strerror(-err));
 }
 
 static int attach_libs(struct session *s)
@@ -202,12 +188,15 @@ static int start_glibc(struct session *s)
 	/* a started command maps the libc tally maps; a running one says which */
 	err = target_find_lib(s->spawned ? getpid() : s->pid, "libc.so", libc, sizeof(libc), &bias);
 	if (err && !s->spawned && !target_alive(s->pid))
-		return fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach", s->pid);
+		return session_fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
+				    s->pid);
 	if (err)
-		return fail(TALLY_EXIT_FAIL, "no libc mapped in %d: %s", s->pid, strerror(-err));
+		return session_fail(TALLY_EXIT_FAIL, "no libc mapped in %d: %s", s->pid,
+				    strerror(-err));
 	s->glibc = glibc_trace_open(s->pid, loader_threads_fd(s->loader), 0, &err);
 	if (!s->glibc)
-		return fail(TALLY_EXIT_FAIL, "cannot load the glibc probes: %s", strerror(-err));
+		return session_fail(TALLY_EXIT_FAIL, "cannot load the glibc probes: %s",
+				    strerror(-err));
 	err = glibc_trace_attach(s->glibc, s->pid, libc);
 	if (err)
 		return attach_failed(s, libc, err);
@@ -282,8 +271,8 @@ static int spawn(struct session *s, const struct session_opts *o)
 	if (!err)
 		err = lib_beside_self("libtally.so", sdk, sizeof(sdk));
 	if (err)
-		return fail(TALLY_EXIT_FAIL, "tally's libraries are not beside it: %s",
-			    strerror(-err));
+		return session_fail(TALLY_EXIT_FAIL, "tally's libraries are not beside it: %s",
+				    strerror(-err));
 	snprintf(preload, sizeof(preload), "%s:%s", alloc, sdk);
 	/* CUPTI for a command tally starts, when it was built (a CUDA toolkit
 	 * was there) and nobody else injects */
@@ -296,7 +285,8 @@ static int spawn(struct session *s, const struct session_opts *o)
 	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, env_extra, o->cmd_stdio,
 			   o->cmd_stdout_to_stderr, &s->child);
 	if (err)
-		return fail(TALLY_EXIT_CMD, "cannot start %s: %s", o->cmd[0], strerror(-err));
+		return session_fail(TALLY_EXIT_CMD, "cannot start %s: %s", o->cmd[0],
+				    strerror(-err));
 	s->pid = s->child.pid;
 	s->spawned = true;
 	/* the probes sit on the files; with --no-preload they fire if CMD loads them */
@@ -311,10 +301,11 @@ static int find_running(struct session *s)
 	int err;
 
 	if (!target_alive(s->pid))
-		return fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
+		return session_fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
 	if (target_is_kthread(s->pid))
-		return fail(TALLY_EXIT_NO_PROCESS,
-			    "process %d is a kernel thread: it has no user memory to trace", s->pid);
+		return session_fail(TALLY_EXIT_NO_PROCESS,
+				    "process %d is a kernel thread: it has no user memory to trace",
+				    s->pid);
 	err = target_find_lib(s->pid, "libtally_alloc.so", s->alloc_path, sizeof(s->alloc_path),
 			      &bias);
 	if (err == -ENOENT) {
@@ -324,11 +315,12 @@ static int find_running(struct session *s)
 			"call: slow, and only what is allocated from now on)\n",
 			s->pid);
 	} else if (err == -EACCES || err == -EPERM) {
-		return fail(TALLY_EXIT_PERM, "no permission to read the memory map of process %d: %s",
-			    s->pid, strerror(-err));
+		return session_fail(TALLY_EXIT_PERM,
+				    "no permission to read the memory map of process %d: %s",
+				    s->pid, strerror(-err));
 	} else if (err) {
-		return fail(TALLY_EXIT_NO_PROCESS, "cannot read the maps of %d: %s", s->pid,
-			    strerror(-err));
+		return session_fail(TALLY_EXIT_NO_PROCESS, "cannot read the maps of %d: %s", s->pid,
+				    strerror(-err));
 	} else {
 		s->heaps_addr = bias; /* plus the symbol's address, below */
 	}
@@ -336,122 +328,6 @@ static int find_running(struct session *s)
 		s->sdk_path[0] = 0;
 	else
 		s->registry_addr = bias;
-	return TALLY_EXIT_OK;
-}
-
-static void *drain_main(void *arg)
-{
-	struct session *s = arg;
-
-	while (!__atomic_load_n(&s->drain_stop, __ATOMIC_ACQUIRE)) {
-		loader_consume(s->loader);
-		usleep(1000);
-	}
-	loader_consume(s->loader);
-	return NULL;
-}
-
-static void apply_deferred(struct session *s)
-{
-	struct deferred *d = s->deferred;
-
-	s->deferring = false;
-	while (d) {
-		struct deferred *next = d->next;
-		on_msg(s, d->data, d->len);
-		free(d);
-		d = next;
-	}
-	s->deferred = NULL;
-	s->deferred_tail = &s->deferred;
-}
-
-static int read_running_state_at(struct session *s);
-
-/* A running target's state, read after every probe is in place; meanwhile
- * a thread keeps the ring drained into the deferred list. */
-static int read_running_state(struct session *s)
-{
-	pthread_t drain;
-	bool draining;
-	int rc;
-
-	s->deferred = NULL;
-	s->deferred_tail = &s->deferred;
-	s->deferring = true;
-	s->drain_stop = false;
-	draining = !pthread_create(&drain, NULL, drain_main, s);
-	rc = read_running_state_at(s);
-	if (draining) {
-		__atomic_store_n(&s->drain_stop, true, __ATOMIC_RELEASE);
-		pthread_join(drain, NULL);
-	}
-	apply_deferred(s);
-	return rc;
-}
-
-static int read_running_state_at(struct session *s)
-{
-	struct remote_alloc ra;
-	struct tally_registry *reg;
-	pid_t *tids = NULL;
-	int n = 0, err;
-
-	if (s->registry_addr) {
-		reg = malloc(sizeof(*reg));
-		if (reg && !remote_registry_read(s->pid, s->registry_addr, reg)) {
-			model_seed_registry(&s->model, reg, false);
-			for (unsigned i = 0; i < TALLY_MAX_THREADS; i++)
-				if (reg->threads[i].tid && reg->threads[i].group)
-					loader_set_thread_group(s->loader, reg->threads[i].tid,
-								reg->threads[i].group);
-		}
-		free(reg);
-	}
-	/* every thread, however many: a --group rule names them by their comm */
-	for (int cap = 4096; cap <= (1 << 22); cap *= 2) {
-		pid_t *more = realloc(tids, (size_t)cap * sizeof(*tids));
-		if (!more)
-			break;
-		tids = more;
-		n = target_threads(s->pid, tids, cap);
-		if (n < cap)
-			break;
-	}
-	for (int i = 0; i < n; i++) {
-		char comm[TALLY_COMM_LEN];
-		if (target_comm(s->pid, tids[i], comm, sizeof(comm)))
-			continue;
-		int32_t g = model_thread_named(&s->model, (uint32_t)tids[i], comm);
-		struct model_thread *t = model_thread(&s->model, (uint32_t)tids[i], false);
-		if (g >= 0 && t && t->group == 0)
-			loader_set_thread_group(s->loader, (uint32_t)tids[i], (uint32_t)g);
-	}
-	free(tids);
-	if (!s->heaps_addr)
-		return TALLY_EXIT_OK;
-	/* a heap that moved while read is read again, a few times */
-	for (int tries = 0; tries < 20; tries++) {
-		err = remote_alloc_read(s->pid, s->heaps_addr, &ra);
-		if (err == -ESRCH || !target_alive(s->pid))
-			return fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
-				    s->pid);
-		if (err == -EPERM || err == -EACCES)
-			return fail(TALLY_EXIT_PERM,
-				    "cannot read the memory of process %d: %s (another user's process: "
-				    "needs CAP_SYS_PTRACE)",
-				    s->pid, strerror(-err));
-		if (err)
-			return fail(TALLY_EXIT_FAIL, "cannot read the allocator of %d: %s", s->pid,
-				    remote_strerror(err));
-		if (ra.consistent || tries == 19)
-			break;
-		remote_alloc_free(&ra);
-		usleep(2000);
-	}
-	s->late_consistent = ra.consistent;
-	model_seed_alloc(&s->model, &ra);
-	remote_alloc_free(&ra);
 	return TALLY_EXIT_OK;
 }
 
@@ -467,24 +343,31 @@ int session_start(struct session *s, const struct session_opts *o)
 	for (unsigned i = 0; i < o->nrules; i++) {
 		err = model_add_rule(&s->model, o->rules[i]);
 		if (err)
-			return fail(TALLY_EXIT_USAGE, "bad --group '%s': want NAME=GLOB",
-				    o->rules[i]);
+			return session_fail(TALLY_EXIT_USAGE, "bad --group '%s': want NAME=GLOB",
+					    o->rules[i]);
 	}
 	if (!have_caps())
-		return fail(TALLY_EXIT_PERM, "needs root (CAP_SYS_ADMIN; CAP_SYS_PTRACE too for "
-						   "another user's process)");
+		return session_fail(TALLY_EXIT_PERM,
+				    "needs root (CAP_SYS_ADMIN; CAP_SYS_PTRACE too for "
+				    "another user's process)");
 	if (!have_btf())
-		return fail(TALLY_EXIT_NO_BTF,
-			    "the kernel has no BTF (/sys/kernel/btf/vmlinux): tally needs a kernel "
-			    "built with CONFIG_DEBUG_INFO_BTF");
+		return session_fail(
+			TALLY_EXIT_NO_BTF,
+			"the kernel has no BTF (/sys/kernel/btf/vmlinux): tally needs a kernel "
+			"built with CONFIG_DEBUG_INFO_BTF");
 	s->pid = o->pid;
 	s->late = !o->cmd;
 	rc = o->cmd ? spawn(s, o) : find_running(s);
 	if (rc)
 		return rc;
+	/* A target busy on every CPU would starve the consumer, and the ring
+	 * holds only milliseconds of a busy allocator's records: tally runs
+	 * ahead of it (a started CMD was forked before, at the usual nice;
+	 * threads tally starts from here on inherit it). */
+	setpriority(PRIO_PROCESS, 0, TALLY_NICE); /* not fatal: a full ring is counted */
 	rc = target_lock(&s->lock, TARGET_LOCK_DIR, s->pid);
 	if (rc == -EBUSY)
-		return fail(TALLY_EXIT_BUSY, "another tally is tracing process %d", s->pid);
+		return session_fail(TALLY_EXIT_BUSY, "another tally is tracing process %d", s->pid);
 	if (rc)
 		fprintf(stderr,
 			"tally: warning: no lock for process %d in %s (%s): another tally could "
@@ -504,18 +387,19 @@ int session_start(struct session *s, const struct session_opts *o)
 	}
 	s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
 	if (s->pidfd < 0 && !s->spawned)
-		return fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
+		return session_fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
 	loader_libbpf_messages(o->verbose);
 	err = loader_open(&s->loader, s->pid, o->ring_bytes, on_msg, s);
 	if (err)
-		return fail(err == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL,
-			    "cannot load the BPF programs: %s", strerror(-err));
+		return session_fail(err == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL,
+				    "cannot load the BPF programs: %s", strerror(-err));
 	err = loader_attach_sched(s->loader);
 	if (err)
-		return fail(TALLY_EXIT_FAIL, "cannot attach to the scheduler: %s", strerror(-err));
+		return session_fail(TALLY_EXIT_FAIL, "cannot attach to the scheduler: %s",
+				    strerror(-err));
 	s->start_ns = session_now_ns();
 	if (s->spawned) {
-		/* addresses are only known once CMD runs: finish_running finds them */
+		/* addresses are only known once CMD runs: session_read_final finds them */
 		rc = attach_libs(s);
 		if (rc)
 			return rc;
@@ -533,7 +417,8 @@ int session_start(struct session *s, const struct session_opts *o)
 		}
 		err = target_release(&s->child);
 		if (err)
-			return fail(TALLY_EXIT_CMD, "cannot run %s: %s", o->cmd[0], strerror(-err));
+			return session_fail(TALLY_EXIT_CMD, "cannot run %s: %s", o->cmd[0],
+					    strerror(-err));
 	} else {
 		rc = attach_libs(s);
 		if (!rc && !s->alloc_path[0])
@@ -541,18 +426,14 @@ int session_start(struct session *s, const struct session_opts *o)
 		if (!rc)
 			start_cuda(s);
 		if (!rc)
-			rc = read_running_state(s);
+			rc = session_read_attach(s);
 		if (rc)
 			return rc;
 		if (!target_alive(s->pid))
-			return fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
-				    s->pid);
+			return session_fail(TALLY_EXIT_NO_PROCESS,
+					    "process %d exited during attach", s->pid);
 	}
 	target_comm(s->pid, s->pid, s->comm, sizeof(s->comm));
-	/* A target busy on every CPU would starve the consumer, and the ring
-	 * holds only milliseconds of a busy allocator's records: tally runs
-	 * ahead of it (a started CMD was forked before, at the usual nice). */
-	setpriority(PRIO_PROCESS, 0, TALLY_NICE); /* not fatal: a full ring is counted */
 	if (o->verbose)
 		fprintf(stderr, "tally: attached to %d (%s)\n", s->pid, s->comm);
 	return TALLY_EXIT_OK;
@@ -565,6 +446,8 @@ int session_poll(struct session *s, int timeout_ms)
 
 	if (s->gone)
 		return 1;
+	if (loader_more(s->loader))
+		timeout_ms = 0; /* records wait: no sleep before they are taken */
 	if (s->pidfd >= 0) {
 		if (poll(&p, 1, timeout_ms) < 0 && errno != EINTR)
 			return -errno;
@@ -586,93 +469,17 @@ int session_poll(struct session *s, int timeout_ms)
 	return s->gone ? 1 : 0;
 }
 
-/* The addresses a started CMD's libraries have, once it has mapped them. */
-static void find_started_libs(struct session *s)
-{
-	uint64_t a, bias;
-
-	if (!s->heaps_addr && (s->spawned || s->execed) &&
-	    !target_find_lib(s->pid, "libtally_alloc.so", s->alloc_path, sizeof(s->alloc_path),
-			     &bias) &&
-	    !target_elf_symbol(s->alloc_path, "tally_heaps", &a))
-		s->heaps_addr = bias + a;
-	if (!s->registry_addr && (s->spawned || s->execed) &&
-	    !target_find_lib(s->pid, "libtally.so", s->sdk_path, sizeof(s->sdk_path), &bias) &&
-	    !target_elf_symbol(s->sdk_path, "tally_registry", &a))
-		s->registry_addr = bias + a;
-}
-
-void session_collect(struct session *s)
-{
-	struct remote_alloc ra;
-
-	if (s->gone)
-		return;
-	find_started_libs(s);
-	if (!s->heaps_addr || remote_pending_read(s->pid, s->heaps_addr, &ra))
-		return;
-	for (uint32_t i = 0; i < ra.nheaps; i++) {
-		struct remote_heap *h = &ra.heaps[i];
-		/* a copy a flush tore holds words of another batch than its seq
-		 * says: those records come through the ring instead */
-		if (h->whole)
-			model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending,
-					    h->npending);
-	}
-	remote_alloc_free(&ra);
-}
-
-/* The figures of a target still running: its pending records, its
- * allocator's own figures and resident bytes, its registry's counters. */
-static void finish_running(struct session *s)
-{
-	struct remote_alloc ra;
-
-	find_started_libs(s);
-	/* a read during which no heap moved, a few tries: each heap's figures
-	 * then match its position */
-	int err = -EAGAIN;
-	for (int tries = 0; s->heaps_addr && tries < 20; tries++) {
-		err = remote_alloc_read(s->pid, s->heaps_addr, &ra);
-		if (err || ra.consistent || tries == 19)
-			break;
-		remote_alloc_free(&ra);
-		usleep(2000);
-	}
-	if (!err) {
-		s->final_consistent = ra.consistent;
-		for (uint32_t i = 0; i < ra.nheaps; i++) {
-			struct remote_heap *h = &ra.heaps[i];
-			if (h->whole)
-				model_apply_pending(&s->model, h->id, h->seq_first, h->tid,
-						    h->pending, h->npending);
-		}
-		/* the snapshot is of this moment: records after it, still on
-		 * their way through the ring, stay out (session_finish drains) */
-		for (uint32_t i = 0; i < ra.nheaps; i++)
-			model_cut(&s->model, ra.heaps[i].id, ra.heaps[i].pos);
-		s->model.cut = true;
-		s->final_inprocess = ra.stats;
-		s->have_final_inprocess = true;
-		remote_alloc_free(&ra);
-		if (!target_alloc_resident(s->pid, &s->resident))
-			s->have_resident = true;
-	}
-	if (s->registry_addr) {
-		struct tally_registry *reg = malloc(sizeof(*reg));
-		if (reg && !remote_registry_read(s->pid, s->registry_addr, reg))
-			model_seed_registry(&s->model, reg, true);
-		free(reg);
-	}
-}
-
 void session_refresh(struct session *s)
 {
 	struct tally_lost lost;
 
+	/* only what was lost between the state read at attach and the cut at
+	 * the end counts: the rest is in the state read, or past the cut */
 	loader_lost(s->loader, &lost);
-	s->model.lost_msgs = lost.msgs;
-	s->model.lost_words = lost.words;
+	const struct tally_lost *end = s->have_lost_cut ? &s->lost_cut : &lost;
+	s->model.lost_msgs = end->msgs - s->lost_base.msgs;
+	s->model.lost_words = end->words - s->lost_base.words;
+	s->lost_ignored = lost.msgs - s->model.lost_msgs;
 	s->model.malformed_bpf = lost.bad;
 	loader_group_cpu(s->loader, s->cpu);
 	if (!s->gone)
@@ -701,22 +508,19 @@ void session_refresh(struct session *s)
 void session_finish(struct session *s)
 {
 	/* what the target submitted so far is in the ring: drain it */
-	while (loader_consume(s->loader) > 0)
-		;
+	session_drain_ring(s);
 	if (!s->gone && target_alive(s->pid)) {
-		finish_running(s);
+		session_read_final(s);
 		/* batches handed over before the read, still in the ring */
 		session_poll(s, 0);
-		while (loader_consume(s->loader) > 0)
-			;
+		session_drain_ring(s);
 	}
 	if (!s->have_final_inprocess) {
 		/* gone, or it went while we looked (-d or a signal came as it
 		 * exited): its last batches and its exit hand-over reached the
 		 * ring before it died, maybe after the drain above */
 		session_poll(s, 0);
-		while (loader_consume(s->loader) > 0)
-			;
+		session_drain_ring(s);
 		if (s->model.have_inprocess) {
 			s->resident = s->model.resident_at_exit;
 			s->have_resident = true;

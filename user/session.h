@@ -9,6 +9,7 @@
 #ifndef TALLY_SESSION_H
 #define TALLY_SESSION_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,8 +61,8 @@ struct session {
 	int pidfd;
 	struct target_lock lock; /* one tally per target */
 	bool final_consistent;	 /* the final read of a running target saw no heap move */
-	bool gone;	 /* the target has exited */
-	int exit_status; /* a started command's wait status, when gone */
+	bool gone;		 /* the target has exited */
+	int exit_status;	 /* a started command's wait status, when gone */
 	char comm[TALLY_COMM_LEN];
 	enum session_allocator allocator;
 	char alloc_path[TARGET_PATH_MAX];
@@ -81,11 +82,28 @@ struct session {
 	/* messages kept aside while a running target's state is read */
 	bool deferring;
 	bool drain_stop;
+	bool drain_caught_up;	      /* the ring was empty once since the thread began */
+	bool reading;		      /* the read has begun: every message is kept */
+	uint64_t batches_before_read; /* allocator batches left out: in the state read */
+	pthread_mutex_t deferred_lock;
 	struct deferred *deferred, **deferred_tail;
+	struct deferred *spare; /* nodes for reuse */
+	unsigned nspare;
+	uint64_t deferred_bytes;
+	uint64_t deferred_dropped; /* messages past SESSION_DEFER_MAX: not exact */
+	/* the ring's lost counters when the state read at attach began and at
+	 * the cut at the end: only losses between them matter */
+	struct tally_lost lost_base, lost_cut;
+	bool have_lost_cut;
+	uint64_t lost_ignored; /* messages lost outside that window */
 	/* every message, after the model has it (tally record) */
 	void (*observer)(void *ctx, const void *data, size_t len);
 	void *observer_ctx;
 };
+
+/* The most tally keeps aside while a running target's state is read (the
+ * read takes milliseconds; a busy target hands over ~1 GB/s of records). */
+#define SESSION_DEFER_MAX (64ULL << 20)
 
 extern volatile sig_atomic_t session_exiting;
 void session_install_signals(void);

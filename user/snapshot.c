@@ -158,6 +158,9 @@ unsigned snapshot_inexact_why(const struct session *s, const char *why[SNAPSHOT_
 		why[n++] = "events lost: the ring was full";
 	if (s->model.malformed || s->model.malformed_bpf)
 		why[n++] = "malformed records refused";
+	if (s->deferred_dropped)
+		why[n++] = "records that came while the state was read at attach were more than "
+			   "tally keeps aside (64 MiB): some dropped";
 	if (s->late && !s->late_consistent && s->allocator == SESSION_ALLOC_TALLY)
 		why[n++] = "the allocator's state moved while it was read at attach";
 	if (s->have_final_inprocess && s->allocator == SESSION_ALLOC_TALLY) {
@@ -169,8 +172,9 @@ unsigned snapshot_inexact_why(const struct session *s, const char *why[SNAPSHOT_
 		if (!s->final_consistent)
 			why[n++] = "the allocator's state moved while it was read at the end";
 		else if (memcmp(&st, &s->final_inprocess, sizeof(st)))
-			why[n++] = "the target was running: tally's figures and the allocator's own, "
-				   "read as its threads ran, differ";
+			why[n++] =
+				"the target was running: tally's figures and the allocator's own, "
+				"read as its threads ran, differ";
 	}
 	/* ended without the allocator's exit hand-over (killed, or _exit): what
 	 * its threads held and had not handed over may be missing */
@@ -180,7 +184,8 @@ unsigned snapshot_inexact_why(const struct session *s, const char *why[SNAPSHOT_
 	    s->model.inprocess_threads_held)
 		why[n++] = "exit() while other threads held records they never handed over";
 	if (s->model.collided_id)
-		why[n++] = "an SDK group got the id of a --group rule's group: their figures merged";
+		why[n++] =
+			"an SDK group got the id of a --group rule's group: their figures merged";
 	if (s->allocator == SESSION_ALLOC_TALLY) {
 		/* a view's tick while threads run: one thread's records (a
 		 * foreign free) may be in before another's (the allocation) */
@@ -237,6 +242,9 @@ void snapshot_write(struct json_writer *w, const struct session *s)
 	json_kv_u64(w, "received", s->model.received);
 	json_kv_u64(w, "lost", s->model.lost_msgs);
 	json_kv_u64(w, "lost_record_words", s->model.lost_words);
+	/* lost before the state read at a late attach, or after the final
+	 * cut: their records are in the state read, or past the snapshot */
+	json_kv_u64(w, "lost_outside_read", s->lost_ignored);
 	json_kv_u64(w, "malformed", s->model.malformed + s->model.malformed_bpf);
 	json_kv_u64(w, "records", s->model.records);
 	json_end_object(w);

@@ -9,7 +9,7 @@
 #include "session.h"
 
 bool snapshot_exact(const struct session *s);
-#define SNAPSHOT_MAX_WHY 12
+#define SNAPSHOT_MAX_WHY 16
 unsigned snapshot_inexact_why(const struct session *s, const char *why[SNAPSHOT_MAX_WHY]);
 void snapshot_write(struct json_writer *w, const struct session *s);
 /* The whole document to `out`, or nothing: 0 or -errno. */

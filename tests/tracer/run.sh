@@ -116,6 +116,36 @@ wait "$sp" 2>/dev/null # gone before the CPU test below, which measures a thread
 check "-d on a running target: exact and equal to the allocator's own, or flagged with why (6 runs, $flagged flagged)" \
 	"$([ $wrong -eq 0 ]; echo $?)" "$(jq -c '{exact, inexact_why, s: .stats.live, own: .stats_inprocess.live}' "$tmp/st.bad.json" 2>&1)"
 
+# 2d. attaching to a busy target (issue 12 item 1): two threads allocating flat out. It took
+#     35-65 s and up to 10 GB, ignoring -d and SIGINT; now the attach is bounded in time and
+#     memory (the ring, and what comes during one try of the read: 64 MiB at most), and the
+#     figures are exact or say why not, with nothing lost past the state read
+LD_PRELOAD="$ALLOC" "$WL" churn 2 &
+bp=$!
+pids+=("$bp")
+sleep 0.5
+/usr/bin/time -f "%e %M" -o "$tmp/busy.time" timeout 30 "$TALLY" snapshot -p "$bp" -d 1 >"$tmp/busy.json" 2>"$tmp/busy2.err"
+rc=$?
+read -r wall rss <"$tmp/busy.time" 2>/dev/null
+check "busy target: -p PID -d 1 ends within 10 s, under 400 MB, with JSON (${wall:-?} s, ${rss:-?} kB)" \
+	"$([ $rc -eq 0 ] && awk -v w="${wall:-99}" -v r="${rss:-0}" 'BEGIN { exit !(w < 10 && r > 0 && r < 400000) }' && jq -e . "$tmp/busy.json" >/dev/null; echo $?)" \
+	"rc=$rc $(head -c 300 "$tmp/busy2.err")"
+check "busy target: exact, or inexact with the reasons" \
+	"$(jq -e '.exact or (.inexact_why | length > 0)' "$tmp/busy.json" >/dev/null; echo $?)" "$(jq -c '[.exact, .inexact_why]' "$tmp/busy.json" 2>&1)"
+"$TALLY" snapshot -p "$bp" >"$tmp/busy3.json" 2>"$tmp/busy3.err" &
+tp=$!
+sleep 1.5
+kill -INT "$tp" 2>/dev/null
+for _ in $(seq 50); do kill -0 "$tp" 2>/dev/null || break; sleep 0.1; done
+alive=$(kill -0 "$tp" 2>/dev/null && echo yes || echo no)
+[ "$alive" = yes ] && kill -9 "$tp" 2>/dev/null
+wait "$tp" 2>/dev/null
+check "busy target: SIGINT ends the trace within 5 s, with the snapshot" \
+	"$([ "$alive" = no ] && jq -e '.target.pid' "$tmp/busy3.json" >/dev/null; echo $?)" "alive=$alive $(head -c 200 "$tmp/busy3.err")"
+check "busy target: the target runs on after both" "$(kill -0 "$bp" 2>/dev/null; echo $?)" "pid $bp gone"
+kill "$bp" 2>/dev/null
+wait "$bp" 2>/dev/null
+
 # 3. CPU charged exclusively: ~300 ms in A, ~100 ms of it nested in B
 timeout 60 "$TALLY" snapshot -- "$WL" spin "$tmp/spin.json" >"$tmp/s3.json" 2>"$tmp/s3.err"
 read -r a b t < <(jq -r '"\(.a_s) \(.b_s) \(.thread_s)"' "$tmp/spin.json" 2>/dev/null)

@@ -340,10 +340,25 @@ static void *keep_allocating(void *arg)
 	return NULL;
 }
 
+/* As fast as it can: malloc and free, nothing else (a busy allocator). */
+static void *churn(void *arg)
+{
+	unsigned long seed = (unsigned long)(uintptr_t)arg;
+	void *slots[64] = { 0 };
+
+	for (;;) {
+		seed = seed * 6364136223846793005UL + 1;
+		unsigned j = (seed >> 33) & 63;
+		free(slots[j]);
+		slots[j] = malloc(16 + ((seed >> 40) & 255));
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: workload run|wait|spin FILE | burst N\n");
+		fprintf(stderr, "usage: workload run|wait|spin FILE | burst|churn|steady N\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "run") || !strcmp(argv[1], "wait")) {
@@ -381,6 +396,14 @@ int main(int argc, char **argv)
 			if (pthread_create(&t, NULL, keep_allocating, (void *)i))
 				return 1;
 		sleep((unsigned)atoi(argv[2]));
+		_exit(0);
+	}
+	if (!strcmp(argv[1], "churn")) { /* THREADS allocating flat out for 60 s */
+		pthread_t t;
+		for (uintptr_t i = 1; i <= (uintptr_t)atoi(argv[2]); i++)
+			if (pthread_create(&t, NULL, churn, (void *)i))
+				return 1;
+		sleep(60);
 		_exit(0);
 	}
 	if (!strcmp(argv[1], "exitrun")) { /* exit() after N ms, two threads allocating */
