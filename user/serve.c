@@ -28,6 +28,7 @@
 #include "cli.h"
 #include "figures.h"
 #include "prom.h"
+#include "serve_gate.h"
 #include "snapshot.h"
 
 #define SERVE_LISTEN_DEFAULT "127.0.0.1:9464"
@@ -260,8 +261,9 @@ static int run_serve(struct serve_opts *o)
 {
 	struct serve_ctx *ctx = calloc(1, sizeof(*ctx));
 	struct MHD_Daemon *d = NULL;
+	struct serve_gate *gate = NULL;
 	struct session s;
-	int fd, rc;
+	int fd, rc, err;
 
 	if (!ctx) {
 		fprintf(stderr, "tally serve: out of memory\n");
@@ -282,12 +284,16 @@ static int run_serve(struct serve_opts *o)
 	}
 	session_refresh(&s);
 	serve_render(&s, ctx);
-	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
+	/* connections come from the gate (serve_gate.c), not a socket of its own */
+	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_NO_LISTEN_SOCKET |
+				     MHD_USE_ITC |
 				     (o->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-			     0, NULL, NULL, serve_handle, &ctx->text, MHD_OPTION_LISTEN_SOCKET, fd,
-			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
-	if (!d) {
+			     0, NULL, NULL, serve_handle, &ctx->text, MHD_OPTION_CONNECTION_TIMEOUT,
+			     (unsigned)10, MHD_OPTION_END);
+	if (!d || (err = serve_gate_start(&gate, d, fd))) {
 		fprintf(stderr, "tally serve: cannot start the HTTP server on %s\n", o->listen);
+		if (d)
+			MHD_stop_daemon(d);
 		close(fd);
 		rc = TALLY_EXIT_FAIL;
 		goto out_session;
@@ -302,7 +308,8 @@ static int run_serve(struct serve_opts *o)
 	    !(o->target.secs > 0 &&
 	      session_now_ns() >= s.start_ns + (uint64_t)(o->target.secs * 1e9)))
 		serve_linger(&s, &o->target);
-	MHD_stop_daemon(d); /* closes the listening socket */
+	serve_gate_stop(gate); /* closes the listening socket */
+	MHD_stop_daemon(d);
 	rc = TALLY_EXIT_OK;
 out_session:
 	session_close(&s);
