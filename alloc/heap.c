@@ -33,7 +33,6 @@ static uint64_t heap_next_id = 1;
 
 static void heap_thread_exit(void *arg);
 
-
 static void heaps_init(void)
 {
 	const char *e = getenv("TALLY_ALLOC_PURGE_MS");
@@ -146,7 +145,6 @@ struct heap *heap_get_slow(void)
 /* Hand over what is pending and leave the heap to the next thread. */
 void heap_release(struct heap *h)
 {
-
 	op_begin(h);
 	if (atomic_load_explicit(&h->purge, memory_order_acquire))
 		heap_settle(h);

@@ -67,7 +67,7 @@
 #define META_FREE 0
 #define META_ROUND_MASK 0x3fffu /* rounding + 1 */
 #define META_ALIGNED 0x4000u
-#define META_FOREIGN 0x8000u /* the sign bit: see free_as */
+#define META_FOREIGN 0x8000u		     /* the sign bit: see free_as */
 #define META_ROUND_MAX (META_ROUND_MASK - 1) /* largest rounding a slot can record */
 #define META_Q_LIMIT META_ROUND_MASK	     /* classes below it record requested + 1 */
 
@@ -99,10 +99,10 @@ static inline uint32_t meta_requested(uint32_t size, uint16_t m)
 #define FLUSH_MS 50   /* a partial batch waits at most about this long when traced */
 
 struct tally_class {
-	uint32_t size;	   /* slot size, bytes */
-	uint32_t nslots;   /* slots per span */
-	uint32_t slot_off; /* offset of slot 0 in the span: the metadata bytes (0 if elsewhere) */
-	uint32_t recip;	   /* ceil(2^32 / size): offset / size by multiply and shift */
+	uint32_t size;	    /* slot size, bytes */
+	uint32_t nslots;    /* slots per span */
+	uint32_t slot_off;  /* offset of slot 0 in the span: the metadata bytes (0 if elsewhere) */
+	uint32_t recip;	    /* ceil(2^32 / size): offset / size by multiply and shift */
 	uint32_t hdr_cells; /* bytes of metadata in the segment header (0: in the span or inline) */
 };
 
@@ -197,13 +197,16 @@ struct segment {
 			char span0_hot[64];   /* zero */
 			struct heap *heap;    /* owner */
 			struct segment *next; /* heap's segment list */
-			uint64_t free_mask;   /* bit i: span i unassigned (bit 0, the header, never) */
-			uint32_t hdr_bytes;   /* header bytes counted as segment_overhead */
-			uint16_t cell_pages;  /* bit p: page p of the header holds metadata (in use) */
+			uint64_t
+				free_mask; /* bit i: span i unassigned (bit 0, the header, never) */
+			uint32_t hdr_bytes; /* header bytes counted as segment_overhead */
+			uint16_t
+				cell_pages; /* bit p: page p of the header holds metadata (in use) */
 		};
 	};
 };
-_Static_assert(sizeof(struct segment) == SEG_CELLS_OFF, "the header's metadata after the descriptors");
+_Static_assert(sizeof(struct segment) == SEG_CELLS_OFF,
+	       "the header's metadata after the descriptors");
 _Static_assert(SEG_CELLS_OFF + (SPANS_PER_SEGMENT - 1) * SEG_CELLS_SLOT <= SPAN_SIZE,
 	       "every span's metadata in span 0");
 _Static_assert(offsetof(struct span, recip) < 64 && offsetof(struct span, state) < 64,
@@ -415,7 +418,8 @@ static inline struct span *span_of(const void *p)
 	/* span i's descriptor is i * 256 bytes into its segment: the span
 	 * number shifted into place by one shift and one mask */
 	uintptr_t a = (uintptr_t)p;
-	_Static_assert(offsetof(struct segment, spans) == 0, "descriptors from the segment's start");
+	_Static_assert(offsetof(struct segment, spans) == 0,
+		       "descriptors from the segment's start");
 	return (struct span *)((a & ~(SEGMENT_SIZE - 1)) |
 			       ((a >> (SPAN_SHIFT - 8)) & ((SPANS_PER_SEGMENT - 1) << 8)));
 }
@@ -444,6 +448,19 @@ static inline uint32_t span_slot_index(const struct span *sp, const void *p)
 struct free_slot {
 	struct free_slot *next;
 };
+
+/* A free slot's link is the slot's first word, which a write to the freed
+ * block overwrites: a link that leaves its span is such a write (or a wild
+ * one), said in one line before it is followed to a crash or a corrupted
+ * heap. One compare on the pop; links inside the span are not checked. */
+static inline void free_link_check(const void *slot, const void *next)
+{
+	if (__builtin_expect(((uintptr_t)next ^ (uintptr_t)slot) >= SPAN_SIZE, 0) && next)
+		tally_fatal(
+			"a free block's link was overwritten: a write to a freed block, or past "
+			"the end of the block before it",
+			slot);
+}
 
 static inline void span_push_free(struct span *sp, void *p)
 {

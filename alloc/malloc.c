@@ -70,6 +70,7 @@ static inline __attribute__((always_inline)) void *
 span_pop_as(struct heap *h, struct span *sp, size_t q, uint16_t m, bool traced, bool end)
 {
 	struct free_slot *p = sp->free;
+	free_link_check(p, p->next);
 	sp->free = p->next;
 	/* the next allocation of the class takes the new head: its line has
 	 * time to arrive (the load of the next link is what the fast path

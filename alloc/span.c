@@ -348,6 +348,7 @@ void span_drain(struct heap *h, struct span *sp)
 	for (void *p = list, *next; p; p = next) {
 		uint32_t i = span_slot_index(sp, p);
 		next = *(void **)p;
+		free_link_check(p, next);
 		sp->xbytes += meta_requested(sp->size, span_meta(sp)[i]);
 		span_meta(sp)[i] = META_FREE;
 		span_push_free(sp, p);

@@ -126,8 +126,8 @@ static void segment__mid_classes_keep_their_metadata_in_the_header(void **state)
 	assert_non_null(p);
 	struct span *sp = span_of(p);
 	struct segment *seg = segment_of(p);
-	uintptr_t cells = (uintptr_t)sp->cells, at = (uintptr_t)seg + SEG_CELLS_OFF +
-						   (sp->index - 1u) * SEG_CELLS_SLOT;
+	uintptr_t cells = (uintptr_t)sp->cells,
+		  at = (uintptr_t)seg + SEG_CELLS_OFF + (sp->index - 1u) * SEG_CELLS_SLOT;
 	assert_int_equal(sp->slot_off, 0);
 	assert_int_equal(cells, at);
 	assert_true(cells + 2 * ((SPAN_SIZE + 399) / 400) <= at + SEG_CELLS_SLOT);
@@ -330,7 +330,7 @@ static void aligned__every_alignment_and_size(void **state)
 	assert_int_equal(T(posix_memalign)(&p, 4, 10), EINVAL);
 	/* memalign and aligned_alloc as glibc: up to 16 is malloc's, others
 	 * rounded up to a power of two, refused only past SIZE_MAX / 2 + 1 */
-	static const size_t odd[][2] = { { 0, 16 }, { 3, 16 }, { 24, 32 }, { 48, 64 },
+	static const size_t odd[][2] = { { 0, 16 },    { 3, 16 },      { 24, 32 },    { 48, 64 },
 					 { 100, 128 }, { 3000, 4096 }, { 5000, 8192 } };
 	for (unsigned i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
 		void *a = T(aligned_alloc)(odd[i][0], 10), *m = T(memalign)(odd[i][0], 64);
@@ -611,6 +611,44 @@ static void realloc_of_freed(void)
 	(void)T(realloc)(p, 200);
 }
 
+/* Writes into a free slot's link (issue 12 item 18: the next malloc
+ * segfaulted with no message). */
+static void write_after_free(void)
+{
+	char *p = T(malloc)(64);
+	T(free)(p);
+	memcpy(p, "written after its free", 23);
+	for (int i = 0; i < 3; i++)
+		(void)T(malloc)(64);
+}
+
+static void overflow_into_free(void)
+{
+	char *a = T(malloc)(64), *b = T(malloc)(64);
+	T(free)(b);
+	memset(a, 'x', 80); /* past a's end, over b's link */
+	for (int i = 0; i < 3; i++)
+		(void)T(malloc)(64);
+}
+
+static void *free_and_write(void *p)
+{
+	T(free)(p);
+	memcpy(p, "written after a foreign free", 29);
+	return NULL;
+}
+
+static void write_after_foreign_free(void)
+{
+	pthread_t t;
+	void *p = T(malloc)(48);
+	pthread_create(&t, NULL, free_and_write, p);
+	pthread_join(t, NULL);
+	/* the owner drains the span's foreign frees when its own list runs dry */
+	for (int i = 0; i < 4096; i++)
+		(void)T(malloc)(48);
+}
+
 static void errors__bad_frees_stop_with_a_diagnostic(void **state)
 {
 	(void)state;
@@ -625,6 +663,9 @@ static void errors__bad_frees_stop_with_a_diagnostic(void **state)
 	expect_abort(wrong_size_free, "free_sized");
 	expect_abort(aligned_double_free, "double free");
 	expect_abort(large_double_free, "never allocated");
+	expect_abort(write_after_free, "link was overwritten");
+	expect_abort(overflow_into_free, "link was overwritten");
+	expect_abort(write_after_foreign_free, "link was overwritten");
 }
 
 static void stress__threads_random_operations(void **state)

@@ -113,8 +113,8 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 		/* the kernel takes a BPF ring of at most 2 GiB (its size is a u32
 		 * and a power of two) */
 		if (cli_number(arg, 0.000001, 2048, &v))
-			cli_usage_error(state,
-					"bad --ring-mb '%s': want a size in MiB, up to 2048", arg);
+			cli_usage_error(state, "bad --ring-mb '%s': want a size in MiB, up to 2048",
+					arg);
 		c->o.ring_bytes = (uint64_t)(v * 1048576.0);
 		break;
 	case OPT_NO_PRELOAD:

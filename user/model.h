@@ -44,7 +44,7 @@ struct model_heap {
 	uint64_t id;
 	uint64_t applied; /* records below are in (from the ring, a read, or pending) */
 	uint64_t done;	  /* every record below came in: pending from here may be applied */
-	uint64_t limit; /* records numbered from here on are past the final cut */
+	uint64_t limit;	  /* records numbered from here on are past the final cut */
 };
 
 /* --group NAME=GLOB: threads whose name matches join group NAME. */
@@ -64,10 +64,10 @@ struct model {
 	size_t nheaps, cap_heaps;
 	struct model_rule rules[MODEL_MAX_RULES];
 	unsigned nrules;
-	uint64_t received;	/* messages */
-	uint64_t records;	/* allocator records applied */
-	uint64_t skipped;	/* records already in a state read from memory */
-	uint64_t malformed;	/* messages or records refused */
+	uint64_t received;  /* messages */
+	uint64_t records;   /* allocator records applied */
+	uint64_t skipped;   /* records already in a state read from memory */
+	uint64_t malformed; /* messages or records refused */
 	/* an SDK group registered with the id of a --group rule's group (the SDK
 	 * counts up from 1, rules down from 255): their figures merge */
 	uint32_t collided_id; /* 0: none */
@@ -80,10 +80,10 @@ struct model {
 	bool cut;
 	uint64_t past_cut; /* records left out */
 	char collided_sdk[TALLY_GROUP_NAME_MAX];
-	uint64_t malformed_bpf; /* batches the BPF side refused */
-	uint64_t lost_msgs;	/* from the BPF side's counters */
-	uint64_t lost_words;	/* words of allocator records in lost batches */
-	bool have_inprocess;	/* the allocator handed over its own figures at exit */
+	uint64_t malformed_bpf;	     /* batches the BPF side refused */
+	uint64_t lost_msgs;	     /* from the BPF side's counters */
+	uint64_t lost_words;	     /* words of allocator records in lost batches */
+	bool have_inprocess;	     /* the allocator handed over its own figures at exit */
 	bool inprocess_threads_held; /* ... while other threads held records (exit() as they ran) */
 	uint64_t inprocess[TALLY_STATS_FIELDS];
 	uint64_t resident_at_exit;

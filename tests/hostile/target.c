@@ -27,8 +27,8 @@ static uintptr_t lib_base(void)
 	FILE *f = fopen("/proc/self/maps", "r");
 
 	while (f && fgets(line, sizeof(line), f))
-		if (strstr(line, "libtally_alloc") && sscanf(line, "%lx-%*x %*s %lx", &s, &off) == 2 &&
-		    off == 0) {
+		if (strstr(line, "libtally_alloc") &&
+		    sscanf(line, "%lx-%*x %*s %lx", &s, &off) == 2 && off == 0) {
 			base = s;
 			break;
 		}

@@ -48,10 +48,30 @@ static void show(const char *call, void *p, int err, size_t align, size_t n)
 
 int main(void)
 {
-	static const size_t aligns[] = { 0,	1,     2,     3,	5,	  7,	    8,
-					 12,	16,    24,    32,	48,	  64,	    96,
-					 100,	3000,  4096,  5000,	65536,	  1 << 20,  (size_t)1 << 40,
-					 SIZE_MAX / 2 + 1, SIZE_MAX / 2 + 2, SIZE_MAX };
+	static const size_t aligns[] = { 0,
+					 1,
+					 2,
+					 3,
+					 5,
+					 7,
+					 8,
+					 12,
+					 16,
+					 24,
+					 32,
+					 48,
+					 64,
+					 96,
+					 100,
+					 3000,
+					 4096,
+					 5000,
+					 65536,
+					 1 << 20,
+					 (size_t)1 << 40,
+					 SIZE_MAX / 2 + 1,
+					 SIZE_MAX / 2 + 2,
+					 SIZE_MAX };
 	char call[96];
 
 	for (unsigned i = 0; i < sizeof(aligns) / sizeof(aligns[0]); i++) {
