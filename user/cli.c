@@ -166,9 +166,10 @@ int cli_run(struct session *s, const struct cli_target *t, int tick_ms,
 			break;
 		if (next_tick && now >= next_tick) {
 			next_tick = now + (uint64_t)tick_ms * 1000000;
-			session_collect(s);
+			session_cut_begin(s);
 			session_refresh(s);
-			rc = tick(s, ctx);
+			rc = session_cut_shown(s) ? tick(s, ctx) : 0;
+			session_cut_end(s);
 			if (rc)
 				break;
 		}

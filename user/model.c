@@ -159,7 +159,9 @@ static struct model_heap *model_heap(struct model *m, uint64_t id)
 	struct model_heap *h = &m->heaps[m->nheaps++];
 	h->id = id;
 	h->applied = h->done = 0;
-	h->limit = m->cut ? 0 : UINT64_MAX; /* made after the cut: all past it */
+	/* made after the cut: all past it */
+	h->limit = m->cut || m->holding ? 0 : UINT64_MAX;
+	h->wait = 0;
 	return h;
 }
 
@@ -169,6 +171,47 @@ void model_cut(struct model *m, uint64_t heap_id, uint64_t pos)
 
 	if (h)
 		h->limit = pos;
+}
+
+void model_hold(struct model *m)
+{
+	m->holding = true;
+	m->waiting = 0;
+	for (size_t i = 0; i < m->nheaps; i++) {
+		m->heaps[i].limit = 0;
+		m->heaps[i].wait = 0;
+	}
+}
+
+void model_hold_at(struct model *m, uint64_t heap_id, uint64_t seq_first, uint64_t pos)
+{
+	struct model_heap *h = model_heap(m, heap_id);
+
+	if (!h)
+		return;
+	h->limit = pos;
+	/* its batches before seq_first are in the ring, or were applied */
+	if (h->done < seq_first && !h->wait)
+		m->waiting++;
+	h->wait = seq_first;
+}
+
+bool model_hold_reached(const struct model *m, uint64_t heap_id, uint64_t pos)
+{
+	for (size_t i = 0; i < m->nheaps; i++)
+		if (m->heaps[i].id == heap_id)
+			return m->heaps[i].done >= pos || m->heaps[i].applied >= pos;
+	return false;
+}
+
+void model_release(struct model *m)
+{
+	m->holding = false;
+	m->waiting = 0;
+	for (size_t i = 0; i < m->nheaps; i++) {
+		m->heaps[i].limit = m->cut ? m->heaps[i].limit : UINT64_MAX;
+		m->heaps[i].wait = 0;
+	}
 }
 
 /* Malloc's and free's one-word records, nearly all of them: applied
@@ -252,12 +295,20 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		}
 		m->skipped++;
 	}
-	/* records past the final cut: counted, not applied */
+	/* records past the final cut: counted, not applied; past a view's
+	 * cut (holding): applied when it is released, the caller keeps the
+	 * message (held), and those below it are marked in */
+	bool truncated = false;
 	if (seq_first + count > h->limit) {
 		uint32_t keep = seq_first >= h->limit ? 0 : (uint32_t)(h->limit - seq_first);
-		m->past_cut += count - (keep > pos ? keep : pos);
-		if (keep < count)
+		if (m->holding)
+			m->held = true;
+		else
+			m->past_cut += count - (keep > pos ? keep : pos);
+		if (keep < count) {
 			count = keep > pos ? keep : pos;
+			truncated = m->holding;
+		}
 	}
 	while (pos < count) {
 		struct tally_ev e;
@@ -281,6 +332,10 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		else
 			m->records++;
 	}
+	/* a batch across the cut: its part below is in (one wholly past it
+	 * marks nothing) */
+	if (truncated && seq_first < h->limit && h->applied < h->limit)
+		h->applied = h->limit;
 }
 
 void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
@@ -294,6 +349,10 @@ void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 	 * through the ring in their batch instead. */
 	if (h && seq_first > h->done)
 		return;
+	/* those the ring brought already (a full batch is read pending just
+	 * before its flush; the ring's copy may be in first) */
+	if (h && h->applied < h->done)
+		h->applied = h->done;
 	model_apply_records(m, heap_id, seq_first, tid, words, count);
 	/* when the batch they sit in is handed over later, they are in already */
 	h = model_heap(m, heap_id);
@@ -338,10 +397,17 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 	if (b->source != TALLY_SRC_ALLOC)
 		return -EINVAL;
 	model_apply_records(m, b->heap_id, b->seq_first, b->tid, b->words, b->count);
-	/* every record below `done` is in: the ring's batches, in order */
+	/* every record below `done` is in: the ring's batches, in order (up
+	 * to a view's cut while it holds) */
 	struct model_heap *h = model_heap(m, b->heap_id);
-	if (h && b->seq_first <= h->done && h->done < b->seq_first + b->count)
-		h->done = b->seq_first + b->count;
+	uint64_t end = b->seq_first + b->count;
+	if (h && m->holding && end > h->limit)
+		end = h->limit > b->seq_first ? h->limit : b->seq_first;
+	if (h && b->seq_first <= h->done && h->done < end) {
+		if (h->wait && h->done < h->wait && end >= h->wait)
+			m->waiting--;
+		h->done = end;
+	}
 	return 0;
 }
 

@@ -44,7 +44,8 @@ struct model_heap {
 	uint64_t id;
 	uint64_t applied; /* records below are in (from the ring, a read, or pending) */
 	uint64_t done;	  /* every record below came in: pending from here may be applied */
-	uint64_t limit;	  /* records numbered from here on are past the final cut */
+	uint64_t limit;	  /* records numbered from here on are past the cut */
+	uint64_t wait;	  /* holding: done must reach this (0: nothing awaited) */
 };
 
 /* --group NAME=GLOB: threads whose name matches join group NAME. */
@@ -79,6 +80,12 @@ struct model {
 	 * left out, so that the figures are those of that one moment */
 	bool cut;
 	uint64_t past_cut; /* records left out */
+	/* a view's cut (model_hold): the same limits, but records past them are
+	 * applied at model_release; `held` tells the caller to keep the message
+	 * it just gave, `waiting` counts heaps whose earlier batches are still
+	 * in the ring */
+	bool holding, held;
+	unsigned waiting;
 	char collided_sdk[TALLY_GROUP_NAME_MAX];
 	uint64_t malformed_bpf;	     /* batches the BPF side refused */
 	uint64_t lost_msgs;	     /* from the BPF side's counters */
@@ -106,6 +113,14 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 /* Records a live heap has not handed over yet, read from its memory. */
 /* The final cut: heap heap_id's figures end at record number pos. */
 void model_cut(struct model *m, uint64_t heap_id, uint64_t pos);
+/* A view's cut: model_hold, then each heap's position read with its pending
+ * records (seq_first: where they begin); records past it are held back
+ * until model_release. model_hold_reached: that heap's records below pos are
+ * all in. */
+void model_hold(struct model *m);
+void model_hold_at(struct model *m, uint64_t heap_id, uint64_t seq_first, uint64_t pos);
+bool model_hold_reached(const struct model *m, uint64_t heap_id, uint64_t pos);
+void model_release(struct model *m);
 void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
 			 const __u64 *words, uint32_t count);
 /* Start from a state read from memory (late attach): figures, and each

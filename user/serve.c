@@ -10,7 +10,7 @@
  *
  * Before each tick the loop (cli_run) completes a live target's figures with
  * the records its threads hold and have not handed over yet
- * (session_collect), so a scrape of an idle process equals its snapshot. When the target exits, the
+ * (session_cut_begin), so a scrape of an idle process equals its snapshot. When the target exits, the
  * final figures stay on /metrics (tally_target_running 0) until SIGINT,
  * SIGTERM or -d: a scraper gets to see how it ended.
  */

@@ -114,6 +114,10 @@ void session_deliver(struct session *s, const void *data, size_t len)
 	const struct tally_msg *h = data;
 
 	model_apply(&s->model, data, len);
+	if (s->model.held) { /* past a view's cut: the rest comes at its end */
+		s->model.held = false;
+		session_hold_keep(s, data, len);
+	}
 	if (len >= sizeof(struct tally_msg_thread) && h->kind == TALLY_MSG_THREAD_NAME &&
 	    (h->flags & TALLY_THREAD_EXEC)) {
 		/* a new image: its libraries are elsewhere, found again when needed */
@@ -139,7 +143,8 @@ static int on_msg(void *ctx, const void *data, size_t len)
 
 	if (!__atomic_load_n(&s->deferring, __ATOMIC_ACQUIRE)) {
 		session_deliver(s, data, len);
-		return 0;
+		/* taking the ring up to a view's cut: all in, the rest waits */
+		return s->cutting && !s->model.waiting ? -1 : 0;
 	}
 	session_defer(s, data, len);
 	/* the read is over: the drain thread stops at once */
@@ -339,6 +344,7 @@ int session_start(struct session *s, const struct session_opts *o)
 	s->pidfd = -1;
 	s->lock.fd = s->lock.dir_fd = -1;
 	s->child.gate_fd = s->child.status_fd = -1;
+	s->held_tail = &s->held;
 	model_init(&s->model);
 	for (unsigned i = 0; i < o->nrules; i++) {
 		err = model_add_rule(&s->model, o->rules[i]);
@@ -507,6 +513,8 @@ void session_refresh(struct session *s)
 
 void session_finish(struct session *s)
 {
+	session_cut_end(s);
+	s->cut_torn = false; /* the end has a cut of its own */
 	/* what the target submitted so far is in the ring: drain it */
 	session_drain_ring(s);
 	if (!s->gone && target_alive(s->pid)) {
@@ -572,6 +580,7 @@ void session_close(struct session *s)
 	if (s->pidfd >= 0)
 		close(s->pidfd);
 	target_unlock(&s->lock);
+	session_state_free(s);
 	free(s->glibc_fig);
 	model_free(&s->model);
 }

@@ -88,6 +88,12 @@ struct session {
 	pthread_mutex_t deferred_lock;
 	struct deferred *deferred, **deferred_tail;
 	struct deferred *spare; /* nodes for reuse */
+	/* a view's cut (session_cut_begin): messages held back in part */
+	struct deferred *held, **held_tail;
+	bool cutting;  /* taking the ring up to the cut */
+	bool cut_torn; /* a heap's records below the cut were not all in */
+	unsigned torn_in_a_row;
+	uint64_t cuts_skipped; /* ticks a view did not show: torn cuts */
 	unsigned nspare;
 	uint64_t deferred_bytes;
 	uint64_t deferred_dropped; /* messages past SESSION_DEFER_MAX: not exact */
@@ -116,9 +122,15 @@ int session_poll(struct session *s, int timeout_ms);
 /* The figures kept outside the ring (lost counts, CPU per group, the GPU and
  * glibc probes' counters) into the model: at every refresh of a view. */
 void session_refresh(struct session *s);
-/* A live target's records its threads have not handed over yet (read from
- * its heaps), so that a view of an idle target is exact: at each refresh. */
-void session_collect(struct session *s);
+/* A view's tick: the figures as of one moment (session_state.c says how),
+ * the records its threads have not handed over yet included, so that a view
+ * of an idle target is exact; then what came past that moment, once the
+ * view has its figures. */
+void session_cut_begin(struct session *s);
+void session_cut_end(struct session *s);
+/* Whether the view shows this tick: a torn cut (one thread's records in
+ * before another's it depends on) is skipped, up to a few in a row. */
+bool session_cut_shown(struct session *s);
 /* Everything that is still to be had, for the final figures. */
 void session_finish(struct session *s);
 /* How the target ended: false while it runs (or nobody knows); else its wait

@@ -26,6 +26,10 @@
  * one, and the read is then flagged (exact: false, with the reason). */
 #define READ_TRIES 20
 #define READ_RETRY_US 2000
+/* Tries of a view's cut before it is shown torn (and called inexact). */
+#define CUT_TRIES 3
+/* Torn cuts in a row a view skips before it shows one (flagged). */
+#define CUT_SKIP_MAX 4
 /* The longest the read at attach waits for the ring to be emptied first. */
 #define DRAIN_FIRST_WAIT_MS 200
 
@@ -68,7 +72,7 @@ static void node_put(struct session *s, struct deferred *d)
 	}
 }
 
-static void nodes_free(struct session *s)
+void session_state_free(struct session *s)
 {
 	while (s->spare) {
 		struct deferred *d = s->spare;
@@ -297,7 +301,6 @@ int session_read_attach(struct session *s)
 		rc = read_attach_state(s);
 		catch_up(s, drain);
 	}
-	nodes_free(s);
 	pthread_mutex_destroy(&s->deferred_lock);
 	return rc;
 }
@@ -318,15 +321,28 @@ static void find_started_libs(struct session *s)
 		s->registry_addr = bias + a;
 }
 
-void session_collect(struct session *s)
+/* A view's tick is a cut: each heap's position and pending records read at
+ * one moment (a few microseconds for all), the ring taken until every batch
+ * handed over before then is in, and records past that moment held back
+ * until session_cut_end. Without it a view mixed, say, one thread's frees
+ * (handed over) with another's allocations of those blocks (still pending):
+ * negative live bytes in a frame. */
+static bool take_cut(struct session *s)
 {
 	struct remote_alloc ra;
+	bool whole = true;
 
-	if (s->gone)
-		return;
-	find_started_libs(s);
-	if (!s->heaps_addr || remote_pending_read(s->pid, s->heaps_addr, &ra))
-		return;
+	if (remote_pending_read(s->pid, s->heaps_addr, &ra))
+		return false;
+	model_hold(&s->model);
+	for (uint32_t i = 0; i < ra.nheaps; i++)
+		model_hold_at(&s->model, ra.heaps[i].id, ra.heaps[i].seq_first, ra.heaps[i].pos);
+	/* on_msg stops a consume once nothing is awaited */
+	s->cutting = true;
+	for (int i = 0; i < 4 && s->model.waiting; i++)
+		if (loader_consume(s->loader) <= 0)
+			break;
+	s->cutting = false;
 	for (uint32_t i = 0; i < ra.nheaps; i++) {
 		struct remote_heap *h = &ra.heaps[i];
 		/* a copy a flush tore holds words of another batch than its seq
@@ -334,8 +350,98 @@ void session_collect(struct session *s)
 		if (h->whole)
 			model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending,
 					    h->npending);
+		if (!model_hold_reached(&s->model, h->id, h->pos))
+			whole = false;
 	}
 	remote_alloc_free(&ra);
+	return whole;
+}
+
+/* What a true cut always is: every term of the identity and every group's
+ * live bytes at least 0, and the identity balanced. The heaps' positions are
+ * read one after the other (microseconds apart): a thread that frees, in
+ * that gap, a block another allocated after its heap was read tears the cut,
+ * and this is how it shows. */
+static bool cut_plausible(const struct model *m)
+{
+	struct tally_stats st;
+
+	model_stats(m, &st);
+	if (!tally_stats_balanced(&st))
+		return false;
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
+		if (m->rp.groups[g].alloc_bytes < m->rp.groups[g].dealloc_bytes)
+			return false;
+	return true;
+}
+
+void session_cut_begin(struct session *s)
+{
+	s->cut_torn = false;
+	if (s->gone)
+		return;
+	find_started_libs(s);
+	if (!s->heaps_addr)
+		return;
+	for (int tries = 0; tries < CUT_TRIES; tries++) {
+		if (tries)
+			session_cut_end(s);
+		bool whole = take_cut(s);
+		s->cut_torn = !whole || !cut_plausible(&s->model);
+		if (!s->cut_torn || !s->model.holding)
+			break;
+	}
+}
+
+bool session_cut_shown(struct session *s)
+{
+	if (!s->cut_torn) {
+		s->torn_in_a_row = 0;
+		return true;
+	}
+	/* a torn cut is not shown; a target that never gives another (hostile,
+	 * or a pipeline faster than the read) is shown, flagged, now and then */
+	if (++s->torn_in_a_row <= CUT_SKIP_MAX) {
+		s->cuts_skipped++;
+		return false;
+	}
+	s->torn_in_a_row = 0;
+	return true;
+}
+
+/* Called by session_deliver for a batch the model held back in part. */
+void session_hold_keep(struct session *s, const void *data, size_t len)
+{
+	struct deferred *d = node_get(s, len);
+
+	if (!d) {
+		s->model.malformed++; /* counted: the figures say they are not exact */
+		return;
+	}
+	d->next = NULL;
+	d->len = len;
+	memcpy(d->data, data, len);
+	*s->held_tail = d;
+	s->held_tail = &d->next;
+}
+
+void session_cut_end(struct session *s)
+{
+	struct deferred *d = s->held;
+
+	if (!s->model.holding)
+		return;
+	model_release(&s->model);
+	s->held = NULL;
+	s->held_tail = &s->held;
+	while (d) {
+		struct deferred *next = d->next;
+		/* the rest of a message the model and the observer had already */
+		s->model.received--;
+		model_apply(&s->model, d->data, d->len);
+		node_put(s, d);
+		d = next;
+	}
 }
 
 void session_read_final(struct session *s)

@@ -19,6 +19,10 @@ int session_read_attach(struct session *s);
 void session_read_final(struct session *s);
 /* What is in the ring now (a target that still runs refills it meanwhile). */
 void session_drain_ring(struct session *s);
+/* The nodes kept for reuse. */
+void session_state_free(struct session *s);
+/* Keep a message the model held back in part (a view's cut). */
+void session_hold_keep(struct session *s, const void *data, size_t len);
 /* A message that comes while session_read_attach reads. */
 void session_defer(struct session *s, const void *data, size_t len);
 

@@ -186,6 +186,8 @@ unsigned snapshot_inexact_why(const struct session *s, const char *why[SNAPSHOT_
 	if (s->model.collided_id)
 		why[n++] =
 			"an SDK group got the id of a --group rule's group: their figures merged";
+	if (s->cut_torn && s->allocator == SESSION_ALLOC_TALLY)
+		why[n++] = "a thread's records from before this moment were still on their way";
 	if (s->allocator == SESSION_ALLOC_TALLY) {
 		/* a view's tick while threads run: one thread's records (a
 		 * foreign free) may be in before another's (the allocation) */

@@ -235,8 +235,11 @@ static int run_live(struct top_run *r)
 		now = session_now_ns();
 		if (!final && now >= next) {
 			next = now + interval;
+			session_cut_begin(s);
 			session_refresh(s);
-			if (ui.paused) {
+			if (!session_cut_shown(s)) {
+				/* a torn cut: the next tick shows the figures */
+			} else if (ui.paused) {
 				struct top_input in;
 				input_of(&in, s);
 				top_prev_take(&r->prev, &in);
@@ -247,6 +250,7 @@ static int run_live(struct top_run *r)
 					top_view_repaint();
 				ev = TOP_VIEW_REDRAW;
 			}
+			session_cut_end(s);
 		}
 		if (ev == TOP_VIEW_RESORT)
 			top_sort(r->frame.rows, r->frame.nrows, ui.order.col, ui.order.desc);
