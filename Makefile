@@ -41,7 +41,7 @@ CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
 	$(BUILD)/tests/test_alloc_fastpath $(BUILD)/tests/test_alloc_idle \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model \
-	$(BUILD)/tests/test_json $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
+	$(BUILD)/tests/test_json $(BUILD)/tests/test_remote $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target
@@ -94,7 +94,9 @@ USER_SRCS := user/main.c user/cli.c user/figures.c user/session.c user/session_s
 USER_SRCS += $(sort $(wildcard user/top*.c user/record*.c user/trace*.c user/serve*.c \
 	user/prom*.c user/demo*.c))
 USER_OBJS := $(call obj,user,$(USER_SRCS)) $(BUILD)/user/stats_identity.o
-USER_CFLAGS := $(CFLAGS_BASE) -I$(BUILD)/bpf -Ibpf
+# -fwrapv: the model's figures are sums of 64-bit values a target hands over
+# (untrusted); one that wraps is defined, and shows as unbalanced, not exact
+USER_CFLAGS := $(CFLAGS_BASE) -fwrapv -I$(BUILD)/bpf -Ibpf
 USER_LIBS := -lbpf -lelf -lz $(if $(wildcard user/top*.c),-lncursesw -ltinfo) \
 	$(if $(wildcard user/serve*.c),-lmicrohttpd)
 
@@ -123,7 +125,7 @@ $(BUILD)/tests/%.o: tests/%.c
 	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) -c $< -o $@
 $(BUILD)/tests/san/%.o: %.c
 	@mkdir -p $(dir $@)
-	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) $(SAN) -DTALLY_IDENTITY_API= -DTALLY_ALLOC_PREFIX -c $< -o $@
+	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) -fwrapv $(SAN) -DTALLY_IDENTITY_API= -DTALLY_ALLOC_PREFIX -c $< -o $@
 
 $(BUILD)/tests/test_alloc_unit: $(BUILD)/tests/san/tests/test_alloc_unit.o \
 		$(BUILD)/tests/san/tests/alloc_oracle.o $(BUILD)/tests/san/tests/alloc_stress.o \
@@ -179,6 +181,8 @@ $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(BUILD)/tests/
 		$(BUILD)/tests/san/user/gpu.o \
 		$(BUILD)/tests/san/user/replay.o $(BUILD)/tests/san/alloc/stats_identity.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/test_remote: $(BUILD)/tests/san/tests/test_remote.o $(BUILD)/tests/san/user/remote.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/json.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/trace.o \
@@ -203,6 +207,46 @@ $(BUILD)/tests/hostile_target: tests/hostile/target.c alloc/internal.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -o $@ $<
 
+# libFuzzer targets for the readers of untrusted input (tests/fuzz): the
+# remote state reader and the event decoder, under ASan and UBSan. libFuzzer
+# is clang's (package libclang-rt-14-dev); without it they are not built and
+# tests/fuzz/run.sh says so. Built as the product is, with -fwrapv: the
+# sums of untrusted 64-bit figures wrap, defined (they overflowed at once
+# without it: their inputs are in the corpus now). The fuzz build bounds
+# the remote walk at 128 heaps and segments (65536 in the product), which a
+# seed can reach: 65536 fully used segments would take two minutes here.
+FUZZ_CC ?= clang
+FUZZ_RT := $(wildcard $(shell $(FUZZ_CC) -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-$(shell uname -m).a)
+FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	-fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=gnu11 -O1 -g $(WARN) -MMD -MP -D_GNU_SOURCE -fwrapv $(FUZZ_SAN)
+FUZZERS := $(BUILD)/tests/fuzz/fuzz_remote $(BUILD)/tests/fuzz/fuzz_decoder
+FUZZ_BOUNDS := -DREMOTE_MAX_HEAPS=128U -DREMOTE_MAX_SEGMENTS=128U
+$(BUILD)/tests/fuzz/remote/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_BOUNDS) -c $< -o $@
+# model.c's optimize("tree-vectorize") is gcc's
+$(BUILD)/tests/fuzz/decoder/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -Wno-unknown-attributes \
+		-DTALLY_IDENTITY_API= -c $< -o $@
+$(BUILD)/tests/fuzz/fuzz_remote: $(BUILD)/tests/fuzz/remote/tests/fuzz/fuzz_remote.o \
+		$(BUILD)/tests/fuzz/remote/user/remote.o
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
+$(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_decoder.o \
+		$(BUILD)/tests/fuzz/decoder/user/model.o $(BUILD)/tests/fuzz/decoder/user/replay.o \
+		$(BUILD)/tests/fuzz/decoder/user/gpu.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
+test-build: $(if $(FUZZ_RT),$(FUZZERS))
+# The seed corpus, written from the real structures (tests/fuzz/seeds.c):
+# after a change to their layout.
+.PHONY: fuzz-seeds
+fuzz-seeds: $(BUILD)/tests/fuzz/seeds
+	$< tests/fuzz/corpus
+$(BUILD)/tests/fuzz/seeds: tests/fuzz/seeds.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(FUZZ_BOUNDS) -o $@ $<
+
 # Children made every way after the parent's probe site was hit (tests/fork).
 $(BUILD)/tests/fork_workload: tests/fork/workload.c
 	@mkdir -p $(dir $@)
@@ -223,7 +267,12 @@ $(BUILD)/tests/gpu/.built: tests/gpu/build.sh tests/gpu/workload.c tests/gpu/dlo
 		tests/fake_cuda/libcuda.c tests/fake_cuda/cuda_abi.h $(BUILD)/libtally.so
 	@tests/gpu/build.sh $(BUILD) && touch $@
 
-test-build: all $(TESTS)
+# The benchmark's workloads, also the views' tests' (a producer/consumer pipeline).
+$(BUILD)/alloc_bench: bench/alloc_bench.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -pthread $(WARN) -o $@ $<
+
+test-build: all $(TESTS) $(BUILD)/alloc_bench
 
 test: setup
 	@$(MAKE) --no-print-directory test-build

@@ -559,7 +559,7 @@ static inline struct heap *heap_get(void)
 	struct heap *h = tally_tls_heap;
 	if (unlikely(h == &tally_heap_none))
 		h = heap_get_slow();
-	if (h && unlikely(__atomic_load_n(&h->purge, __ATOMIC_ACQUIRE)))
+	if (h && unlikely(atomic_load_explicit(&h->purge, memory_order_acquire)))
 		heap_settle(h);
 	return h;
 }
@@ -575,7 +575,7 @@ void heap_direct_fill(struct heap *h);
  * fills the table anew when it settles). */
 static inline struct span *heap_direct_entry(struct heap *h, struct span *head)
 {
-	return head && !__atomic_load_n(&h->purge, __ATOMIC_RELAXED) ? head : &tally_span_none;
+	return head && !atomic_load_explicit(&h->purge, memory_order_relaxed) ? head : &tally_span_none;
 }
 static inline void heap_direct_sync(struct heap *h, struct bin *b)
 {

@@ -53,6 +53,7 @@ run alloc_unit 300 "$BUILD/tests/test_alloc_unit"
 run sdk 60 "$BUILD/tests/test_sdk"
 run model 60 "$BUILD/tests/test_model"
 run json 60 "$BUILD/tests/test_json"
+run remote 60 "$BUILD/tests/test_remote"
 run trace 60 "$BUILD/tests/test_trace"
 run prom 60 "$BUILD/tests/test_prom"
 run top 60 "$BUILD/tests/test_top"
@@ -71,6 +72,8 @@ done
 run alloc_probes 60 tests/test_probes.sh "$BUILD"
 run fork 300 tests/fork/run.sh
 run hostile 120 tests/hostile/run.sh
+# libFuzzer on the remote state reader and the event decoder, about 20 s each
+run fuzz 120 tests/fuzz/run.sh
 run snapshot 300 tests/snapshot/run.sh
 run programs 600 tests/programs/run.sh
 run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"

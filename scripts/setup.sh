@@ -8,8 +8,9 @@ set -euo pipefail
 # only needed by the benchmarks, but they are small and installing them here
 # keeps `make bench` a one-step command too. sqlite3 and strace are for
 # tests/programs (real programs under tally, every process followed by strace).
+# libclang-rt-14-dev is clang's libFuzzer (tests/fuzz), only recommended by clang.
 pkgs=(
-	clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
+	clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
 	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux libncurses-dev libmicrohttpd-dev curl
 	sqlite3 strace time

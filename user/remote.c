@@ -11,36 +11,43 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "../alloc/stats_walk.h"
 #include "remote.h"
 
-static int peek(pid_t pid, uint64_t addr, void *buf, size_t len)
+/* The target's memory through process_vm_readv: ctx points at its pid. */
+static int pid_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	ssize_t n = process_vm_readv(*(const pid_t *)ctx, &local, 1, &remote, 1, 0);
 
 	if (n < 0)
 		return -errno;
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
+static int peek(const struct remote_mem *mem, uint64_t addr, void *buf, size_t len)
+{
+	return mem->read(mem->ctx, addr, buf, len);
+}
+
 /* A heap's stream position now: its seq (records handed over) and the count
  * of its batch. A flush moves seq and empties the batch, keeping seq + count:
  * only both together tell whether a copy of the heap was torn by one. */
-static int heap_pos(pid_t pid, uint64_t addr, uint64_t *seq, uint32_t *count)
+static int heap_pos(const struct remote_mem *mem, uint64_t addr, uint64_t *seq, uint32_t *count)
 {
-	int err = peek(pid, addr + offsetof(struct heap, seq), seq, sizeof(*seq));
+	int err = peek(mem, addr + offsetof(struct heap, seq), seq, sizeof(*seq));
 
 	if (!err)
-		err = peek(pid, addr + offsetof(struct heap, batch.count), count, sizeof(*count));
+		err = peek(mem, addr + offsetof(struct heap, batch.count), count, sizeof(*count));
 	return err;
 }
 
 /* Every assigned span of one segment header copied into `seg`, whose
  * address in the target is `at`. */
-static int walk_segment(pid_t pid, uint64_t at, struct segment *seg, uint16_t *meta,
-			struct stats_walk *w)
+static int walk_segment(const struct remote_mem *mem, uint64_t at, struct segment *seg,
+			uint16_t *meta, struct stats_walk *w)
 {
 	for (unsigned i = 1; i < SPANS_PER_SEGMENT; i++) {
 		struct span *sp = &seg->spans[i];
@@ -57,7 +64,7 @@ static int walk_segment(pid_t pid, uint64_t at, struct segment *seg, uint16_t *m
 		if (sp->meta_skip > SPAN_SIZE / 16)
 			return -EPROTO;
 		if (meta_at != inline_at) {
-			int err = peek(pid, meta_at, meta, sp->bump * sizeof(*meta));
+			int err = peek(mem, meta_at, meta, sp->bump * sizeof(*meta));
 			if (err)
 				return err;
 			m = meta;
@@ -69,16 +76,18 @@ static int walk_segment(pid_t pid, uint64_t at, struct segment *seg, uint16_t *m
 	return 0;
 }
 
-static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out, bool spans);
-
 int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out)
 {
-	return remote_read(pid, heaps_addr, out, true);
+	struct remote_mem mem = { pid_read, &pid };
+
+	return remote_alloc_read_mem(&mem, heaps_addr, true, out);
 }
 
 int remote_pending_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out)
 {
-	return remote_read(pid, heaps_addr, out, false);
+	struct remote_mem mem = { pid_read, &pid };
+
+	return remote_alloc_read_mem(&mem, heaps_addr, false, out);
 }
 
 /* Segments seen in one read: a list that comes back to one is a loop. Open
@@ -87,7 +96,8 @@ int remote_pending_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out
 
 static bool seen_add(uint64_t *seen, uint64_t addr)
 {
-	uint64_t i = (addr >> SEGMENT_SHIFT) * 0x9e3779b97f4a7c15ULL >> 47;
+	/* the top 17 bits, in range for any REMOTE_MAX_SEGMENTS (the fuzzer's are smaller) */
+	uint64_t i = ((addr >> SEGMENT_SHIFT) * 0x9e3779b97f4a7c15ULL >> 47) % SEEN_SLOTS;
 
 	for (;; i = (i + 1) % SEEN_SLOTS) {
 		if (seen[i] == addr)
@@ -99,10 +109,28 @@ static bool seen_add(uint64_t *seen, uint64_t addr)
 	}
 }
 
+uint64_t remote_read_max_ns = 5000000000ULL;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The bounds above still allow a read of minutes (65536 segments of 16 KiB
+ * headers and their metadata, each a system call): past this, a target is
+ * not read at all. */
+static bool over_time(uint64_t deadline, uint32_t n)
+{
+	return (n & 63) == 0 && now_ns() > deadline;
+}
+
 /* The segments of the heap at `at` (copied in h). */
-static int walk_heap_segments(pid_t pid, uint64_t at, const struct heap *h, struct segment *seg,
-			      uint16_t *meta, struct stats_walk *w, uint64_t *seen,
-			      uint32_t *nsegs)
+static int walk_heap_segments(const struct remote_mem *mem, uint64_t at, const struct heap *h,
+			      struct segment *seg, uint16_t *meta, struct stats_walk *w,
+			      uint64_t *seen, uint32_t *nsegs, uint64_t deadline)
 {
 	int err = 0;
 
@@ -114,11 +142,13 @@ static int walk_heap_segments(pid_t pid, uint64_t at, const struct heap *h, stru
 			return -ELOOP;
 		if (++*nsegs > REMOTE_MAX_SEGMENTS)
 			return -E2BIG;
-		err = peek(pid, seg_at, seg, sizeof(*seg));
+		if (over_time(deadline, *nsegs))
+			return -ETIME;
+		err = peek(mem, seg_at, seg, sizeof(*seg));
 		if (!err && (uint64_t)(uintptr_t)seg->heap != at)
 			err = -EPROTO; /* every segment of a heap's list names the heap */
 		if (!err)
-			err = walk_segment(pid, seg_at, seg, meta, w);
+			err = walk_segment(mem, seg_at, seg, meta, w);
 	}
 	return err;
 }
@@ -127,14 +157,15 @@ static int walk_heap_segments(pid_t pid, uint64_t at, const struct heap *h, stru
  * positions and pending records. Heaps are only ever added at the head of
  * the list, with ids counting up: the list's ids strictly fall, which no
  * loop can keep doing. */
-static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out, bool spans)
+int remote_alloc_read_mem(const struct remote_mem *mem, uint64_t heaps_addr, bool spans,
+			  struct remote_alloc *out)
 {
 	struct heap *h = malloc(sizeof(*h));
 	struct segment *seg = malloc(sizeof(*seg));
 	uint16_t *meta = malloc(SPAN_SIZE / 16 * sizeof(uint16_t));
 	struct stats_walk *w = calloc(1, sizeof(*w));
 	uint64_t *seen = spans ? calloc(SEEN_SLOTS, sizeof(*seen)) : NULL;
-	uint64_t at, last_id = UINT64_MAX;
+	uint64_t at, last_id = UINT64_MAX, deadline = now_ns() + remote_read_max_ns;
 	uint32_t cap = 0, nsegs = 0;
 	int err;
 
@@ -144,7 +175,7 @@ static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out,
 		err = -ENOMEM;
 		goto out;
 	}
-	err = peek(pid, heaps_addr, &at, sizeof(at));
+	err = peek(mem, heaps_addr, &at, sizeof(at));
 	for (; !err && at; at = (uint64_t)(uintptr_t)h->all_next) {
 		if (at & (OS_PAGE - 1)) {
 			err = -EPROTO; /* heaps are mapped whole pages */
@@ -154,7 +185,11 @@ static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out,
 			err = -E2BIG;
 			break;
 		}
-		err = peek(pid, at, h, sizeof(*h));
+		if (over_time(deadline, out->nheaps + 1)) {
+			err = -ETIME;
+			break;
+		}
+		err = peek(mem, at, h, sizeof(*h));
 		if (err)
 			break;
 		if (h->id >= last_id || !h->id) {
@@ -177,8 +212,11 @@ static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out,
 		}
 		struct remote_heap *rh = &out->heaps[out->nheaps];
 		uint32_t count = h->batch.count;
-		*rh = (struct remote_heap){ .id = h->id, .tid = h->tid, .seq_first = h->seq,
-					    .pos = h->seq + count, .npending = count };
+		*rh = (struct remote_heap){ .id = h->id,
+					    .tid = h->tid,
+					    .seq_first = h->seq,
+					    .pos = h->seq + count,
+					    .npending = count };
 		if (count) {
 			rh->pending = malloc(count * sizeof(rh->pending[0]));
 			if (!rh->pending) {
@@ -190,14 +228,14 @@ static int remote_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out,
 		out->nheaps++;
 		stats_walk_heap(w, h);
 		if (spans)
-			err = walk_heap_segments(pid, at, h, seg, meta, w, seen, &nsegs);
+			err = walk_heap_segments(mem, at, h, seg, meta, w, seen, &nsegs, deadline);
 		/* the copy is whole when no flush came during it (seq the same)
 		 * and the batch only grew: its words below the copied count are
 		 * the ones the owner wrote; and it is still when nothing moved */
 		uint64_t seq;
 		uint32_t now_count;
 		if (!err)
-			err = heap_pos(pid, at, &seq, &now_count);
+			err = heap_pos(mem, at, &seq, &now_count);
 		if (!err) {
 			rh->whole = seq == rh->seq_first && now_count >= rh->npending;
 			if (!rh->whole || now_count != rh->npending)
@@ -241,6 +279,8 @@ const char *remote_strerror(int err)
 		return "more heaps or segments than tally reads (65536 each)";
 	case -EPROTO:
 		return "malformed allocator state (corrupt or hostile)";
+	case -ETIME:
+		return "its state took more than 5 s to read (corrupt or hostile allocator state?)";
 	default:
 		return strerror(-err);
 	}
@@ -248,7 +288,15 @@ const char *remote_strerror(int err)
 
 int remote_registry_read(pid_t pid, uint64_t addr, struct tally_registry *out)
 {
-	int err = peek(pid, addr, out, sizeof(*out));
+	struct remote_mem mem = { pid_read, &pid };
+
+	return remote_registry_read_mem(&mem, addr, out);
+}
+
+int remote_registry_read_mem(const struct remote_mem *mem, uint64_t addr,
+			     struct tally_registry *out)
+{
+	int err = peek(mem, addr, out, sizeof(*out));
 
 	if (err)
 		return err;

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * libFuzzer target: the event decoder (model_apply in user/model.c) on ring
+ * buffer messages made by the fuzzer, several to one model, then every
+ * figure the views read from it. The input is a flags byte and a run of
+ * chunks, each a little-endian u16 header and a payload:
+ *
+ *   byte 0        bit 0: two --group rules ("work=work*", "io=io[0-9]*")
+ *   header >> 14  0 or 3: the payload is one message (model_apply)
+ *                 1: records read from a live heap's memory
+ *                    (model_apply_pending): heap id u64, seq_first u64,
+ *                    tid u32, then the record words
+ *                 2: the final cut (model_cut, then model.cut): heap id u64, pos u64
+ *   header & 0x3fff  the payload's length (cut short by the input's end)
+ *
+ * Each payload is copied to a buffer of its exact length, aligned as the ring
+ * buffer's are, so that a read past a message's end is AddressSanitizer's.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../user/model.h"
+
+#define CHUNK_MESSAGE 0
+#define CHUNK_PENDING 1
+#define CHUNK_CUT 2
+
+static uint64_t le(const uint8_t *p, size_t n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | p[n];
+	return v;
+}
+
+static void apply_pending(struct model *m, const uint8_t *p, size_t len)
+{
+	if (len < 20)
+		return;
+	uint32_t count = (uint32_t)((len - 20) / 8);
+	__u64 *words = malloc(count ? count * sizeof(*words) : 1);
+	if (!words)
+		return;
+	memcpy(words, p + 20, count * sizeof(*words));
+	model_apply_pending(m, le(p, 8), le(p + 8, 8), (uint32_t)le(p + 16, 4), words, count);
+	free(words);
+}
+
+/* What the views read (snapshot, top, trace, prom), with the contracts they
+ * rely on: names they print as strings are terminated. */
+static void read_figures(const struct model *m)
+{
+	volatile uint64_t sink = 0;
+	struct tally_stats st;
+	struct model_instance in;
+	struct tally_group_stats gs;
+
+	model_stats(m, &st);
+	sink += st.mapped + st.live + model_exact(m);
+	for (uint32_t g = 0; g <= MODEL_PROCESS; g++) {
+		model_instance(m, g, &in);
+		sink += in.kernels_launched + (uint64_t)in.device_bytes_allocated;
+		if (g == MODEL_PROCESS)
+			break;
+		sink += (uint64_t)model_group_live(m, g);
+		if (tally_replay_group(&m->rp, g, &gs))
+			abort();
+		sink += gs.allocated_bytes;
+		if (strnlen(m->groups[g].name, TALLY_GROUP_NAME_MAX) == TALLY_GROUP_NAME_MAX)
+			abort();
+	}
+	for (size_t i = 0; i < m->nthreads; i++) {
+		const struct model_thread *t = &m->threads[i];
+		if (strnlen(t->comm, TALLY_COMM_LEN) == TALLY_COMM_LEN ||
+		    model_thread_group(t) >= TALLY_MAX_GROUPS)
+			abort();
+	}
+	if (m->collided_id &&
+	    strnlen(m->collided_sdk, TALLY_GROUP_NAME_MAX) == TALLY_GROUP_NAME_MAX)
+		abort();
+	for (uint32_t id = 0; id < m->gpu.nnames; id++) {
+		const char *name = gpu_kernel_name(&m->gpu, id);
+		if (name)
+			sink += strlen(name);
+	}
+	(void)sink;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct model *m = malloc(sizeof(*m));
+	size_t at = 1;
+
+	if (!m || !size) {
+		free(m);
+		return 0;
+	}
+	model_init(m);
+	if (data[0] & 1) {
+		if (model_add_rule(m, "work=work*") || model_add_rule(m, "io=io[0-9]*"))
+			abort();
+	}
+	while (at + 2 <= size) {
+		unsigned hdr = (unsigned)le(data + at, 2);
+		size_t len = hdr & 0x3fff;
+		at += 2;
+		if (len > size - at)
+			len = size - at;
+		uint8_t *p = malloc(len ? len : 1);
+		if (!p)
+			break;
+		memcpy(p, data + at, len);
+		at += len;
+		switch (hdr >> 14) {
+		case CHUNK_PENDING:
+			apply_pending(m, p, len);
+			break;
+		case CHUNK_CUT:
+			if (len >= 16) {
+				model_cut(m, le(p, 8), le(p + 8, 8));
+				m->cut = true;
+			}
+			break;
+		default:
+			model_apply(m, p, len);
+			break;
+		}
+		free(p);
+	}
+	read_figures(m);
+	model_free(m);
+	free(m);
+	return 0;
+}
