@@ -575,7 +575,8 @@ void heap_direct_fill(struct heap *h);
  * fills the table anew when it settles). */
 static inline struct span *heap_direct_entry(struct heap *h, struct span *head)
 {
-	return head && !atomic_load_explicit(&h->purge, memory_order_relaxed) ? head : &tally_span_none;
+	return head && !atomic_load_explicit(&h->purge, memory_order_relaxed) ? head :
+										&tally_span_none;
 }
 static inline void heap_direct_sync(struct heap *h, struct bin *b)
 {
