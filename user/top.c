@@ -237,20 +237,22 @@ static int run_live(struct top_run *r)
 			next = now + interval;
 			session_cut_begin(s);
 			session_refresh(s);
-			if (!session_cut_shown(s)) {
-				/* a torn cut: the next tick shows the figures */
-			} else if (ui.paused) {
+			bool shown = session_cut_shown(s); /* a torn cut: the next tick */
+			if (shown && ui.paused) {
 				struct top_input in;
 				input_of(&in, s);
 				top_prev_take(&r->prev, &in);
-			} else {
+			} else if (shown) {
 				build(r, &r->prev, &ui.order);
 				r->shown++;
+			}
+			/* the frame has its figures: what came past the cut, now */
+			session_cut_end(s);
+			if (shown && !ui.paused) {
 				if (s->spawned)
 					top_view_repaint();
 				ev = TOP_VIEW_REDRAW;
 			}
-			session_cut_end(s);
 		}
 		if (ev == TOP_VIEW_RESORT)
 			top_sort(r->frame.rows, r->frame.nrows, ui.order.col, ui.order.desc);
