@@ -127,6 +127,33 @@ static bool over_time(uint64_t deadline, uint32_t n)
 	return (n & 63) == 0 && now_ns() > deadline;
 }
 
+/* The fields a position read copies: the heap list's link, id, thread, seq
+ * and the batch's header (count), one contiguous range of struct heap. */
+#define POS_FIRST offsetof(struct heap, all_next)
+#define POS_END offsetof(struct heap, batch.words)
+_Static_assert(offsetof(struct heap, id) >= POS_FIRST && offsetof(struct heap, tid) >= POS_FIRST &&
+		       offsetof(struct heap, seq) >= POS_FIRST &&
+		       offsetof(struct heap, batch.count) < POS_END,
+	       "a position read copies the fields it uses");
+
+/* After a heap's copy: it is whole when no flush came during it (seq the
+ * same) and the batch only grew (its words below the copied count are the
+ * ones the owner wrote); still when nothing moved at all. */
+static int heap_settled(const struct remote_mem *mem, uint64_t at, struct remote_heap *rh,
+			bool *consistent)
+{
+	uint64_t seq;
+	uint32_t now_count;
+	int err = heap_pos(mem, at, &seq, &now_count);
+
+	if (err)
+		return err;
+	rh->whole = seq == rh->seq_first && now_count >= rh->npending;
+	if (!rh->whole || now_count != rh->npending)
+		*consistent = false;
+	return 0;
+}
+
 /* The segments of the heap at `at` (copied in h). */
 static int walk_heap_segments(const struct remote_mem *mem, uint64_t at, const struct heap *h,
 			      struct segment *seg, uint16_t *meta, struct stats_walk *w,
@@ -165,7 +192,7 @@ int remote_alloc_read_mem(const struct remote_mem *mem, uint64_t heaps_addr, boo
 	uint16_t *meta = malloc(SPAN_SIZE / 16 * sizeof(uint16_t));
 	struct stats_walk *w = calloc(1, sizeof(*w));
 	uint64_t *seen = spans ? calloc(SEEN_SLOTS, sizeof(*seen)) : NULL;
-	uint64_t at, last_id = UINT64_MAX, deadline = now_ns() + remote_read_max_ns;
+	uint64_t at, last_id = UINT64_MAX, deadline = now_ns() + remote_read_max_ns, *addrs = NULL;
 	uint32_t cap = 0, nsegs = 0;
 	int err;
 
@@ -189,7 +216,13 @@ int remote_alloc_read_mem(const struct remote_mem *mem, uint64_t heaps_addr, boo
 			err = -ETIME;
 			break;
 		}
-		err = peek(mem, at, h, sizeof(*h));
+		/* without the figures, only the list's fields and the batch's
+		 * header: every heap's position read within microseconds (a
+		 * view's cut), its words copied after */
+		if (spans)
+			err = peek(mem, at, h, sizeof(*h));
+		else
+			err = peek(mem, at + POS_FIRST, (char *)h + POS_FIRST, POS_END - POS_FIRST);
 		if (err)
 			break;
 		if (h->id >= last_id || !h->id) {
@@ -204,12 +237,17 @@ int remote_alloc_read_mem(const struct remote_mem *mem, uint64_t heaps_addr, boo
 		if (out->nheaps == cap) {
 			cap = cap ? cap * 2 : 16;
 			struct remote_heap *n = realloc(out->heaps, cap * sizeof(*n));
-			if (!n) {
+			uint64_t *a = realloc(addrs, cap * sizeof(*a));
+			if (n)
+				out->heaps = n;
+			if (a)
+				addrs = a;
+			if (!n || !a) {
 				err = -ENOMEM;
 				break;
 			}
-			out->heaps = n;
 		}
+		addrs[out->nheaps] = at;
 		struct remote_heap *rh = &out->heaps[out->nheaps];
 		uint32_t count = h->batch.count;
 		*rh = (struct remote_heap){ .id = h->id,
@@ -223,24 +261,25 @@ int remote_alloc_read_mem(const struct remote_mem *mem, uint64_t heaps_addr, boo
 				err = -ENOMEM;
 				break;
 			}
-			memcpy(rh->pending, h->batch.words, count * sizeof(rh->pending[0]));
+			if (spans)
+				memcpy(rh->pending, h->batch.words, count * sizeof(rh->pending[0]));
 		}
 		out->nheaps++;
-		stats_walk_heap(w, h);
-		if (spans)
+		if (spans) {
+			stats_walk_heap(w, h);
 			err = walk_heap_segments(mem, at, h, seg, meta, w, seen, &nsegs, deadline);
-		/* the copy is whole when no flush came during it (seq the same)
-		 * and the batch only grew: its words below the copied count are
-		 * the ones the owner wrote; and it is still when nothing moved */
-		uint64_t seq;
-		uint32_t now_count;
-		if (!err)
-			err = heap_pos(mem, at, &seq, &now_count);
-		if (!err) {
-			rh->whole = seq == rh->seq_first && now_count >= rh->npending;
-			if (!rh->whole || now_count != rh->npending)
-				out->consistent = false;
+			if (!err)
+				err = heap_settled(mem, at, rh, &out->consistent);
 		}
+	}
+	/* the words of each batch, after every position was read */
+	for (uint32_t i = 0; !err && !spans && i < out->nheaps; i++) {
+		struct remote_heap *rh = &out->heaps[i];
+		if (rh->npending)
+			err = peek(mem, addrs[i] + offsetof(struct heap, batch.words), rh->pending,
+				   rh->npending * sizeof(rh->pending[0]));
+		if (!err)
+			err = heap_settled(mem, addrs[i], rh, &out->consistent);
 	}
 	if (err)
 		goto out;
@@ -258,6 +297,7 @@ out:
 	free(meta);
 	free(w);
 	free(seen);
+	free(addrs);
 	return err;
 }
 
