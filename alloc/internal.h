@@ -634,14 +634,10 @@ static inline void ev(struct heap *h, uint8_t type, uint8_t term, uint16_t group
 		return;
 	struct tally_batch *b = &h->batch;
 	struct tally_ev e = { type, term, group, n, bytes };
-	if (tally_ev_is_word(type)) {
-		b->words[b->count++] = tally_ev_word(type, group, n, (uint32_t)bytes);
-	} else {
-		if (b->count + 2 > TALLY_BATCH_WORDS)
-			ev_flush(h);
-		__builtin_memcpy(&b->words[b->count], &e, sizeof(e));
-		b->count += 2;
-	}
+	/* a two-word record is never split across batches */
+	if (!tally_ev_is_word(type) && b->count + 2 > TALLY_BATCH_WORDS)
+		ev_flush(h);
+	tally_ev_put(b->words, &b->count, &e);
 	if (b->count == TALLY_BATCH_WORDS)
 		ev_flush(h);
 }

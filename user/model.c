@@ -217,62 +217,6 @@ void model_release(struct model *m)
 /* Malloc's and free's one-word records, nearly all of them: applied
  * without decoding to struct tally_ev, so the consumer keeps up with a busy
  * target. Returns false for anything else. */
-/* A run of one-word records (alloc, free, foreign free) of one group, the
- * bulk of any busy target's stream: one consumer must keep up with a thread
- * that does nothing but allocate (about 250 million records a second). The
- * model's figures are sums, so the run is summed in a few totals without a
- * branch per record (vectorised): all n, all bytes, and n, bytes and count
- * of the allocations, bytes of the frees; every figure follows from those
- * (a foreign free's bytes are the rest). Returns where the run ends: at a
- * record of another kind or group. */
-static uint32_t word_run_end(const __u64 *words, uint32_t pos, uint32_t count)
-{
-	__u64 key = words[pos] & 0xff00;
-
-	for (; pos < count; pos++) {
-		__u64 w = words[pos];
-		if ((uint8_t)(w - TALLY_EV_ALLOC) > TALLY_EV_FREE_FOREIGN - TALLY_EV_ALLOC ||
-		    (w & 0xff00) != key)
-			break;
-	}
-	return pos;
-}
-
-__attribute__((target_clones("avx2", "default"), optimize("tree-vectorize"))) static uint32_t
-apply_word_run(struct tally_replay *r, const __u64 *words, uint32_t pos, uint32_t count,
-	       int32_t rule)
-{
-	uint32_t g = (uint32_t)(words[pos] >> 8) & 0xff, end = word_run_end(words, pos, count);
-	uint64_t n_all = 0, b_all = 0, n_a = 0, b_a = 0, c_a = 0, b_f = 0;
-
-	for (uint32_t i = pos; i < end; i++) {
-		uint64_t w = words[i], t = w & 0xff;
-		uint64_t n = (w >> 16) & TALLY_EV_WORD_MAX, b = w >> 40;
-		uint64_t ma = -(uint64_t)(t == TALLY_EV_ALLOC),
-			 mf = -(uint64_t)(t == TALLY_EV_FREE);
-		n_all += n;
-		b_all += b;
-		n_a += n & ma;
-		b_a += b & ma;
-		c_a -= ma;
-		b_f += b & mf;
-	}
-	if (end == pos)
-		return pos;
-	if (rule >= 0 && g == 0)
-		g = (uint32_t)rule;
-	int64_t n_freed = (int64_t)(n_all - n_a), b_freed = (int64_t)(b_all - b_a);
-	r->live += (int64_t)n_a - n_freed;
-	r->rounding += ((int64_t)b_a - (int64_t)n_a) - (b_freed - n_freed);
-	r->span_free += (int64_t)b_f - (int64_t)b_a;
-	r->cache += b_freed - (int64_t)b_f;
-	r->groups[g].alloc_bytes += (int64_t)n_a;
-	r->groups[g].alloc_objs += (int64_t)c_a;
-	r->groups[g].dealloc_bytes += n_freed;
-	r->groups[g].dealloc_objs += (int64_t)(end - pos - c_a);
-	return end;
-}
-
 void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
 			 const __u64 *words, uint32_t count)
 {
@@ -310,28 +254,12 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 			truncated = m->holding;
 		}
 	}
-	while (pos < count) {
-		struct tally_ev e;
-		uint32_t end = apply_word_run(&m->rp, words, pos, count, rule);
-		if (end != pos) {
-			m->records += end - pos;
-			pos = end;
-			continue;
-		}
-		if (tally_ev_next(words, count, &pos, &e)) {
-			m->malformed++;
-			return;
-		}
-		/* a thread grouped by name: what it charges to root is its group's */
-		if (rule >= 0 && e.group == 0 &&
-		    (e.type == TALLY_EV_REALLOC || e.type == TALLY_EV_LARGE_ALLOC ||
-		     e.type == TALLY_EV_LARGE_FREE))
-			e.group = (uint16_t)rule;
-		if (tally_replay_record(&m->rp, &e))
-			m->malformed++;
-		else
-			m->records++;
-	}
+	uint64_t applied = 0, refused = 0;
+	int err = tally_replay_words(&m->rp, words, pos, count, rule, &applied, &refused);
+	m->records += applied;
+	m->malformed += refused + (err ? 1 : 0);
+	if (err)
+		return;
 	/* a batch across the cut: its part below is in (one wholly past it
 	 * marks nothing) */
 	if (truncated && seq_first < h->limit && h->applied < h->limit)

@@ -29,6 +29,16 @@ struct tally_replay {
 void tally_replay_init(struct tally_replay *r);
 /* One record; -EINVAL (and counted in rejected) for an unknown type or group. */
 int tally_replay_record(struct tally_replay *r, const struct tally_ev *e);
+/* A run of one-word records (alloc, free, foreign free) of one group from
+ * words[pos], summed; where the run ends. rule >= 0: a --group rule's group,
+ * charged what the records charge to root. */
+uint32_t tally_replay_word_run(struct tally_replay *r, const __u64 *words, uint32_t pos,
+			       uint32_t count, int32_t rule);
+/* words[pos..count): runs of one-word records summed, the others one by one
+ * (tally_replay_record); the path of tally's model and of tally_replay_batch.
+ * Adds to *applied and *refused; -EINVAL when a record runs past count. */
+int tally_replay_words(struct tally_replay *r, const __u64 *words, uint32_t pos, uint32_t count,
+		       int32_t rule, uint64_t *applied, uint64_t *refused);
 /* A whole batch as handed over (header and records); -EINVAL when malformed. */
 int tally_replay_batch(struct tally_replay *r, const void *data, size_t bytes);
 void tally_replay_stats(const struct tally_replay *r, struct tally_stats *out);
