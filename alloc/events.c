@@ -149,10 +149,8 @@ __attribute__((destructor)) static void ev_exit_handover(void)
 	held |= others_held(self, &held) != before;
 	pthread_mutex_unlock(&tally_heaps_lock);
 	uint64_t flags = held ? TALLY_STATS_THREADS_HELD : 0;
-	uint64_t v[TALLY_STATS_FIELDS] = { st.mapped,	   st.live,	     st.rounding,
-					   st.cache,	   st.span_free,     st.returned,
-					   st.virgin,	   st.hysteresis,    st.segment_overhead,
-					   st.large_count, st.spans_assigned };
+	uint64_t v[TALLY_STATS_FIELDS];
+	tally_stats_to_array(&st, v);
 	STAP_PROBE3(tally, stats, v, resident, flags);
 }
 #endif

@@ -23,9 +23,9 @@ TALLY_IDENTITY_API uint64_t tally_stats_accounted(const struct tally_stats *s)
  * mapped modulo 2^64; that is no balance. */
 TALLY_IDENTITY_API bool tally_stats_balanced(const struct tally_stats *s)
 {
-	const uint64_t t[] = { s->mapped,	    s->live,	    s->rounding,      s->cache,
-			       s->span_free,	    s->returned,    s->virgin,	      s->hysteresis,
-			       s->segment_overhead, s->large_count, s->spans_assigned };
+	uint64_t t[TALLY_STATS_COUNT];
+
+	tally_stats_to_array(s, t);
 
 	for (unsigned i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		if ((int64_t)t[i] < 0)

@@ -21,19 +21,59 @@
 extern "C" {
 #endif
 
+/*
+ * Every Stats field, written once: X(field, metric, help). The struct, the
+ * probe's array, the JSON writer, the trace, the Prometheus renderer and the
+ * top view all expand this list; a new term is one line here. `metric` is
+ * the Prometheus name after "tally_stats_". The first nine are the identity
+ * (bytes), in its order.
+ */
+#define TALLY_STATS_X(X)                                                                           \
+	X(mapped, "mapped_bytes",                                                                  \
+	  "Bytes the allocator mapped from the OS (the identity's left side)")                     \
+	X(live, "live_bytes", "Bytes requested by callers and not yet freed")                      \
+	X(rounding, "rounding_bytes",                                                              \
+	  "Slot (or page-rounded mapping) minus requested bytes, over live allocations")           \
+	X(cache, "cache_bytes", "Bytes freed by another thread, parked on a foreign-free list")    \
+	X(span_free, "span_free_bytes",                                                            \
+	  "Free slots below the bump cursor whose pages are resident")                             \
+	X(returned, "returned_bytes",                                                              \
+	  "Free bytes whose pages were handed back with madvise: mapped, not resident")            \
+	X(virgin, "virgin_bytes", "Mapped bytes never touched")                                    \
+	X(hysteresis, "hysteresis_bytes",                                                          \
+	  "Empty spans and pooled large mappings retained rather than returned")                   \
+	X(segment_overhead, "segment_overhead_bytes", "Segment headers and allocator metadata")    \
+	X(large_count, "large_objects", "Live direct mappings (large allocations)")                \
+	X(spans_assigned, "spans_assigned", "Spans currently assigned to a size class")
+
 struct tally_stats {
-	uint64_t mapped;     /* bytes mapped from the OS: segments, large mappings, metadata */
-	uint64_t live;	     /* bytes requested by callers and not yet freed */
-	uint64_t rounding;   /* slot (or page-rounded mapping) minus requested, over live blocks */
-	uint64_t cache;	     /* freed by another thread, parked until the owner drains it */
-	uint64_t span_free;  /* free slots below the bump cursor whose pages are resident */
-	uint64_t returned;   /* free slots and retired spans handed back with madvise */
-	uint64_t virgin;     /* never touched: above bump cursors, unclaimed spans, tails */
-	uint64_t hysteresis; /* empty spans and pooled large mappings kept for reuse */
-	uint64_t segment_overhead; /* segment headers and allocator metadata */
-	uint64_t large_count;	   /* live direct mappings */
-	uint64_t spans_assigned;   /* spans currently assigned to a size class */
+#define TALLY_STATS_FIELD(field, metric, help) uint64_t field;
+	TALLY_STATS_X(TALLY_STATS_FIELD)
+#undef TALLY_STATS_FIELD
 };
+
+/* The fields as an array, in TALLY_STATS_X's order (the probe's, the views'):
+ * the struct is exactly that array. */
+enum {
+#define TALLY_STATS_INDEX(field, metric, help) TALLY_STAT_##field,
+	TALLY_STATS_X(TALLY_STATS_INDEX)
+#undef TALLY_STATS_INDEX
+		TALLY_STATS_COUNT
+};
+#ifndef __cplusplus
+_Static_assert(sizeof(struct tally_stats) == TALLY_STATS_COUNT * sizeof(uint64_t),
+	       "struct tally_stats is an array of its fields");
+#endif
+
+static inline void tally_stats_to_array(const struct tally_stats *s, uint64_t *v)
+{
+	__builtin_memcpy(v, s, sizeof(*s));
+}
+
+static inline void tally_stats_from_array(struct tally_stats *s, const uint64_t *v)
+{
+	__builtin_memcpy(s, v, sizeof(*s));
+}
 
 /* Per resource group, lifetime counters over requested sizes (DESIGN.md §3). */
 struct tally_group_stats {

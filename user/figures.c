@@ -4,9 +4,12 @@
 
 #include "figures.h"
 
+_Static_assert(TALLY_STATS_COUNT == TALLY_STATS_FIELDS, "the probe's array is the struct");
+
 const char *const figures_stat_names[TALLY_STATS_FIELDS] = {
-	"mapped", "live",	"rounding",	    "cache",	   "span_free",	     "returned",
-	"virgin", "hysteresis", "segment_overhead", "large_count", "spans_assigned",
+#define STAT_NAME(field, metric, help) #field,
+	TALLY_STATS_X(STAT_NAME)
+#undef STAT_NAME
 };
 
 const char *figures_allocator(const struct session *s)
@@ -27,11 +30,7 @@ const char *figures_cuda(const struct session *s)
 
 void figures_stats_array(const struct tally_stats *st, uint64_t v[TALLY_STATS_FIELDS])
 {
-	uint64_t f[TALLY_STATS_FIELDS] = { st->mapped,	    st->live,	       st->rounding,
-					   st->cache,	    st->span_free,     st->returned,
-					   st->virgin,	    st->hysteresis,    st->segment_overhead,
-					   st->large_count, st->spans_assigned };
-	memcpy(v, f, sizeof(f));
+	tally_stats_to_array(st, v);
 }
 
 unsigned figures_stats(const struct session *s, uint64_t v[TALLY_STATS_FIELDS])
@@ -46,10 +45,11 @@ unsigned figures_stats(const struct session *s, uint64_t v[TALLY_STATS_FIELDS])
 		return (1u << TALLY_STATS_FIELDS) - 1;
 	}
 	if (s->allocator == SESSION_ALLOC_GLIBC && gf) {
-		v[1] = gf->live;
-		v[2] = gf->rounding;
-		v[9] = gf->large_count;
-		return 1u << 1 | 1u << 2 | 1u << 9;
+		v[TALLY_STAT_live] = gf->live;
+		v[TALLY_STAT_rounding] = gf->rounding;
+		v[TALLY_STAT_large_count] = gf->large_count;
+		return 1u << TALLY_STAT_live | 1u << TALLY_STAT_rounding |
+		       1u << TALLY_STAT_large_count;
 	}
 	return 0;
 }

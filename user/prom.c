@@ -219,34 +219,23 @@ static void render_groups(FILE *f, const struct prom_figures *p)
 }
 
 static const char *const stat_help[TALLY_STATS_FIELDS] = {
-	"Bytes the allocator mapped from the OS (the identity's left side)",
-	"Bytes requested by callers and not yet freed",
-	"Slot (or page-rounded mapping) minus requested bytes, over live allocations",
-	"Bytes freed by another thread, parked on a foreign-free list",
-	"Free slots below the bump cursor whose pages are resident",
-	"Free bytes whose pages were handed back with madvise: mapped, not resident",
-	"Mapped bytes never touched",
-	"Empty spans and pooled large mappings retained rather than returned",
-	"Segment headers and allocator metadata",
-	"Live direct mappings (large allocations)",
-	"Spans currently assigned to a size class",
+#define STAT_HELP(field, metric, help) help,
+	TALLY_STATS_X(STAT_HELP)
+#undef STAT_HELP
 };
 
 static const char *const stat_metric[TALLY_STATS_FIELDS] = {
-	"tally_stats_mapped_bytes",	      "tally_stats_live_bytes",
-	"tally_stats_rounding_bytes",	      "tally_stats_cache_bytes",
-	"tally_stats_span_free_bytes",	      "tally_stats_returned_bytes",
-	"tally_stats_virgin_bytes",	      "tally_stats_hysteresis_bytes",
-	"tally_stats_segment_overhead_bytes", "tally_stats_large_objects",
-	"tally_stats_spans_assigned",
+#define STAT_METRIC(field, metric, help) "tally_stats_" metric,
+	TALLY_STATS_X(STAT_METRIC)
+#undef STAT_METRIC
 };
 
 static void render_stats(FILE *f, const struct prom_figures *p)
 {
 	const uint64_t *v = p->stats;
-	struct tally_stats st = {
-		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]
-	};
+	struct tally_stats st;
+
+	tally_stats_from_array(&st, v);
 
 	for (unsigned i = 0; i < TALLY_STATS_FIELDS; i++) {
 		if (!(p->stats_known & (1u << i)))

@@ -98,13 +98,7 @@ static int record_finish(struct record_run *r, const char *path, bool said)
 	sum.allocator = figures_allocator(s);
 	sum.cuda = figures_cuda(s);
 	if (s->allocator == SESSION_ALLOC_TALLY && s->have_final_inprocess) {
-		const struct tally_stats *st = &s->final_inprocess;
-		uint64_t v[TALLY_STATS_FIELDS] = {
-			st->mapped,	      st->live,	       st->rounding,	  st->cache,
-			st->span_free,	      st->returned,    st->virgin,	  st->hysteresis,
-			st->segment_overhead, st->large_count, st->spans_assigned
-		};
-		memcpy(sum.inprocess, v, sizeof(v));
+		tally_stats_to_array(&s->final_inprocess, sum.inprocess);
 		sum.have_inprocess = true;
 	} else if (s->allocator == SESSION_ALLOC_TALLY && s->model.have_inprocess) {
 		memcpy(sum.inprocess, s->model.inprocess, sizeof(sum.inprocess));

@@ -134,12 +134,11 @@ static void build_identity(struct top_identity *id, const struct top_input *in)
 	memset(id, 0, sizeof(*id));
 	if (in->alloc == TOP_ALLOC_TALLY) {
 		model_stats(in->m, &st);
-		int64_t t[TOP_TERMS] = {
-			(int64_t)st.live,	(int64_t)st.rounding,	      (int64_t)st.cache,
-			(int64_t)st.span_free,	(int64_t)st.returned,	      (int64_t)st.virgin,
-			(int64_t)st.hysteresis, (int64_t)st.segment_overhead,
-		};
-		memcpy(id->term, t, sizeof(t));
+		uint64_t v[TALLY_STATS_COUNT];
+		tally_stats_to_array(&st, v);
+		/* the identity's eight terms follow mapped in the Stats' order */
+		for (unsigned i = 0; i < TOP_TERMS; i++)
+			id->term[i] = (int64_t)v[TALLY_STAT_live + i];
 		for (unsigned i = 0; i < TOP_TERMS; i++)
 			id->known[i] = true;
 		id->mapped = (int64_t)st.mapped;

@@ -14,8 +14,9 @@
 #include "trace.h"
 
 const char *const trace_stat_names[TALLY_STATS_FIELDS] = {
-	"mapped", "live",	"rounding",	    "cache",	   "span_free",	     "returned",
-	"virgin", "hysteresis", "segment_overhead", "large_count", "spans_assigned",
+#define STAT_NAME(field, metric, help) #field,
+	TALLY_STATS_X(STAT_NAME)
+#undef STAT_NAME
 };
 
 /* A thread with slices open; tid 0 marks an empty slot (no thread of a
