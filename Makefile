@@ -21,7 +21,6 @@ ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/heap
 	alloc/large.c alloc/malloc.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
 	alloc/probe_guard.c alloc/purge.c
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
-REPLAY_SRCS := user/replay.c alloc/stats_identity.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
 # the probe-cost benchmark), one that hands every batch to a test sink (the

@@ -56,6 +56,8 @@
 #define OS_PAGE 4096UL
 #define PAGES_PER_SPAN (SPAN_SIZE / OS_PAGE) /* 16: one bit each in span.discarded */
 #define SPAN_INLINE_SLOTS 16
+/* The most slots a span has: 64 KiB of the smallest (16 B) class. */
+#define SPAN_MAX_SLOTS (SPAN_SIZE / 16)
 /* Metadata in the segment header (classes.c): span i's at SEG_CELLS_OFF +
  * (i - 1) * SEG_CELLS_SLOT, past the descriptors */
 #define SEG_CELLS_OFF (SPANS_PER_SEGMENT * 256UL)

@@ -84,8 +84,7 @@ int gpu_apply(struct gpu_model *g, enum gpu_source src, const struct tally_ev *e
 	}
 	g->seen[src] = true;
 	return 0;
-bad:
-	g->malformed++;
+bad: /* counted by the caller (the model's malformed) */
 	return -EINVAL;
 }
 

@@ -28,7 +28,6 @@ struct gpu_model {
 	struct gpu_group groups[GPU_SOURCES][TALLY_MAX_GROUPS];
 	char **names; /* kernel names by id (CUPTI), NULL where unknown */
 	uint32_t nnames;
-	uint64_t malformed;
 };
 
 void gpu_init(struct gpu_model *g);

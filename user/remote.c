@@ -57,11 +57,11 @@ static int walk_segment(const struct remote_mem *mem, uint64_t at, struct segmen
 
 		if (sp->state == SPAN_UNASSIGNED)
 			continue;
-		if (sp->bump > SPAN_SIZE / 16)
+		if (sp->bump > SPAN_MAX_SLOTS)
 			return -EPROTO;
 		/* an address in the target: only computed, never dereferenced here */
 		uint64_t meta_at = (uint64_t)(uintptr_t)sp->cells + sp->meta_skip * sizeof(*meta);
-		if (sp->meta_skip > SPAN_SIZE / 16)
+		if (sp->meta_skip > SPAN_MAX_SLOTS)
 			return -EPROTO;
 		if (meta_at != inline_at) {
 			int err = peek(mem, meta_at, meta, sp->bump * sizeof(*meta));
@@ -189,7 +189,7 @@ int remote_alloc_read_mem(const struct remote_mem *mem, uint64_t heaps_addr, boo
 {
 	struct heap *h = malloc(sizeof(*h));
 	struct segment *seg = malloc(sizeof(*seg));
-	uint16_t *meta = malloc(SPAN_SIZE / 16 * sizeof(uint16_t));
+	uint16_t *meta = malloc(SPAN_MAX_SLOTS * sizeof(uint16_t));
 	struct stats_walk *w = calloc(1, sizeof(*w));
 	uint64_t *seen = spans ? calloc(SEEN_SLOTS, sizeof(*seen)) : NULL;
 	uint64_t at, last_id = UINT64_MAX, deadline = now_ns() + remote_read_max_ns, *addrs = NULL;
