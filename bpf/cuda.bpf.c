@@ -9,7 +9,8 @@
  * calling thread's group) and `lost`.
  *
  * Each program serves every entry point of one argument shape; which entry
- * point fired is the attach cookie (enum cuda_api, user/cuda.c).
+ * point fired is the attach cookie (enum cuda_kind | enum tally_gpu_api <<
+ * CUDA_API_SHIFT, bpf/cuda_api.h; set by user/cuda.c).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -26,7 +27,7 @@ const volatile __u32 target_tgid = 0;
 
 /* A call between its entry and its return, per thread. */
 struct pending {
-	__u64 api;  /* enum cuda_api */
+	__u64 api;  /* the cookie: enum cuda_kind | enum tally_gpu_api << CUDA_API_SHIFT */
 	__u64 out;  /* out-pointer (dptr, pPitch's partner, module, handle) */
 	__u64 arg;  /* a size, a handle or a pointer, per shape */
 	__u64 arg2; /* pPitch's height, or an image's size */

@@ -19,7 +19,9 @@
 
 extern char **environ;
 
-/* In the child between fork and exec: async-signal-safe calls only. */
+/* In the child between fork and exec. tally has no other thread yet when it
+ * forks (the command starts before anything else), so setenv's allocation is
+ * safe here; the environment is built in the child, tally's own left as it was. */
 static void child_run(char *const argv[], const char *preload, char *const env_extra[],
 		      const char *stdio, bool out_to_err, int gate, int status)
 {
