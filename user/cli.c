@@ -20,8 +20,9 @@ static const struct argp_option target_options[] = {
 	{ "group", OPT_GROUP, "NAME=GLOB", 0,
 	  "Put threads whose name matches GLOB in group NAME (repeatable)", 1 },
 	{ "ring-mb", OPT_RING_MB, "MB", 0,
-	  "Ring buffer size in MiB, fractions allowed (default 32; rounded up to a power of two "
-	  "of pages)",
+	  "Ring buffer size in MiB, fractions allowed (default " CLI_STR(
+		  CLI_RING_MB_DEFAULT) "; rounded up to a power of two "
+				       "of pages)",
 	  1 },
 	{ "no-preload", OPT_NO_PRELOAD, NULL, 0,
 	  "Start CMD as it is: without libtally_alloc.so and libtally.so preloaded", 1 },

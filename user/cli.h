@@ -12,6 +12,10 @@
 
 #include "session.h"
 
+/* A constant in a help text: the text follows the constant. */
+#define CLI_STR(x) CLI_STR_(x)
+#define CLI_STR_(x) #x
+
 #define CLI_MAX_RULES 32
 #define CLI_RING_MB_DEFAULT                                                                        \
 	32 /* one or two threads allocating flat out lose nothing (make bench) */

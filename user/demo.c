@@ -17,6 +17,7 @@
 
 #define DEMO_SECS_TTY 20
 #define DEMO_SECS_BATCH 4
+#define DEMO_INTERVAL_MS 1000
 
 struct demo_opts {
 	double secs; /* 0: DEMO_SECS_TTY in a terminal, DEMO_SECS_BATCH without */
@@ -25,8 +26,11 @@ struct demo_opts {
 
 static const struct argp_option demo_options[] = {
 	{ "seconds", 's', "SECS", 0,
-	  "How long the workload runs (default 20 in a terminal, 4 without)", 0 },
-	{ "interval", 'i', "MS", 0, "Refresh every MS milliseconds (default 1000)", 0 },
+	  "How long the workload runs (default " CLI_STR(DEMO_SECS_TTY) " in a terminal, " CLI_STR(
+		  DEMO_SECS_BATCH) " without)",
+	  0 },
+	{ "interval", 'i', "MS", 0,
+	  "Refresh every MS milliseconds (default " CLI_STR(DEMO_INTERVAL_MS) ")", 0 },
 	{ 0 },
 };
 
@@ -83,7 +87,7 @@ static const char demo_doc[] =
 int cmd_demo(int argc, char **argv)
 {
 	struct argp argp = { demo_options, parse_demo_opt, NULL, demo_doc, NULL, NULL, NULL };
-	struct demo_opts o = { .interval_ms = 1000 };
+	struct demo_opts o = { .interval_ms = DEMO_INTERVAL_MS };
 	char workload[PATH_MAX], fake[PATH_MAX], secs[32], interval[32];
 	bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
 

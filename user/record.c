@@ -181,7 +181,8 @@ static int run_record(struct record_opts *o)
 
 static const struct argp_option record_options[] = {
 	{ "output", 'o', "FILE", 0, "Write the trace to FILE (required)", 0 },
-	{ "interval", 'i', "MS", 0, "Counters every MS milliseconds (default 100)", 0 },
+	{ "interval", 'i', "MS", 0,
+	  "Counters every MS milliseconds (default " CLI_STR(RECORD_INTERVAL_MS) ")", 0 },
 	{ 0 },
 };
 

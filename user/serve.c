@@ -322,8 +322,9 @@ out_ctx:
 
 static const struct argp_option serve_options[] = {
 	{ "listen", 'l', "ADDR", 0,
-	  "Serve on ADDR: IPv4:PORT or [IPv6]:PORT (default 127.0.0.1:9464)", 0 },
-	{ "interval", 'i', "MS", 0, "Refresh the figures every MS milliseconds (default 500)", 0 },
+	  "Serve on ADDR: IPv4:PORT or [IPv6]:PORT (default " SERVE_LISTEN_DEFAULT ")", 0 },
+	{ "interval", 'i', "MS", 0,
+	  "Refresh the figures every MS milliseconds (default " CLI_STR(SERVE_INTERVAL_MS) ")", 0 },
 	{ 0 },
 };
 

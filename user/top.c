@@ -45,7 +45,9 @@ struct top_run {
 };
 
 static const struct argp_option top_options[] = {
-	{ "interval", 'i', "MS", 0, "Refresh every MS milliseconds, 10 to 3600000 (default 1000)",
+	{ "interval", 'i', "MS", 0,
+	  "Refresh every MS milliseconds, " CLI_STR(TOP_INTERVAL_MIN) " to " CLI_STR(
+		  TOP_INTERVAL_MAX) " (default " CLI_STR(TOP_INTERVAL_MS) ")",
 	  0 },
 	{ "batch", 'b', NULL, 0,
 	  "Plain-text frames on stdout, without curses (default when stdin or stdout is not a "
