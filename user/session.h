@@ -82,9 +82,8 @@ struct session {
 	/* messages kept aside while a running target's state is read */
 	bool deferring;
 	bool drain_stop;
-	bool drain_caught_up;	      /* the ring was empty once since the thread began */
-	bool reading;		      /* the read has begun: every message is kept */
-	uint64_t batches_before_read; /* allocator batches left out: in the state read */
+	bool drain_caught_up; /* the ring was empty once since the thread began */
+	bool reading;	      /* the read has begun: every message is kept */
 	pthread_mutex_t deferred_lock;
 	struct deferred *deferred, **deferred_tail;
 	struct deferred *spare; /* nodes for reuse */
@@ -93,7 +92,6 @@ struct session {
 	bool cutting;  /* taking the ring up to the cut */
 	bool cut_torn; /* a heap's records below the cut were not all in */
 	unsigned torn_in_a_row;
-	uint64_t cuts_skipped; /* ticks a view did not show: torn cuts */
 	unsigned nspare;
 	uint64_t deferred_bytes;
 	uint64_t deferred_dropped; /* messages past SESSION_DEFER_MAX: not exact */

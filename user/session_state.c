@@ -101,10 +101,8 @@ void session_defer(struct session *s, const void *data, size_t len)
 {
 	struct deferred *d = NULL;
 
-	if (!__atomic_load_n(&s->reading, __ATOMIC_ACQUIRE) && is_alloc_batch(data, len)) {
-		s->batches_before_read++;
+	if (!__atomic_load_n(&s->reading, __ATOMIC_ACQUIRE) && is_alloc_batch(data, len))
 		return;
-	}
 	/* the lock only for the lists: the copy is outside it, so that the
 	 * read's pruning is never held up behind this thread's loop */
 	pthread_mutex_lock(&s->deferred_lock);
@@ -401,10 +399,8 @@ bool session_cut_shown(struct session *s)
 	}
 	/* a torn cut is not shown; a target that never gives another (hostile,
 	 * or a pipeline faster than the read) is shown, flagged, now and then */
-	if (++s->torn_in_a_row <= CUT_SKIP_MAX) {
-		s->cuts_skipped++;
+	if (++s->torn_in_a_row <= CUT_SKIP_MAX)
 		return false;
-	}
 	s->torn_in_a_row = 0;
 	return true;
 }
