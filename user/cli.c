@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The command line every tally command shares (cli.h). */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -72,6 +73,51 @@ int cli_uint(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out)
 	if (v < lo || v > hi)
 		return -EINVAL;
 	*out = v;
+	return 0;
+}
+
+/* HOST:PORT with an IPv4 address, or [IPv6]:PORT; numeric only, so that
+ * what is bound is what was written. 0 or -EINVAL. */
+int cli_parse_listen(const char *arg, struct sockaddr_storage *ss, socklen_t *len)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *colon, *h = arg;
+	size_t hlen;
+	uint64_t port;
+
+	memset(ss, 0, sizeof(*ss));
+	if (arg[0] == '[') {
+		const char *close = strchr(arg, ']');
+		if (!close || close[1] != ':')
+			return -EINVAL;
+		h = arg + 1;
+		hlen = (size_t)(close - h);
+		colon = close + 1;
+	} else {
+		colon = strrchr(arg, ':');
+		if (!colon)
+			return -EINVAL;
+		hlen = (size_t)(colon - arg);
+	}
+	if (!hlen || hlen >= sizeof(host) || cli_uint(colon + 1, 1, 65535, &port))
+		return -EINVAL;
+	memcpy(host, h, hlen);
+	host[hlen] = 0;
+	if (arg[0] == '[') {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
+			return -EINVAL;
+		*len = sizeof(*a6);
+	} else {
+		struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+			return -EINVAL;
+		*len = sizeof(*a4);
+	}
 	return 0;
 }
 

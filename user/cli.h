@@ -9,6 +9,7 @@
 #define TALLY_CLI_H
 
 #include <argp.h>
+#include <sys/socket.h>
 
 #include "session.h"
 
@@ -40,6 +41,9 @@ int cli_interval_ms(const struct argp_state *state, const char *arg, int lo, int
 int cli_number(const char *arg, double lo, double hi, double *out);
 /* A whole number in decimal digits only, lo..hi: 0 or -EINVAL. */
 int cli_uint(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out);
+/* --listen: HOST:PORT with an IPv4 address, or [IPv6]:PORT; numeric only.
+ * 0 or -EINVAL. */
+int cli_parse_listen(const char *arg, struct sockaddr_storage *ss, socklen_t *len);
 
 /*
  * Poll the session every poll_ms until the target exits, -d passes or a

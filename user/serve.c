@@ -14,7 +14,6 @@
  * final figures stay on /metrics (tally_target_running 0) until SIGINT,
  * SIGTERM or -d: a scraper gets to see how it ended.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -54,51 +53,6 @@ struct serve_ctx {
 	struct prom_figures fig; /* 60 KiB: here, not on a stack */
 	bool render_failed;	 /* said once on stderr */
 };
-
-/* HOST:PORT with an IPv4 address, or [IPv6]:PORT; numeric only, so that
- * what is bound is what was written. 0 or -EINVAL. */
-static int serve_parse_listen(const char *arg, struct sockaddr_storage *ss, socklen_t *len)
-{
-	char host[INET6_ADDRSTRLEN + 2];
-	const char *colon, *h = arg;
-	size_t hlen;
-	uint64_t port;
-
-	memset(ss, 0, sizeof(*ss));
-	if (arg[0] == '[') {
-		const char *close = strchr(arg, ']');
-		if (!close || close[1] != ':')
-			return -EINVAL;
-		h = arg + 1;
-		hlen = (size_t)(close - h);
-		colon = close + 1;
-	} else {
-		colon = strrchr(arg, ':');
-		if (!colon)
-			return -EINVAL;
-		hlen = (size_t)(colon - arg);
-	}
-	if (!hlen || hlen >= sizeof(host) || cli_uint(colon + 1, 1, 65535, &port))
-		return -EINVAL;
-	memcpy(host, h, hlen);
-	host[hlen] = 0;
-	if (arg[0] == '[') {
-		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)port);
-		if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
-			return -EINVAL;
-		*len = sizeof(*a6);
-	} else {
-		struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-		a4->sin_family = AF_INET;
-		a4->sin_port = htons((uint16_t)port);
-		if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
-			return -EINVAL;
-		*len = sizeof(*a4);
-	}
-	return 0;
-}
 
 /* The socket is ours, bound before anything starts, so that a port in use
  * is said plainly (libmicrohttpd would only say it failed) and no CMD is
@@ -343,7 +297,7 @@ static error_t parse_serve_opt(int key, char *arg, struct argp_state *state)
 		o->interval_ms = cli_interval_ms(state, arg, 1, 3600000);
 		break;
 	case ARGP_KEY_END:
-		if (serve_parse_listen(o->listen, &o->addr, &o->addr_len))
+		if (cli_parse_listen(o->listen, &o->addr, &o->addr_len))
 			cli_usage_error(state,
 					"bad --listen '%s': want IPv4:PORT or [IPv6]:PORT, e.g. "
 					"127.0.0.1:9464",
