@@ -14,16 +14,18 @@
 #include "internal.h"
 
 struct tally_class tally_classes[CLASS_COUNT];
-/* class of every q <= 1024, indexed by (q + 7) / 8 */
-uint8_t tally_class_small[129];
+/* class of every q <= DIRECT_MAX, indexed by direct_index(q) */
+uint8_t tally_class_small[DIRECT_ENTRIES];
 uint8_t tally_class_direct_lo[CLASS_COUNT], tally_class_direct_hi[CLASS_COUNT];
 
 static uint32_t class_size(unsigned idx)
 {
-	if (idx < 32)
-		return 16 + 16 * idx;
-	unsigned k = 9 + (idx - 32) / 8, j = 1 + (idx - 32) % 8;
-	return (1u << k) + j * (1u << (k - 3));
+	if (idx < CLASS_LINEAR)
+		return CLASS_MIN + CLASS_STEP * idx;
+	/* 2^k + j * 2^k / 8, j = 1..8 */
+	unsigned k = CLASS_LINEAR_SHIFT + (idx - CLASS_LINEAR) / CLASS_PER_DOUBLING,
+		 j = 1 + (idx - CLASS_LINEAR) % CLASS_PER_DOUBLING;
+	return (1u << k) + j * (1u << (k - CLASS_DOUBLING_SHIFT));
 }
 
 void classes_init(void)
@@ -40,34 +42,35 @@ void classes_init(void)
 			k->slot_off = 0;
 			continue;
 		}
-		/* the metadata has an entry per cell of the span (internal.h) */
+		/* the metadata has an entry per cell of the span (layout.h) */
 		uint32_t cells = (uint32_t)((SPAN_SIZE + k->size - 1) / k->size);
-		if (2 * cells <= SEG_CELLS_SLOT) {
-			/* in the segment header: no slot lost to it either */
+		if (META_ENTRY * cells <= SEG_CELLS_SLOT) {
+			/* in the segment header: no slot lost to it either (its
+			 * length in 16-byte units) */
 			k->nslots = SPAN_SIZE / k->size;
 			k->slot_off = 0;
-			k->hdr_cells = (2 * cells + 15) & ~15U;
+			k->hdr_cells = (META_ENTRY * cells + 15) & ~15U;
 			continue;
 		}
 		/* at the span's start, in whole cells */
-		uint32_t meta_cells = (2 * cells + k->size - 1) / k->size;
+		uint32_t meta_cells = (META_ENTRY * cells + k->size - 1) / k->size;
 		k->slot_off = meta_cells * k->size;
 		k->nslots = (uint32_t)((SPAN_SIZE - k->slot_off) / k->size);
 	}
-	for (unsigned i = 0; i <= 128; i++) {
-		size_t q = (size_t)i * 8;
+	for (unsigned i = 0; i < DIRECT_ENTRIES; i++) {
+		size_t q = (size_t)i << DIRECT_SHIFT;
 		unsigned c = 0;
 		while (c < CLASS_COUNT - 1 && tally_classes[c].size < q)
 			c++;
 		tally_class_small[i] = (uint8_t)c;
 	}
-	/* classes above 1024 bytes have no direct entry: lo > hi */
+	/* classes above DIRECT_MAX bytes have no direct entry: lo > hi */
 	for (unsigned c = 0; c < CLASS_COUNT; c++) {
 		tally_class_direct_lo[c] = 1;
 		tally_class_direct_hi[c] = 0;
 	}
-	for (int i = 128; i >= 0; i--)
+	for (int i = DIRECT_ENTRIES - 1; i >= 0; i--)
 		tally_class_direct_lo[tally_class_small[i]] = (uint8_t)i;
-	for (unsigned i = 0; i <= 128; i++)
+	for (unsigned i = 0; i < DIRECT_ENTRIES; i++)
 		tally_class_direct_hi[tally_class_small[i]] = (uint8_t)i;
 }

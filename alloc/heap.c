@@ -6,7 +6,9 @@
  * or is stranded. Time-driven work (purge delay, partial batches) runs at
  * ticks: every 512 allocations from a span, and every TICK_OPS slow-path
  * operations, the heap reads the clock; for a heap whose owner stops calling
- * the allocator, the purger does it (purge.c).
+ * the allocator, the purger does it (purge.c). The heap decides what its spans
+ * become (a bin refilled from which span, heap_refill; empty spans retired at
+ * sweeps); span.c carries each change out, and segment.c hands out the spans.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,7 +21,7 @@
  * the malloc fast path falls through to the slow path without a NULL test,
  * and no span names it as owner, so the free fast path does too. */
 struct span tally_span_none;
-struct heap tally_heap_none = { .direct = { [0 ... 128] = &tally_span_none } };
+struct heap tally_heap_none = { .direct = { [0 ... DIRECT_ENTRIES - 1] = &tally_span_none } };
 __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec"))) = &tally_heap_none;
 __thread void *tally_tls_freeing __attribute__((tls_model("initial-exec")));
 __thread bool tally_tls_exited __attribute__((tls_model("initial-exec")));
@@ -39,7 +41,7 @@ static void heaps_init(void)
 	if (e && *e) {
 		char *end;
 		unsigned long v = strtoul(e, &end, 10);
-		if (!*end && v <= 3600000)
+		if (!*end && v <= PURGE_MS_MAX)
 			tally_purge_ms = (uint32_t)v;
 	}
 	classes_init();
@@ -54,8 +56,8 @@ void *heap_meta_alloc(struct heap *h, size_t len)
 	if (!p)
 		return NULL;
 	os_touch(p, len);
-	h->st.mapped += len;
-	h->st.segment_overhead += len;
+	h->stats.mapped += len;
+	h->stats.segment_overhead += len;
 	ev(h, TALLY_EV_META_MAP, 0, 0, 0, len);
 	return p;
 }
@@ -72,8 +74,8 @@ struct heap *heap_new_locked(void)
 	h->gbins[0] = h->bins0;
 	h->bins = h->bins0;
 	/* the heap's own mapping is metadata; its record goes out with the first batch */
-	h->st.mapped += len;
-	h->st.segment_overhead += len;
+	h->stats.mapped += len;
+	h->stats.segment_overhead += len;
 	ev(h, TALLY_EV_META_MAP, 0, 0, 0, len);
 	h->all_next = tally_heaps;
 	tally_heaps = h;
@@ -181,7 +183,7 @@ static void heap_thread_exit(void *arg)
 
 void heap_direct_fill(struct heap *h)
 {
-	for (unsigned i = 0; i <= 128; i++)
+	for (unsigned i = 0; i < DIRECT_ENTRIES; i++)
 		h->direct[i] = heap_direct_entry(h, h->bins[tally_class_small[i]].head);
 }
 
@@ -405,6 +407,47 @@ void heap_tick(struct heap *h)
 	}
 	if (ev_tracing() && h->batch.count && h->now_ms - h->last_flush_ms >= FLUSH_MS)
 		ev_flush(h);
+}
+
+/* An unassigned span for a class to claim: one of the heap's segments', or,
+ * rather than map a new segment, the heap's oldest empty span, retired before
+ * its delay (a span of another class given a new life), or else one of a new
+ * segment. NULL when memory is exhausted. */
+static struct span *heap_unassigned_span(struct heap *h)
+{
+	struct span *sp;
+
+	while (!(sp = segment_claim_span(h)) && h->lru_head) {
+		span_retire(h, h->lru_head);
+		heap_discard_flush(h); /* before anyone writes the span again */
+	}
+	return sp ? sp : segment_claim_new_span(h);
+}
+
+/*
+ * The slow path of a small allocation (malloc.c): make the head of the bin
+ * of class cls a span with a non-empty free list, or return NULL when memory
+ * is exhausted. The heap's own work comes first (its tick, the foreign frees
+ * waiting for it), then a span of the bin, or else a span claimed for the
+ * class.
+ */
+struct span *heap_refill(struct heap *h, unsigned cls)
+{
+	struct bin *b = &h->bins[cls];
+	struct span *sp;
+
+	if (--h->tick <= 0)
+		heap_tick(h);
+	if (atomic_load_explicit(&h->xspans, memory_order_relaxed))
+		heap_drain_xspans(h);
+	sp = span_find_free(h, b);
+	if (sp)
+		return sp;
+	sp = heap_unassigned_span(h);
+	if (!sp)
+		return NULL;
+	span_claim(h, sp, cls);
+	return sp;
 }
 
 TALLY_API void tally_alloc_collect(int force)

@@ -22,6 +22,12 @@
 #define POOL_ENTRY_MAX (32UL << 20) /* larger mappings are unmapped at free */
 #define POOL_TOTAL_MAX (128UL << 20)
 #define POPULATE_MAX (1UL << 20)
+/* The table: Fibonacci hashing of the page number (2^64 / the golden ratio),
+ * bits from TAB_HASH_SHIFT up; grown at three quarters full. */
+#define TAB_HASH_MUL 0x9e3779b97f4a7c15ULL
+#define TAB_HASH_SHIFT 20
+#define TAB_LOAD_NUM 3
+#define TAB_LOAD_DEN 4
 
 struct large_ent {
 	uintptr_t ptr; /* 0: empty table slot */
@@ -44,7 +50,7 @@ static size_t pool_bytes;
 
 static size_t tab_hash(uintptr_t p)
 {
-	return (size_t)(((p >> 12) * 0x9e3779b97f4a7c15ULL) >> 20);
+	return (size_t)(((p / OS_PAGE) * TAB_HASH_MUL) >> TAB_HASH_SHIFT);
 }
 
 static struct large_ent *tab_find(uintptr_t p)
@@ -89,7 +95,7 @@ static void tab_del(struct large_ent *e)
 
 static int tab_reserve(struct heap *h)
 {
-	if ((tab_len + 1) * 4 <= tab_cap * 3)
+	if ((tab_len + 1) * TAB_LOAD_DEN <= tab_cap * TAB_LOAD_NUM)
 		return 0;
 	size_t ncap = tab_cap ? tab_cap * 2 : OS_PAGE / sizeof(struct large_ent);
 	struct large_ent *old = tab, *n = heap_meta_alloc(h, ncap * sizeof(*n));
@@ -106,8 +112,8 @@ static int tab_reserve(struct heap *h)
 	if (old) {
 		size_t olen = (ocap * sizeof(*old) + OS_PAGE - 1) & ~(OS_PAGE - 1);
 		os_unmap(old, olen);
-		h->st.mapped -= olen;
-		h->st.segment_overhead -= olen;
+		h->stats.mapped -= olen;
+		h->stats.segment_overhead -= olen;
 		ev(h, TALLY_EV_META_MAP, 1, 0, 0, olen);
 	}
 	return 0;
@@ -129,29 +135,29 @@ static void pool_evict(struct heap *h, struct pool_ent *e)
 {
 	os_unmap(e->ptr, e->len);
 	pool_bytes -= e->len;
-	h->st.hysteresis -= e->len;
-	h->st.mapped -= e->len;
+	h->stats.hysteresis -= e->len;
+	h->stats.mapped -= e->len;
 	ev(h, TALLY_EV_POOL_UNMAP, 0, 0, 0, e->len);
 	e->ptr = NULL;
 }
 
 static void account_alloc(struct heap *h, const struct large_ent *e, uint8_t how)
 {
-	h->st.large_live += e->q;
-	h->st.large_round += e->len - e->q;
-	h->st.large_count++;
-	h->gc[e->group].alloc_bytes += e->q;
-	h->gc[e->group].alloc_objs++;
+	h->stats.large_live += e->q;
+	h->stats.large_round += e->len - e->q;
+	h->stats.large_count++;
+	h->group_counters[e->group].alloc_bytes += e->q;
+	h->group_counters[e->group].alloc_objs++;
 	ev(h, TALLY_EV_LARGE_ALLOC, how, (uint16_t)e->group, (uint32_t)(e->len - e->q), e->q);
 }
 
 static void account_free(struct heap *h, const struct large_ent *e, uint8_t how)
 {
-	h->st.large_live -= e->q;
-	h->st.large_round -= e->len - e->q;
-	h->st.large_count--;
-	h->gc[e->group].dealloc_bytes += e->q;
-	h->gc[e->group].dealloc_objs++;
+	h->stats.large_live -= e->q;
+	h->stats.large_round -= e->len - e->q;
+	h->stats.large_count--;
+	h->group_counters[e->group].dealloc_bytes += e->q;
+	h->group_counters[e->group].dealloc_objs++;
 	ev(h, TALLY_EV_LARGE_FREE, how, (uint16_t)e->group, (uint32_t)(e->len - e->q), e->q);
 }
 
@@ -174,7 +180,7 @@ void *large_alloc(struct heap *h, size_t q, size_t align, bool zero)
 		e.len = pe->len;
 		pe->ptr = NULL;
 		pool_bytes -= e.len;
-		h->st.hysteresis -= e.len;
+		h->stats.hysteresis -= e.len;
 		how = TALLY_LARGE_POOL;
 		if (zero)
 			memset((void *)e.ptr, 0, q);
@@ -190,7 +196,7 @@ void *large_alloc(struct heap *h, size_t q, size_t align, bool zero)
 			goto fail;
 		e.ptr = (uintptr_t)p;
 		e.len = len;
-		h->st.mapped += len;
+		h->stats.mapped += len;
 	}
 	tab_put(&e);
 	account_alloc(h, &e, how);
@@ -234,12 +240,12 @@ bool large_free(struct heap *h, void *p, size_t expect_q)
 	if (slot >= 0) {
 		pool[slot] = (struct pool_ent){ (void *)e.ptr, e.len, h->now_ms };
 		pool_bytes += e.len;
-		h->st.hysteresis += e.len;
+		h->stats.hysteresis += e.len;
 		account_free(h, &e, TALLY_LARGE_POOL);
 		purge_kick(h);
 	} else {
 		os_unmap((void *)e.ptr, e.len);
-		h->st.mapped -= e.len;
+		h->stats.mapped -= e.len;
 		account_free(h, &e, TALLY_LARGE_FRESH);
 	}
 	pthread_mutex_unlock(&large_lock);
@@ -283,10 +289,10 @@ void *large_realloc(struct heap *h, void *p, size_t q)
 	struct large_ent e = *pe;
 	tab_del(pe);
 	account_free(h, &e, TALLY_LARGE_FRESH);
-	h->st.mapped -= e.len;
+	h->stats.mapped -= e.len;
 	e = (struct large_ent){ .ptr = (uintptr_t)np, .len = len, .q = q, .group = h->group };
 	tab_put(&e);
-	h->st.mapped += len;
+	h->stats.mapped += len;
 	account_alloc(h, &e, TALLY_LARGE_FRESH);
 	pthread_mutex_unlock(&large_lock);
 	return np;

@@ -6,7 +6,7 @@
  *
  * The purger (purge.c) may sweep the heap of a thread that is in a fast path
  * meanwhile, but never in a slow one: every other path is a slow operation,
- * op_begin to op_end (internal.h), and gets the heap from heap_get, which
+ * op_begin to op_end (heap.h), and gets the heap from heap_get, which
  * waits for the purger and restores what it turned off. The fast paths
  * publish only what free is freeing (tally_tls_freeing); purge.c says why
  * that is enough.
@@ -98,7 +98,7 @@ static void *small_alloc(struct heap *h, unsigned cls, size_t q, uint16_t flag)
 	struct span *sp = h->bins[cls].head;
 
 	if (unlikely(!sp || !sp->free)) {
-		sp = span_acquire(h, cls);
+		sp = heap_refill(h, cls);
 		if (unlikely(!sp))
 			return NULL;
 	}
@@ -199,8 +199,8 @@ static void small_free_foreign(struct heap *h, struct small_ref *r)
 			&owner->xspans, &top, sp, memory_order_release, memory_order_relaxed));
 	}
 	uint32_t s = sp->size;
-	h->st.cache += s;
-	struct group_ctr *g = &h->gc[sp->group];
+	h->stats.cache += s;
+	struct group_ctr *g = &h->group_counters[sp->group];
 	g->dealloc_bytes += r->q;
 	g->dealloc_objs++;
 	ev(h, TALLY_EV_FREE_FOREIGN, 0, sp->group, (uint32_t)r->q, s);
@@ -252,11 +252,11 @@ static void *tally_aligned(size_t align, size_t q)
 
 	if (unlikely(!h))
 		goto out;
-	if (align <= 16)
+	if (align <= SLOT_ALIGN)
 		return tally_malloc(q, false);
-	/* every slot is 16-aligned: at most align - 16 bytes of padding; the
-	 * pointer must stay inside its slot even for q == 0 */
-	size_t need = (q ? q : 1) + align - 16;
+	/* every slot is SLOT_ALIGN-aligned: at most align - SLOT_ALIGN bytes of
+	 * padding; the pointer must stay inside its slot even for q == 0 */
+	size_t need = (q ? q : 1) + align - SLOT_ALIGN;
 	if (need >= q && need <= CLASS_MAX) {
 		unsigned cls = size_to_class(need);
 		size_t s = tally_classes[cls].size;
@@ -325,8 +325,8 @@ static bool pow2(size_t a)
 static inline __attribute__((always_inline)) void *malloc_as(size_t n, bool traced)
 {
 	struct heap *h = tally_tls_heap;
-	if (likely(n <= 1024)) {
-		struct span *sp = h->direct[(n + 7) >> 3];
+	if (likely(n <= DIRECT_MAX)) {
+		struct span *sp = h->direct[direct_index(n)];
 		if (likely(sp->free)) /* a class below META_Q_LIMIT */
 			return span_pop_as(h, sp, n, (uint16_t)(n + 1), traced, true);
 	}
@@ -518,14 +518,14 @@ TALLY_API int TA(posix_memalign)(void **out, size_t align, size_t n)
 
 /*
  * memalign and aligned_alloc as glibc has them (programs written against it
- * rely on it): an alignment up to 16 is malloc's own, one that is not a power
- * of two is rounded up to the next, and only one past SIZE_MAX / 2 + 1 (no
- * power of two to round to) is refused with EINVAL. posix_memalign alone
- * checks its argument (POSIX says EINVAL).
+ * rely on it): an alignment up to SLOT_ALIGN (16) is malloc's own, one that
+ * is not a power of two is rounded up to the next, and only one past
+ * SIZE_MAX / 2 + 1 (no power of two to round to) is refused with EINVAL.
+ * posix_memalign alone checks its argument (POSIX says EINVAL).
  */
 static void *memalign_glibc(size_t align, size_t n)
 {
-	if (align <= 16)
+	if (align <= SLOT_ALIGN)
 		return malloc_slow(n, false);
 	if (align > SIZE_MAX / 2 + 1) {
 		errno = EINVAL;

@@ -152,9 +152,11 @@ uint32_t os_gettid(void)
  * A pointer the allocator never gave out, or a double free: continuing would
  * corrupt the heap, so stop here with the reason (without allocating).
  */
+#define FATAL_LINE_MAX 160
+
 void tally_fatal(const char *what, const void *ptr)
 {
-	char buf[160];
+	char buf[FATAL_LINE_MAX];
 	int n = snprintf(buf, sizeof(buf), "tally_alloc: %s (pointer %p); aborting\n", what, ptr);
 	if (n > 0)
 		(void)!write(2, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
@@ -163,9 +165,11 @@ void tally_fatal(const char *what, const void *ptr)
 
 /* Resident bytes of [p, p + len) (page-aligned), by mincore(2): the figure
  * /proc/PID/smaps would give as Rss for these anonymous private pages. */
+#define RESIDENT_CHUNK_PAGES 256 /* pages asked about per mincore call */
+
 uint64_t os_resident(const void *p, size_t len)
 {
-	unsigned char vec[256];
+	unsigned char vec[RESIDENT_CHUNK_PAGES];
 	uint64_t bytes = 0;
 	const char *a = p;
 

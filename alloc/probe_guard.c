@@ -32,6 +32,8 @@
 #include "probes.h"
 
 #define GUARD_PAGE 4096UL
+#define X86_INT3 0xcc /* what a uprobe writes over a site's first byte */
+#define X86_CALL 0xe8 /* call rel32: an optimized uprobe's site */
 
 /* The library's sites and semaphores, collected by the linker (none in the
  * builds without probe sites). */
@@ -63,18 +65,19 @@ static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
  */
 static void site_restore(uint8_t *site)
 {
-	static const uint8_t nop5[5] = TALLY_PROBE_NOP5;
-	bool int3 = site[0] == 0xcc && !memcmp(site + 1, nop5 + 1, 4);
+	static const uint8_t nop5[] = TALLY_PROBE_NOP5;
+	const size_t n = sizeof(nop5);
+	bool int3 = site[0] == X86_INT3 && !memcmp(site + 1, nop5 + 1, n - 1);
 
-	if (!memcmp(site, nop5, 5) || (!int3 && site[0] != 0xe8))
+	if (!memcmp(site, nop5, n) || (!int3 && site[0] != X86_CALL))
 		return;
 	uintptr_t lo = (uintptr_t)site & ~(GUARD_PAGE - 1);
-	size_t len = (((uintptr_t)site + 5 + GUARD_PAGE - 1) & ~(GUARD_PAGE - 1)) - lo;
+	size_t len = (((uintptr_t)site + n + GUARD_PAGE - 1) & ~(GUARD_PAGE - 1)) - lo;
 	/* where text may not be made writable the semaphores, already 0, keep
 	 * this process away from the site all the same */
 	if (mprotect((void *)lo, len, PROT_READ | PROT_WRITE | PROT_EXEC))
 		return;
-	memcpy(site, nop5, 5);
+	memcpy(site, nop5, n);
 	mprotect((void *)lo, len, PROT_READ | PROT_EXEC);
 }
 

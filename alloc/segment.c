@@ -2,8 +2,11 @@
 /*
  * Segments: 4 MiB mapped 4 MiB-aligned, owned by one heap. Span 0 is the
  * header: the descriptors, then the metadata of the spans whose class keeps it
- * there (internal.h). The header's pages in use are segment_overhead; the
- * rest of span 0 is untouched (virgin) until a span's metadata needs it.
+ * there (layout.h). The header's pages in use are segment_overhead; the rest
+ * of span 0 is untouched (virgin) until a span's metadata needs it. A segment
+ * hands out its unassigned spans and takes back retired ones; when a heap
+ * claims one, and when it maps a segment rather than retire an empty span,
+ * is the heap's choice (heap_refill).
  */
 #include <string.h>
 
@@ -13,7 +16,7 @@ _Atomic uint8_t tally_seg_map[SEG_MAP_LEN];
 
 #if !defined(TALLY_NO_PROBES) && !defined(TALLY_ALLOC_TEST_SINK)
 /* In the section the probe notes point their semaphores into; the batch
- * probe's semaphore is a name for two bytes of it (internal.h). */
+ * probe's semaphore is a name for two bytes of it (segment.h). */
 __attribute__((section(".probes"), used)) struct tally_arena tally_arena;
 _Static_assert(offsetof(struct tally_arena, base_word) + 6 == ARENA_SEMAPHORE_OFFSET,
 	       "the semaphore is the top two bytes of base_word");
@@ -96,36 +99,37 @@ static struct segment *segment_new(struct heap *h)
 	h->segs = seg;
 	seg_map_set(seg, true);
 
-	h->st.mapped += SEGMENT_SIZE;
-	h->st.segment_overhead += hdr;
-	h->st.virgin += SEGMENT_SIZE - hdr;
+	h->stats.mapped += SEGMENT_SIZE;
+	h->stats.segment_overhead += hdr;
+	h->stats.virgin += SEGMENT_SIZE - hdr;
 	ev(h, TALLY_EV_SEG_MAP, 0, 0, hdr, SEGMENT_SIZE);
 	return seg;
 }
 
-/* An unassigned span of one of the heap's segments, mapping a new segment if
- * none is left. The caller assigns it a class. */
-struct span *segment_claim_span(struct heap *h)
+/* The lowest unassigned span of seg, which has one, taken. */
+static struct span *segment_take_span(struct segment *seg)
 {
-	struct segment *seg;
-
-	for (seg = h->segs; seg; seg = seg->next)
-		if (seg->free_mask)
-			break;
-	if (!seg) {
-		/* Before growing, give an empty span of another class a new life. */
-		if (h->lru_head) {
-			span_retire(h, h->lru_head);
-			heap_discard_flush(h); /* before anyone writes the span again */
-			return segment_claim_span(h);
-		}
-		seg = segment_new(h);
-		if (!seg)
-			return NULL;
-	}
 	unsigned i = (unsigned)__builtin_ctzll(seg->free_mask);
 	seg->free_mask &= ~(1ULL << i);
 	return &seg->spans[i];
+}
+
+/* An unassigned span of one of the heap's segments; NULL when every span of
+ * them is assigned. The caller assigns it a class. */
+struct span *segment_claim_span(struct heap *h)
+{
+	for (struct segment *seg = h->segs; seg; seg = seg->next)
+		if (seg->free_mask)
+			return segment_take_span(seg);
+	return NULL;
+}
+
+/* The first span of a segment mapped for it; NULL when out of memory. */
+struct span *segment_claim_new_span(struct heap *h)
+{
+	struct segment *seg = segment_new(h);
+
+	return seg ? segment_take_span(seg) : NULL;
 }
 
 /*
@@ -149,8 +153,8 @@ uint16_t *segment_cells(struct heap *h, struct span *sp, uint32_t len)
 	}
 	if (grown) {
 		seg->hdr_bytes += grown;
-		h->st.virgin -= grown;
-		h->st.segment_overhead += grown;
+		h->stats.virgin -= grown;
+		h->stats.segment_overhead += grown;
 		ev(h, TALLY_EV_SEG_MAP, 0, 0, grown, 0);
 	}
 	uint16_t *cells = (uint16_t *)((char *)seg + off);

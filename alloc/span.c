@@ -4,15 +4,20 @@
  * of its bytes between the identity's terms (DESIGN.md §2). Only the owning
  * heap's thread runs this code for a span (or a thread holding the heaps lock
  * for an orphaned heap, or the purger while the owner is kept out: purge.c).
+ * The heap decides when a span changes state (heap.c); this file does it.
  * Pages go back in batches (heap_discard), at the end of a sweep.
  *
  * Where a span's bytes are, by state:
  *   ACTIVE:  [0, slot_off) segment_overhead; slots below bump: live + rounding,
- *            cache (foreign frees in flight), returned (`ret`: the bytes of free
- *            slots on discarded pages) or span_free; at or above bump, and the tail:
- *            src_term (virgin, or returned for a span that was retired before)
- *   EMPTY:   slot_off + bump * size - ret in hysteresis; the rest as ACTIVE
+ *            cache (foreign frees in flight), returned (span.returned: the bytes
+ *            of free slots on discarded pages) or span_free; at or above bump, and
+ *            the tail: src_term (virgin, or returned for a span that was retired
+ *            before)
+ *   EMPTY:   slot_off + bump * size - span.returned in hysteresis; the rest as
+ *            ACTIVE
  *   UNASSIGNED: all virgin (never claimed) or all returned (retired)
+ * In each, the terms sum to SPAN_SIZE; the debug build checks it at every
+ * transition (SPAN_CHECK, span_check.c).
  */
 #include <string.h>
 
@@ -30,72 +35,14 @@ static inline uint16_t page_mask(uint32_t off, uint32_t len)
 static void term_add(struct heap *h, uint8_t term, int64_t bytes)
 {
 	if (term == TALLY_TERM_VIRGIN)
-		h->st.virgin += bytes;
+		h->stats.virgin += bytes;
 	else
-		h->st.returned += bytes;
+		h->stats.returned += bytes;
 }
 
 static struct bin *span_bin(struct heap *h, struct span *sp)
 {
 	return &h->gbins[sp->group][sp->cls];
-}
-
-static void list_push(struct span **head, struct span *sp)
-{
-	sp->prev = NULL;
-	sp->next = *head;
-	if (*head)
-		(*head)->prev = sp;
-	*head = sp;
-}
-
-static void list_remove(struct span **head, struct span *sp)
-{
-	if (sp->prev)
-		sp->prev->next = sp->next;
-	else
-		*head = sp->next;
-	if (sp->next)
-		sp->next->prev = sp->prev;
-	sp->next = sp->prev = NULL;
-}
-
-/* The active list of a bin; its head is the current span, which the heap's
- * direct table mirrors for the current group. */
-static void bin_push(struct heap *h, struct bin *b, struct span *sp)
-{
-	list_push(&b->head, sp);
-	heap_direct_sync(h, b);
-}
-
-static void bin_remove(struct heap *h, struct bin *b, struct span *sp)
-{
-	list_remove(&b->head, sp);
-	heap_direct_sync(h, b);
-}
-
-static void lru_remove(struct heap *h, struct span *sp)
-{
-	if (sp->lru_prev)
-		sp->lru_prev->lru_next = sp->lru_next;
-	else
-		h->lru_head = sp->lru_next;
-	if (sp->lru_next)
-		sp->lru_next->lru_prev = sp->lru_prev;
-	else
-		h->lru_tail = sp->lru_prev;
-	sp->lru_next = sp->lru_prev = NULL;
-}
-
-static void lru_append(struct heap *h, struct span *sp)
-{
-	sp->lru_next = NULL;
-	sp->lru_prev = h->lru_tail;
-	if (h->lru_tail)
-		h->lru_tail->lru_next = sp;
-	else
-		h->lru_head = sp;
-	h->lru_tail = sp;
 }
 
 /*
@@ -108,7 +55,7 @@ static void lru_append(struct heap *h, struct span *sp)
 static uint32_t span_rebuild_free(struct span *sp)
 {
 	char *base = span_base(sp);
-	uint32_t ret = 0, npark = 0;
+	uint32_t returned = 0, parked = 0;
 
 	sp->free = NULL;
 	for (uint32_t i = sp->bump; i-- > 0;) {
@@ -117,20 +64,20 @@ static uint32_t span_rebuild_free(struct span *sp)
 		uint32_t off = sp->slot_off + i * sp->size, end = off + sp->size;
 		uint16_t pm = page_mask(off, sp->size);
 		if (sp->discarded & pm) {
-			npark++;
+			parked++;
 			for (uint32_t p = off / OS_PAGE; p * OS_PAGE < end; p++) {
 				if (!(sp->discarded & (1u << p)))
 					continue;
 				uint32_t lo = p * OS_PAGE > off ? p * OS_PAGE : off;
 				uint32_t hi = (p + 1) * OS_PAGE < end ? (p + 1) * OS_PAGE : end;
-				ret += hi - lo;
+				returned += hi - lo;
 			}
 			continue;
 		}
 		span_push_free(sp, base + off);
 	}
-	sp->npark = npark;
-	return ret;
+	sp->parked_slots = parked;
+	return returned;
 }
 
 /* Link the next page's worth of never-used slots (at least one): src_term ->
@@ -151,7 +98,7 @@ static bool span_bump(struct heap *h, struct span *sp)
 	sp->bump = end;
 	uint64_t bytes = (uint64_t)(end - start) * s;
 	term_add(h, sp->src_term, -(int64_t)bytes);
-	h->st.pool += bytes;
+	h->stats.pool += bytes;
 	ev(h, TALLY_EV_BUMP, sp->src_term, 0, 0, bytes);
 	return true;
 }
@@ -160,17 +107,18 @@ static bool span_bump(struct heap *h, struct span *sp)
  * come back zero-filled when touched. */
 static bool span_unreclaim(struct heap *h, struct span *sp)
 {
-	if (!sp->npark)
+	if (!sp->parked_slots)
 		return false;
-	uint64_t bytes = sp->ret;
+	uint64_t bytes = sp->returned;
 	sp->discarded = 0;
-	sp->ret = 0;
+	sp->returned = 0;
 	span_rebuild_free(sp);
 	if (bytes) {
-		h->st.returned -= bytes;
-		h->st.pool += bytes;
+		h->stats.returned -= bytes;
+		h->stats.pool += bytes;
 		ev(h, TALLY_EV_UNRECLAIM, 0, 0, 0, bytes);
 	}
+	SPAN_CHECK(sp);
 	return sp->free != NULL;
 }
 
@@ -184,7 +132,7 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 	sp->recip = k->recip;
 	sp->slot_off = k->slot_off;
 	sp->nslots = k->nslots;
-	sp->used = sp->bump = sp->ret = sp->npark = 0;
+	sp->used = sp->bump = sp->returned = sp->parked_slots = 0;
 	sp->cls = (uint16_t)cls;
 	sp->group = (uint16_t)h->group;
 	sp->ev_tmpl = span_ev_template(sp->group, k->size);
@@ -207,43 +155,44 @@ static void span_init(struct heap *h, struct span *sp, unsigned cls)
 	}
 	sp->meta_skip = (uint16_t)(k->slot_off / k->size);
 	term_add(h, sp->src_term, -(int64_t)k->slot_off);
-	h->st.segment_overhead += k->slot_off;
-	h->st.spans_assigned++;
+	h->stats.segment_overhead += k->slot_off;
+	h->stats.spans_assigned++;
 	ev(h, TALLY_EV_SPAN_CLAIM, sp->src_term, 0, k->slot_off, 0);
 }
 
-/* An empty span is used again: the reverse of span_make_empty. */
-static void span_refill(struct heap *h, struct span *sp)
+/* An empty span is used again, as its bin's current span: the reverse of
+ * span_make_empty (the SPAN_REFILL record). */
+static void span_reactivate(struct heap *h, struct span *sp)
 {
 	struct bin *b = span_bin(h, sp);
-	uint64_t free_bytes = ((uint64_t)sp->bump * sp->size - sp->ret);
+	uint64_t free_bytes = ((uint64_t)sp->bump * sp->size - sp->returned);
 
-	list_remove(&b->empty, sp);
-	lru_remove(h, sp);
+	bin_remove_empty(h, b, sp);
 	sp->state = SPAN_ACTIVE;
-	h->st.hysteresis -= free_bytes + sp->slot_off;
-	h->st.pool += free_bytes;
-	h->st.segment_overhead += sp->slot_off;
+	h->stats.hysteresis -= free_bytes + sp->slot_off;
+	h->stats.pool += free_bytes;
+	h->stats.segment_overhead += sp->slot_off;
 	ev(h, TALLY_EV_SPAN_REFILL, 0, 0, sp->slot_off, free_bytes);
 	bin_push(h, b, sp);
+	SPAN_CHECK(sp);
 }
 
 void span_make_empty(struct heap *h, struct span *sp)
 {
 	struct bin *b = span_bin(h, sp);
-	uint64_t free_bytes = ((uint64_t)sp->bump * sp->size - sp->ret);
+	uint64_t free_bytes = ((uint64_t)sp->bump * sp->size - sp->returned);
 
 	if (!(sp->flags & SPAN_FULL))
 		bin_remove(h, b, sp);
 	span_set_flags(sp, sp->flags & ~SPAN_FULL);
 	sp->state = SPAN_EMPTY;
 	sp->stamp_ms = h->now_ms;
-	list_push(&b->empty, sp);
-	lru_append(h, sp);
-	h->st.pool -= free_bytes;
-	h->st.segment_overhead -= sp->slot_off;
-	h->st.hysteresis += free_bytes + sp->slot_off;
+	bin_push_empty(h, b, sp);
+	h->stats.pool -= free_bytes;
+	h->stats.segment_overhead -= sp->slot_off;
+	h->stats.hysteresis += free_bytes + sp->slot_off;
 	ev(h, TALLY_EV_SPAN_EMPTY, 0, 0, sp->slot_off, free_bytes);
+	SPAN_CHECK(sp);
 	purge_kick(h);
 }
 
@@ -255,7 +204,7 @@ struct span_frees span_owner_frees(const struct span *sp)
 /* Move the span's share of its group's counters into the heap's. */
 static void span_fold_counters(struct heap *h, struct span *sp)
 {
-	struct group_ctr *g = &heap_acct(h)->gc[sp->group];
+	struct group_ctr *g = &heap_acct(h)->group_counters[sp->group];
 	struct span_frees fr = span_owner_frees(sp);
 	g->alloc_bytes += fr.abytes;
 	g->alloc_objs += fr.nalloc;
@@ -270,13 +219,12 @@ void span_retire(struct heap *h, struct span *sp)
 {
 	struct bin *b = span_bin(h, sp);
 	struct heap *a = heap_acct(h);
-	uint64_t hyst = ((uint64_t)sp->bump * sp->size - sp->ret) + sp->slot_off;
+	uint64_t hyst = ((uint64_t)sp->bump * sp->size - sp->returned) + sp->slot_off;
 	uint64_t virgin = 0;
 
 	if (sp->src_term == TALLY_TERM_VIRGIN)
 		virgin = SPAN_SIZE - sp->slot_off - (uint64_t)sp->bump * sp->size;
-	list_remove(&b->empty, sp);
-	lru_remove(h, sp);
+	bin_remove_empty(h, b, sp);
 	span_fold_counters(h, sp);
 	heap_discard(h, span_base(sp), SPAN_SIZE);
 	sp->state = SPAN_UNASSIGNED;
@@ -284,11 +232,12 @@ void span_retire(struct heap *h, struct span *sp)
 	sp->free = NULL;
 	sp->bump = 0;
 	sp->recip = 0; /* the free path's cell test then refuses any pointer into it */
-	a->st.hysteresis -= hyst;
-	a->st.virgin -= virgin;
-	a->st.returned += hyst + virgin;
-	a->st.spans_assigned--;
+	a->stats.hysteresis -= hyst;
+	a->stats.virgin -= virgin;
+	a->stats.returned += hyst + virgin;
+	a->stats.spans_assigned--;
 	ev(a, TALLY_EV_SPAN_RETIRE, 0, 0, (uint32_t)virgin, hyst);
+	SPAN_CHECK(sp);
 	segment_release_span(h, sp);
 }
 
@@ -312,31 +261,32 @@ void span_reclaim(struct heap *h, struct span *sp)
 	for (uint32_t i = 0; i < sp->bump; i++)
 		if (span_meta(sp)[i] != META_FREE)
 			busy |= page_mask(sp->slot_off + i * s, s);
-	uint16_t cand = (uint16_t)~busy & (uint16_t)~sp->discarded;
-	if (!cand)
+	uint16_t discardable = (uint16_t)~busy & (uint16_t)~sp->discarded;
+	if (!discardable)
 		return;
 	char *base = span_base(sp);
 	for (uint32_t p = 0; p < PAGES_PER_SPAN;) {
-		if (!(cand & (1u << p))) {
+		if (!(discardable & (1u << p))) {
 			p++;
 			continue;
 		}
 		uint32_t q = p;
-		while (q < PAGES_PER_SPAN && (cand & (1u << q)))
+		while (q < PAGES_PER_SPAN && (discardable & (1u << q)))
 			q++;
 		heap_discard(h, base + p * OS_PAGE, (q - p) * OS_PAGE);
 		p = q;
 	}
-	sp->discarded |= cand;
-	uint32_t ret = span_rebuild_free(sp);
-	if (ret != sp->ret) {
+	sp->discarded |= discardable;
+	uint32_t returned = span_rebuild_free(sp);
+	if (returned != sp->returned) {
 		struct heap *a = heap_acct(h);
-		uint64_t bytes = ret - sp->ret;
-		sp->ret = ret;
-		a->st.pool -= bytes;
-		a->st.returned += bytes;
+		uint64_t bytes = returned - sp->returned;
+		sp->returned = returned;
+		a->stats.pool -= bytes;
+		a->stats.returned += bytes;
 		ev(a, TALLY_EV_RECLAIM, 0, 0, 0, bytes);
 	}
+	SPAN_CHECK(sp);
 }
 
 /* Bring a span's foreign frees home: cache -> span_free. */
@@ -359,7 +309,7 @@ void span_drain(struct heap *h, struct span *sp)
 	sp->used -= n;
 	sp->ndrained += n;
 	uint64_t bytes = (uint64_t)n * sp->size;
-	h->st.cache -= bytes;
+	h->stats.cache -= bytes;
 	ev(h, TALLY_EV_DRAIN, 0, 0, 0, bytes);
 	span_free_slow(h, sp);
 }
@@ -399,18 +349,15 @@ static bool span_refill_free(struct heap *h, struct span *sp)
 }
 
 /*
- * The slow path of a small allocation: make the bin's head a span with a
- * non-empty free list, or return NULL when memory is exhausted.
+ * A span of bin b with a free slot, made the bin's current span: the current
+ * one, the next active one once the full ones have left the list, or an
+ * empty one used again. NULL when the bin has none: the heap then claims an
+ * unassigned span for the class (heap_refill).
  */
-struct span *span_acquire(struct heap *h, unsigned cls)
+struct span *span_find_free(struct heap *h, struct bin *b)
 {
-	struct bin *b = &h->bins[cls];
 	struct span *sp;
 
-	if (--h->tick <= 0)
-		heap_tick(h);
-	if (atomic_load_explicit(&h->xspans, memory_order_relaxed))
-		heap_drain_xspans(h);
 	while ((sp = b->head)) {
 		if (span_refill_free(h, sp))
 			return sp;
@@ -419,18 +366,22 @@ struct span *span_acquire(struct heap *h, unsigned cls)
 		span_set_flags(sp, sp->flags | SPAN_FULL);
 	}
 	if ((sp = b->empty)) {
-		span_refill(h, sp);
+		span_reactivate(h, sp);
 		/* all its free slots may be on pages handed back, when a sweep
 		 * came between a free and its slow part (heap_settle, at the
 		 * start of free_tail): take them back */
 		if (span_refill_free(h, sp))
 			return sp;
 	}
-	sp = segment_claim_span(h);
-	if (!sp)
-		return NULL;
+	return NULL;
+}
+
+/* Class cls of the heap's current group claims the unassigned span sp: it
+ * becomes the bin's current span, with its first page of slots linked. */
+void span_claim(struct heap *h, struct span *sp, unsigned cls)
+{
 	span_init(h, sp, cls);
-	bin_push(h, b, sp);
+	bin_push(h, &h->bins[cls], sp);
 	span_bump(h, sp);
-	return sp;
+	SPAN_CHECK(sp);
 }

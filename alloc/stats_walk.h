@@ -46,25 +46,25 @@ static inline struct span_frees stats_span_frees(const struct span *sp, const ui
 
 static inline void stats_walk_heap(struct stats_walk *w, const struct heap *h)
 {
-	w->t.mapped += WALK_LOAD(h->st.mapped);
-	w->t.segment_overhead += WALK_LOAD(h->st.segment_overhead);
-	w->t.virgin += WALK_LOAD(h->st.virgin);
-	w->t.returned += WALK_LOAD(h->st.returned);
-	w->t.hysteresis += WALK_LOAD(h->st.hysteresis);
-	w->t.cache += WALK_LOAD(h->st.cache);
-	w->t.pool += WALK_LOAD(h->st.pool);
-	w->t.large_live += WALK_LOAD(h->st.large_live);
-	w->t.large_round += WALK_LOAD(h->st.large_round);
-	w->t.large_count += WALK_LOAD(h->st.large_count);
-	w->t.spans_assigned += WALK_LOAD(h->st.spans_assigned);
+	w->t.mapped += WALK_LOAD(h->stats.mapped);
+	w->t.segment_overhead += WALK_LOAD(h->stats.segment_overhead);
+	w->t.virgin += WALK_LOAD(h->stats.virgin);
+	w->t.returned += WALK_LOAD(h->stats.returned);
+	w->t.hysteresis += WALK_LOAD(h->stats.hysteresis);
+	w->t.cache += WALK_LOAD(h->stats.cache);
+	w->t.pool += WALK_LOAD(h->stats.pool);
+	w->t.large_live += WALK_LOAD(h->stats.large_live);
+	w->t.large_round += WALK_LOAD(h->stats.large_round);
+	w->t.large_count += WALK_LOAD(h->stats.large_count);
+	w->t.spans_assigned += WALK_LOAD(h->stats.spans_assigned);
 	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
 		struct group_ctr *c = &w->groups[g];
-		int64_t ab = WALK_LOAD(h->gc[g].alloc_bytes),
-			db = WALK_LOAD(h->gc[g].dealloc_bytes);
+		int64_t ab = WALK_LOAD(h->group_counters[g].alloc_bytes),
+			db = WALK_LOAD(h->group_counters[g].dealloc_bytes);
 		c->alloc_bytes += ab;
-		c->alloc_objs += WALK_LOAD(h->gc[g].alloc_objs);
+		c->alloc_objs += WALK_LOAD(h->group_counters[g].alloc_objs);
 		c->dealloc_bytes += db;
-		c->dealloc_objs += WALK_LOAD(h->gc[g].dealloc_objs);
+		c->dealloc_objs += WALK_LOAD(h->group_counters[g].dealloc_objs);
 		w->live += ab - db;
 	}
 }

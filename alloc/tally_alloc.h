@@ -22,32 +22,34 @@ extern "C" {
 #endif
 
 /*
- * Every Stats field, written once: X(field, metric, help). The struct, the
+ * Every Stats field, written once: X(field, metric, unit, help). The struct, the
  * probe's array, the JSON writer, the trace, the Prometheus renderer and the
  * top view all expand this list; a new term is one line here. `metric` is
  * the Prometheus name after "tally_stats_". The first nine are the identity
  * (bytes), in its order.
  */
 #define TALLY_STATS_X(X)                                                                           \
-	X(mapped, "mapped_bytes",                                                                  \
+	X(mapped, "mapped_bytes", "bytes",                                                         \
 	  "Bytes the allocator mapped from the OS (the identity's left side)")                     \
-	X(live, "live_bytes", "Bytes requested by callers and not yet freed")                      \
-	X(rounding, "rounding_bytes",                                                              \
+	X(live, "live_bytes", "bytes", "Bytes requested by callers and not yet freed")             \
+	X(rounding, "rounding_bytes", "bytes",                                                     \
 	  "Slot (or page-rounded mapping) minus requested bytes, over live allocations")           \
-	X(cache, "cache_bytes", "Bytes freed by another thread, parked on a foreign-free list")    \
-	X(span_free, "span_free_bytes",                                                            \
+	X(cache, "cache_bytes", "bytes",                                                           \
+	  "Bytes freed by another thread, parked on a foreign-free list")                          \
+	X(span_free, "span_free_bytes", "bytes",                                                   \
 	  "Free slots below the bump cursor whose pages are resident")                             \
-	X(returned, "returned_bytes",                                                              \
+	X(returned, "returned_bytes", "bytes",                                                     \
 	  "Free bytes whose pages were handed back with madvise: mapped, not resident")            \
-	X(virgin, "virgin_bytes", "Mapped bytes never touched")                                    \
-	X(hysteresis, "hysteresis_bytes",                                                          \
+	X(virgin, "virgin_bytes", "bytes", "Mapped bytes never touched")                           \
+	X(hysteresis, "hysteresis_bytes", "bytes",                                                 \
 	  "Empty spans and pooled large mappings retained rather than returned")                   \
-	X(segment_overhead, "segment_overhead_bytes", "Segment headers and allocator metadata")    \
-	X(large_count, "large_objects", "Live direct mappings (large allocations)")                \
-	X(spans_assigned, "spans_assigned", "Spans currently assigned to a size class")
+	X(segment_overhead, "segment_overhead_bytes", "bytes",                                     \
+	  "Segment headers and allocator metadata")                                                \
+	X(large_count, "large_objects", "count", "Live direct mappings (large allocations)")       \
+	X(spans_assigned, "spans_assigned", "count", "Spans currently assigned to a size class")
 
 struct tally_stats {
-#define TALLY_STATS_FIELD(field, metric, help) uint64_t field;
+#define TALLY_STATS_FIELD(field, metric, unit, help) uint64_t field;
 	TALLY_STATS_X(TALLY_STATS_FIELD)
 #undef TALLY_STATS_FIELD
 };
@@ -55,7 +57,7 @@ struct tally_stats {
 /* The fields as an array, in TALLY_STATS_X's order (the probe's, the views'):
  * the struct is exactly that array. */
 enum {
-#define TALLY_STATS_INDEX(field, metric, help) TALLY_STAT_##field,
+#define TALLY_STATS_INDEX(field, metric, unit, help) TALLY_STAT_##field,
 	TALLY_STATS_X(TALLY_STATS_INDEX)
 #undef TALLY_STATS_INDEX
 		TALLY_STATS_COUNT

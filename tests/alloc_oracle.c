@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../user/replay.h"
+#include "../user/model/replay.h"
 #include "alloc_oracle.h"
 
 static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;

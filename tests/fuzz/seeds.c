@@ -18,7 +18,7 @@
 
 #include "../../alloc/internal.h"
 #include "../../alloc/sdk_registry.h"
-#include "../../user/remote.h"
+#include "../../user/core/remote.h"
 
 /* The seeds that reach the walk's bounds are for the fuzz build's (Makefile:
  * FUZZ_BOUNDS), which fit an input; the product's do not. */
@@ -123,17 +123,17 @@ static void put_heap(struct image *im, uint64_t at, uint64_t id, uint64_t next, 
 	h.tid = (uint32_t)(1000 + id);
 	h.seq = 100 * id;
 	h.batch.count = count;
-	h.st.mapped = SEGMENT_SIZE;
-	h.gc[1].alloc_bytes = 96;
-	h.gc[1].alloc_objs = 2;
+	h.stats.mapped = SEGMENT_SIZE;
+	h.group_counters[1].alloc_bytes = 96;
+	h.group_counters[1].alloc_objs = 2;
 	PUT_FIELD(im, at, &h, id);
 	PUT_FIELD(im, at, &h, all_next);
 	PUT_FIELD(im, at, &h, segs);
 	PUT_FIELD(im, at, &h, tid);
 	PUT_FIELD(im, at, &h, seq);
 	PUT_FIELD(im, at, &h, batch.count);
-	PUT_FIELD(im, at, &h, st.mapped);
-	PUT_FIELD(im, at, &h, gc[1]);
+	PUT_FIELD(im, at, &h, stats.mapped);
+	PUT_FIELD(im, at, &h, group_counters[1]);
 	for (uint32_t i = 0; i < count && i < 4; i++) {
 		h.batch.words[i] = tally_ev_word(i & 1 ? TALLY_EV_FREE : TALLY_EV_ALLOC, 1, 48, 64);
 		PUT_FIELD(im, at, &h, batch.words[i]);
