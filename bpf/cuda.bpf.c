@@ -19,11 +19,14 @@
 #include "tally_events.h"
 #include "tally_bpf.h"
 #include "tally_maps.bpf.h"
+#include "common.bpf.h"
 #include "cuda_api.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-const volatile __u32 target_tgid = 0;
+/* Live allocations, pins and images the block map holds; those past it
+ * count in `untracked`. */
+#define CUDA_MAX_BLOCKS 65536
 
 /* A call between its entry and its return, per thread. */
 struct pending {
@@ -54,7 +57,7 @@ struct block {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, CUDA_MAX_BLOCKS);
 	__type(key, struct block_key);
 	__type(value, struct block);
 } blocks SEC(".maps");
@@ -65,19 +68,6 @@ struct {
 __u64 untracked = 0;
 __u64 unknown_frees = 0;
 __u64 os_yields[TALLY_MAX_GROUPS] = {};
-
-static __always_inline bool in_target(void)
-{
-	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
-}
-
-static __always_inline __u32 current_group(void)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
-
-	return t ? t->group : 0;
-}
 
 static __always_inline void emit(__u8 type, __u8 term, __u32 group, __u32 n, __u64 bytes)
 {
@@ -138,60 +128,62 @@ int BPF_KPROBE(cuda_pitch, __u64 out, __u64 ppitch, __u64 width, __u64 height)
 	return 0;
 }
 
-/* The size of a module image: a cubin (ELF: its section headers end it), a
- * fatbin (its header says), a fatbin wrapper (points at one), or PTX text
- * (its length). */
-struct str_ctx {
-	const char *p;
-	__u64 len;
-	bool done;
-};
+/* The size of a module image, as bpf/image_size.h defines it for this
+ * object and the CUPTI library alike, read from the target's memory: a read
+ * of a page it has not mapped fails, and so the image's size is 0. PTX text
+ * is measured in chunks of the per-CPU scratch buffer: up to PTX_CHUNKS *
+ * (PTX_CHUNK - 1) bytes, about 16 MiB (a longer one counts that much). */
+#define PTX_CHUNK 4096	/* bytes per read, the NUL's included */
+#define PTX_CHUNKS 4096 /* reads, at most */
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, char[4096]);
+	__type(value, char[PTX_CHUNK]);
 } scratch SEC(".maps");
 
-static long strlen_step(__u64 i, struct str_ctx *c)
+struct ptx_walk {
+	__u64 addr;
+	__u64 len;   /* bytes before the NUL so far */
+	bool failed; /* a chunk could not be read */
+};
+
+static long ptx_step(__u64 i, void *ctx)
 {
+	struct ptx_walk *c = ctx;
 	__u32 zero = 0;
 	char *buf = bpf_map_lookup_elem(&scratch, &zero);
+	long n;
 
-	if (!buf)
+	if (!buf) {
+		c->failed = true;
 		return 1;
-	long n = bpf_probe_read_user_str(buf, 4096, c->p + i * 4095);
-	if (n <= 0)
+	}
+	n = bpf_probe_read_user_str(buf, PTX_CHUNK, (const void *)(c->addr + i * (PTX_CHUNK - 1)));
+	if (n <= 0) {
+		c->failed = true;
 		return 1;
+	}
 	c->len += (__u64)n - 1;
-	return n < 4096 ? 1 : 0; /* a NUL before the chunk's end: done */
+	return n < PTX_CHUNK; /* a NUL before the chunk's end: done */
 }
 
-static __always_inline __u64 image_size(const void *image)
+/* How image_size.h reads the traced process's memory. */
+static __always_inline long image_read(void *dst, __u32 len, __u64 addr)
 {
-	__u8 h[64];
-
-	if (!image || bpf_probe_read_user(h, sizeof(h), image))
-		return 0;
-	__u32 magic = *(__u32 *)h;
-	if (magic == 0x464c457f) { /* "\x7fELF", 64-bit */
-		__u64 shoff = *(__u64 *)(h + 0x28);
-		__u16 shentsize = *(__u16 *)(h + 0x3a), shnum = *(__u16 *)(h + 0x3c);
-		return shoff + (__u64)shentsize * shnum;
-	}
-	if (magic == 0xba55ed50) /* fatbin: header size (u16 at 6) + fat size (u64 at 8) */
-		return *(__u16 *)(h + 6) + *(__u64 *)(h + 8);
-	if (magic == 0x466243b1) { /* fatbin wrapper: its data pointer at 8 */
-		const void *data = *(const void **)(h + 8);
-		__u8 f[16];
-		if (!data || bpf_probe_read_user(f, sizeof(f), data) || *(__u32 *)f != 0xba55ed50)
-			return 0;
-		return *(__u16 *)(f + 6) + *(__u64 *)(f + 8);
-	}
-	struct str_ctx c = { .p = image };
-	bpf_loop(4096, strlen_step, &c, 0); /* PTX text up to 16 MiB */
-	return c.len;
+	return bpf_probe_read_user(dst, len, (const void *)addr);
 }
+
+static __always_inline __u64 image_strlen(__u64 addr)
+{
+	struct ptx_walk c = { .addr = addr };
+
+	bpf_loop(PTX_CHUNKS, ptx_step, &c, 0);
+	return c.failed ? 0 : c.len;
+}
+
+#include "image_size.h"
 
 SEC("uprobe")
 int BPF_KPROBE(cuda_image, __u64 out, const void *image) /* (module *out, image, ...) */
@@ -200,7 +192,7 @@ int BPF_KPROBE(cuda_image, __u64 out, const void *image) /* (module *out, image,
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending p = { .api = bpf_get_attach_cookie(ctx), .out = out };
-	p.arg2 = image_size(image);
+	p.arg2 = image_size((__u64)image);
 	bpf_map_update_elem(&calls, &tid, &p, BPF_ANY);
 	return 0;
 }
@@ -229,73 +221,95 @@ static __always_inline void forget(__u64 kind, __u64 handle)
 	bpf_map_delete_elem(&blocks, &k);
 }
 
+/* A launch returned: the CUresult decides the record; n carries it when it
+ * is an error, bytes the entry point (enum tally_gpu_api). */
+static __always_inline void launch_done(__u64 api, int err, __u32 group)
+{
+	__u8 ok = (api & CUDA_KIND_MASK) == CUDA_KIND_GRAPH ? TALLY_EV_GPU_GRAPH_LAUNCH :
+							      TALLY_EV_GPU_LAUNCH;
+
+	if (err)
+		emit(TALLY_EV_GPU_LAUNCH_FAILED, 0, group, (__u32)err, api >> CUDA_API_SHIFT);
+	else
+		emit(ok, 0, group, 0, api >> CUDA_API_SHIFT);
+}
+
+/* A call that made a block returned: remembered if it succeeded and its
+ * out-parameters can be read. */
+static __always_inline void block_made(const struct pending *p, int err, __u32 group)
+{
+	__u64 handle = 0, pitch = 0;
+
+	if (err)
+		return;
+	switch (p->api & CUDA_KIND_MASK) {
+	case CUDA_KIND_DEV_ALLOC:
+	case CUDA_KIND_HOST_ALLOC:
+		if (bpf_probe_read_user(&handle, sizeof(handle), (void *)p->out))
+			break;
+		remember((p->api & CUDA_KIND_MASK) == CUDA_KIND_DEV_ALLOC ?
+				 TALLY_EV_GPU_DEVICE_MEM :
+				 TALLY_EV_GPU_HOST_PINNED,
+			 handle, p->arg, group);
+		break;
+	case CUDA_KIND_DEV_PITCH:
+		if (bpf_probe_read_user(&handle, sizeof(handle), (void *)p->out) ||
+		    bpf_probe_read_user(&pitch, sizeof(pitch), (void *)p->pitch_ptr))
+			break;
+		remember(TALLY_EV_GPU_DEVICE_MEM, handle, pitch * p->arg2, group);
+		break;
+	case CUDA_KIND_HOST_REGISTER: /* (void *p, size_t size): p is the handle */
+		remember(TALLY_EV_GPU_HOST_PINNED, p->out, p->arg, group);
+		break;
+	case CUDA_KIND_IMAGE:
+		if (bpf_probe_read_user(&handle, sizeof(handle), (void *)p->out))
+			break;
+		remember(TALLY_EV_GPU_IMAGE, handle, p->arg2, group);
+		break;
+	}
+}
+
+/* A free, unpin or unload returned: its block is forgotten if it succeeded. */
+static __always_inline void block_released(const struct pending *p, int err)
+{
+	if (err)
+		return;
+	switch (p->api & CUDA_KIND_MASK) {
+	case CUDA_KIND_DEV_FREE:
+		forget(TALLY_EV_GPU_DEVICE_MEM, p->arg);
+		break;
+	case CUDA_KIND_HOST_FREE:
+		forget(TALLY_EV_GPU_HOST_PINNED, p->arg);
+		break;
+	case CUDA_KIND_IMAGE_FREE:
+		forget(TALLY_EV_GPU_IMAGE, p->arg);
+		break;
+	}
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(cuda_return, long rc)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending *p;
-	__u64 handle = 0;
 
 	if (!in_target())
 		return 0;
 	p = bpf_map_lookup_elem(&calls, &tid);
 	if (!p)
 		return 0;
-	__u32 group = current_group();
-	__u64 api = p->api;
-	int err = (int)rc;
-
-	switch (api & CUDA_KIND_MASK) {
+	switch (p->api & CUDA_KIND_MASK) {
 	case CUDA_KIND_LAUNCH:
-		if (err)
-			emit(TALLY_EV_GPU_LAUNCH_FAILED, 0, group, (__u32)err,
-			     api >> CUDA_API_SHIFT);
-		else
-			emit(TALLY_EV_GPU_LAUNCH, 0, group, 0, api >> CUDA_API_SHIFT);
-		break;
 	case CUDA_KIND_GRAPH:
-		if (err)
-			emit(TALLY_EV_GPU_LAUNCH_FAILED, 0, group, (__u32)err,
-			     api >> CUDA_API_SHIFT);
-		else
-			emit(TALLY_EV_GPU_GRAPH_LAUNCH, 0, group, 0, api >> CUDA_API_SHIFT);
-		break;
-	case CUDA_KIND_DEV_ALLOC:
-	case CUDA_KIND_HOST_ALLOC:
-		if (err || bpf_probe_read_user(&handle, sizeof(handle), (void *)p->out))
-			break;
-		remember((api & CUDA_KIND_MASK) == CUDA_KIND_DEV_ALLOC ? TALLY_EV_GPU_DEVICE_MEM :
-									 TALLY_EV_GPU_HOST_PINNED,
-			 handle, p->arg, group);
-		break;
-	case CUDA_KIND_DEV_PITCH: {
-		__u64 pitch = 0;
-		if (err || bpf_probe_read_user(&handle, sizeof(handle), (void *)p->out) ||
-		    bpf_probe_read_user(&pitch, sizeof(pitch), (void *)p->pitch_ptr))
-			break;
-		remember(TALLY_EV_GPU_DEVICE_MEM, handle, pitch * p->arg2, group);
-		break;
-	}
-	case CUDA_KIND_HOST_REGISTER: /* (void *p, size_t size): p is the handle */
-		if (!err)
-			remember(TALLY_EV_GPU_HOST_PINNED, p->out, p->arg, group);
-		break;
-	case CUDA_KIND_IMAGE:
-		if (err || bpf_probe_read_user(&handle, sizeof(handle), (void *)p->out))
-			break;
-		remember(TALLY_EV_GPU_IMAGE, handle, p->arg2, group);
+		launch_done(p->api, (int)rc, current_group());
 		break;
 	case CUDA_KIND_DEV_FREE:
-		if (!err)
-			forget(TALLY_EV_GPU_DEVICE_MEM, p->arg);
-		break;
 	case CUDA_KIND_HOST_FREE:
-		if (!err)
-			forget(TALLY_EV_GPU_HOST_PINNED, p->arg);
-		break;
 	case CUDA_KIND_IMAGE_FREE:
-		if (!err)
-			forget(TALLY_EV_GPU_IMAGE, p->arg);
+		block_released(p, (int)rc);
+		break;
+	default: /* allocations, pins, images; a synchronize makes nothing */
+		block_made(p, (int)rc, current_group());
 		break;
 	}
 	bpf_map_delete_elem(&calls, &tid);

@@ -52,6 +52,8 @@
 #include "tally_events.h"
 #include "tally_bpf.h"
 #include "tally_threads.bpf.h"
+#include "common.bpf.h"
+#include "glibc.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -62,12 +64,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define GLIBC_SIZE_SZ 8
 #define GLIBC_SIZE_BITS 7ULL
 #define GLIBC_IS_MMAPPED 2ULL
-
-/* Default block map size; the loader sets it before load. */
-#define GLIBC_DEFAULT_BLOCKS (1U << 20)
-
-/* set before load */
-const volatile __u32 target_tgid = 0;
+/* After `ret`, a function's stack pointer is its entry's plus the return
+ * address it popped. */
+#define GLIBC_RET_ADDR_SZ 8
 
 /* Set by the loader once every probe is attached: a block allocated while
  * free was not yet probed could be freed unseen, and its address given out
@@ -110,32 +109,9 @@ struct glibc_call {
 	__u32 epoch;		/* exec_epoch at entry */
 };
 
-/*
- * The figures, one copy for the process, updated with atomic adds (probe
- * hits of different threads run concurrently). Read by the loader through the
- * mmapped .bss; the skeleton names the type without defining it, so
- * user/glibc.c repeats this layout (and the skeleton asserts its size).
- * Invariant, over blocks in `blocks`:
- *   live == sum(requested), rounding == sum(usable - requested),
- *   large_count == count(mmapped),
- *   sum over groups of (alloc_bytes - dealloc_bytes) == live,
- *   sum over groups of (alloc_objs - dealloc_objs) == blocks in the map.
- */
-struct glibc_totals {
-	__u64 live;	     /* bytes */
-	__u64 rounding;	     /* bytes */
-	__u64 large_count;   /* blocks */
-	__u64 calls;	     /* outermost calls of the family (free(NULL) included) */
-	__u64 nested;	     /* calls made inside a traced call: accounted by the outer one */
-	__u64 untracked;     /* blocks not recorded: map full, or no glibc chunk header */
-	__u64 unknown_frees; /* frees (and realloc's release) of blocks not in the map */
-	__u64 lost;	     /* calls whose return was not seen, frees not seen */
-	__u64 alloc_bytes[TALLY_MAX_GROUPS];
-	__u64 alloc_objs[TALLY_MAX_GROUPS];
-	__u64 dealloc_bytes[TALLY_MAX_GROUPS];
-	__u64 dealloc_objs[TALLY_MAX_GROUPS];
-};
-
+/* The figures (struct glibc_totals, glibc.h), one copy for the process,
+ * updated with atomic adds (probe hits of different threads run
+ * concurrently); the loader reads them through the mmapped .bss. */
 struct glibc_totals totals = {};
 
 /* Live blocks. Not preallocated: at the default size a preallocated map
@@ -157,16 +133,7 @@ struct {
 
 static __always_inline bool glibc_watching(void)
 {
-	return armed && (bpf_get_current_pid_tgid() >> 32) == target_tgid;
-}
-
-static __always_inline __u32 glibc_group(__u32 tid)
-{
-	struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
-	__u32 g = t ? t->group : 0;
-
-	/* ids past the table are not groups the main object knows: root */
-	return g < TALLY_MAX_GROUPS ? g : 0;
+	return armed && in_target();
 }
 
 /* A block leaves the map (freed, or found freed unseen): its bytes leave the
@@ -405,7 +372,7 @@ int BPF_KPROBE(glibc_free, __u64 ptr)
 	return 0;
 }
 
-static __always_inline void glibc_realloc_done(struct glibc_call *c, __u64 ret, __u32 tid)
+static __always_inline void glibc_realloc_done(struct glibc_call *c, __u64 ret)
 {
 	if (!ret && c->size) {
 		/* failed: the old block is still the caller's */
@@ -426,7 +393,7 @@ static __always_inline void glibc_realloc_done(struct glibc_call *c, __u64 ret, 
 			__sync_fetch_and_add(&totals.unknown_frees, 1);
 	}
 	if (ret)
-		glibc_block_add(ret, c->size, glibc_group(tid));
+		glibc_block_add(ret, c->size, current_group());
 }
 
 /* The one return probe, on every entry but free. */
@@ -444,7 +411,7 @@ int BPF_KRETPROBE(glibc_return, __u64 ret)
 		return 0; /* entered before the probes were armed, or before an exec */
 	/* after `ret`, the stack pointer is the entry's plus 8; above that,
 	 * the recorded call is one we have returned past unseen */
-	if (PT_REGS_SP(ctx) > c->sp + 8) {
+	if (PT_REGS_SP(ctx) > c->sp + GLIBC_RET_ADDR_SZ) {
 		bpf_map_delete_elem(&calls, &tid);
 		__sync_fetch_and_add(&totals.lost, 1);
 		return 0;
@@ -459,16 +426,16 @@ int BPF_KRETPROBE(glibc_return, __u64 ret)
 	switch (done.op) {
 	case GLIBC_OP_ALLOC:
 		if (ret)
-			glibc_block_add(ret, done.size, glibc_group(tid));
+			glibc_block_add(ret, done.size, current_group());
 		break;
 	case GLIBC_OP_POSIX_MEMALIGN:
 		/* returns 0 or an errno value (an int) */
 		if ((__u32)ret == 0 && !bpf_probe_read_user(&ptr, sizeof(ptr), (void *)done.arg) &&
 		    ptr)
-			glibc_block_add(ptr, done.size, glibc_group(tid));
+			glibc_block_add(ptr, done.size, current_group());
 		break;
 	case GLIBC_OP_REALLOC:
-		glibc_realloc_done(&done, ret, tid);
+		glibc_realloc_done(&done, ret);
 		break;
 	default:
 		break;

@@ -22,11 +22,9 @@
 #include "tally_events.h"
 #include "tally_bpf.h"
 #include "tally_maps.bpf.h"
+#include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-/* set before load */
-const volatile __u32 target_tgid = 0;
 
 /* CPU nanoseconds per group, all threads together. */
 struct {
@@ -53,11 +51,6 @@ static __always_inline void count_lost(__u64 words, bool bad)
 	}
 	l->msgs++;
 	l->words += words;
-}
-
-static __always_inline bool in_target(void)
-{
-	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
 }
 
 static __always_inline void fill_hdr(struct tally_msg *m, __u16 kind, __u32 tid, __u64 now)
@@ -116,13 +109,9 @@ static __always_inline void charge(struct tally_bpf_thread *t, __u64 now)
  * probe), in the group the probe says it was in. */
 static __always_inline struct tally_bpf_thread *thread_get(__u32 tid, __u32 group, __u64 now)
 {
-	struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
-
-	if (t)
-		return t;
 	struct tally_bpf_thread fresh = { .last_ns = now, .group = group, .running = 1 };
-	bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&threads, &tid);
+
+	return map_lookup_or_init(&threads, &tid, &fresh);
 }
 
 static __always_inline int group_msg(__u16 kind, __u32 group, __u32 other, const char *name)
@@ -226,14 +215,10 @@ int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_s
 
 	if (BPF_CORE_READ(prev, tgid) == target_tgid) {
 		__u32 tid = BPF_CORE_READ(prev, pid);
-		struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
-		if (!t) {
-			/* running since before we looked: from the attach on, in
-			 * root unless the loader seeded another group */
-			struct tally_bpf_thread fresh = { .last_ns = attach_ns, .running = 1 };
-			bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
-			t = bpf_map_lookup_elem(&threads, &tid);
-		}
+		/* running since before we looked: from the attach on, in root
+		 * unless the loader seeded another group */
+		struct tally_bpf_thread fresh = { .last_ns = attach_ns, .running = 1 };
+		struct tally_bpf_thread *t = map_lookup_or_init(&threads, &tid, &fresh);
 		if (t) {
 			charge(t, now);
 			t->running = 0;
@@ -241,11 +226,9 @@ int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_s
 	}
 	if (BPF_CORE_READ(next, tgid) == target_tgid) {
 		__u32 tid = BPF_CORE_READ(next, pid);
-		struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
-		if (!t) {
-			struct tally_bpf_thread fresh = { .last_ns = now, .running = 1 };
-			bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
-		} else {
+		struct tally_bpf_thread fresh = { .last_ns = now, .running = 1 };
+		struct tally_bpf_thread *t = map_lookup_or_init(&threads, &tid, &fresh);
+		if (t) {
 			t->last_ns = now;
 			t->running = 1;
 		}

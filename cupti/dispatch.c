@@ -209,10 +209,10 @@ static bool driver_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb, C
 	return true;
 }
 
-/* Allocations and their releases: only a successful call changes anything. */
-static void driver_memory(CUpti_CallbackId cbid, const void *p)
+/* Device allocations: only a successful call changes anything. */
+static void driver_device_alloc(CUpti_CallbackId cbid, const void *p)
 {
-	const uint8_t DEV = TALLY_EV_GPU_DEVICE_MEM, HOST = TALLY_EV_GPU_HOST_PINNED;
+	const uint8_t DEV = TALLY_EV_GPU_DEVICE_MEM;
 
 	switch (cbid) {
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
@@ -250,6 +250,20 @@ static void driver_memory(CUpti_CallbackId cbid, const void *p)
 		block_made(DEV, TALLY_CUPTI_DEVICE_PTR, OUT(a->dptr), a->bytesize);
 		break;
 	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
+		const cuMemCreate_params *a = p;
+		block_made(DEV, TALLY_CUPTI_VMM_HANDLE, OUT(a->handle), a->size);
+		break;
+	}
+	}
+}
+
+/* Their releases: only a successful call changes anything. */
+static void driver_device_free(CUpti_CallbackId cbid, const void *p)
+{
+	const uint8_t DEV = TALLY_EV_GPU_DEVICE_MEM;
+
+	switch (cbid) {
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
 		block_released(DEV, TALLY_CUPTI_DEVICE_PTR, ((const cuMemFree_v2_params *)p)->dptr);
 		break;
@@ -261,15 +275,20 @@ static void driver_memory(CUpti_CallbackId cbid, const void *p)
 		block_released(DEV, TALLY_CUPTI_DEVICE_PTR,
 			       ((const cuMemFreeAsync_ptsz_params *)p)->dptr);
 		break;
-	case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
-		const cuMemCreate_params *a = p;
-		block_made(DEV, TALLY_CUPTI_VMM_HANDLE, OUT(a->handle), a->size);
-		break;
-	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
 		block_released(DEV, TALLY_CUPTI_VMM_HANDLE,
 			       ((const cuMemRelease_params *)p)->handle);
 		break;
+	}
+}
+
+/* Pinned host memory and its releases: only a successful call changes
+ * anything. */
+static void driver_host_memory(CUpti_CallbackId cbid, const void *p)
+{
+	const uint8_t HOST = TALLY_EV_GPU_HOST_PINNED;
+
+	switch (cbid) {
 	case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
 		const cuMemHostAlloc_params *a = p;
 		block_made(HOST, TALLY_CUPTI_HOST_ALLOC, OUT(a->pp), a->bytesize);
@@ -358,7 +377,9 @@ static void driver_callback(CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 	if (driver_launch(cbid, cb, rc))
 		return;
 	if (rc == CUDA_SUCCESS) {
-		driver_memory(cbid, cb->functionParams);
+		driver_device_alloc(cbid, cb->functionParams);
+		driver_device_free(cbid, cb->functionParams);
+		driver_host_memory(cbid, cb->functionParams);
 		driver_image(cbid, cb->functionParams);
 	}
 	if (is_image_load(cbid) && (t = tally_cupti_thread()))

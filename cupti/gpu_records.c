@@ -38,6 +38,11 @@
 #include "internal.h"
 
 #define SENT_SLOTS 1024 /* > names a batch can hold: each takes >= 5 words with its launch */
+/* Knuth's multiplicative hash (2^32 / the golden ratio): ids are small and
+ * consecutive, and this spreads them over the slots */
+#define KNUTH_MULTIPLIER 2654435761u
+#define MSEC_PER_SEC 1000ULL
+#define NSEC_PER_MSEC 1000000ULL
 
 struct sent_name {
 	uint32_t id;
@@ -80,7 +85,7 @@ static uint64_t now_ms(void)
 	if (tally_cupti_hooks.now_ms)
 		return tally_cupti_hooks.now_ms();
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * MSEC_PER_SEC + (uint64_t)ts.tv_nsec / NSEC_PER_MSEC;
 }
 
 /* Hand the batch over and start the next one. Stream locked. */
@@ -218,7 +223,7 @@ void tally_cupti_emit(uint8_t type, uint8_t term, uint32_t group, uint32_t n, ui
 
 static size_t sent_home(uint32_t id)
 {
-	return (id * 2654435761u) % SENT_SLOTS;
+	return (id * KNUTH_MULTIPLIER) % SENT_SLOTS;
 }
 
 static bool sent_has(const struct stream *s, uint32_t id)

@@ -36,17 +36,7 @@
 
 /* ---- image_size.c ---- */
 
-/* Bytes of a module image as the driver reads it: PTX text (its strlen), a
- * 64-bit cubin ELF (the end of its last header table or section), a fatbin
- * (header size + fat size) or a fatbin wrapper pointing at one. 0 when the
- * format is none of these (or image is NULL). */
-uint64_t tally_cupti_image_size(const void *image);
-/* Bytes of the file at path (cuLibraryLoadFromFile); 0 when it cannot be
- * stat'ed. */
-uint64_t tally_cupti_file_size(const char *path);
-
-#define TALLY_FATBIN_MAGIC 0xba55ed50u	       /* fatbin header, u32 */
-#define TALLY_FATBIN_WRAPPER_MAGIC 0x466243b1u /* __fatBinC_Wrapper_t.magic */
+#include "image_size.h" /* tally_cupti_image_size, tally_cupti_file_size */
 
 /* ---- handle_map.c ---- */
 

@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <elf.h>
 #include <fatbinary_section.h>
 
+#include "../../bpf/image_format.h"
 #include "../../cupti/internal.h"
 
 /* ---- fakes: the group SDK, the driver's cuFuncGetName, the clock ---- */
@@ -866,74 +866,10 @@ static void group__records_carry_the_current_group__frees_their_allocations(void
 
 /* ---- images ---- */
 
-static void image_size__synthesized_formats(void **state)
-{
-	static const char ptx[] = "//\n.version 9.0\n.target sm_90\n";
-	unsigned char fatbin[64] = { 0 };
-	uint32_t magic = TALLY_FATBIN_MAGIC;
-	uint16_t version = 1, header = 16;
-	uint64_t fat = 48;
-	__fatBinC_Wrapper_t wrapper = { FATBINC_MAGIC, FATBINC_VERSION,
-					(const unsigned long long *)fatbin, NULL };
-	static const unsigned char unknown[] = { 0x00, 0x01, 0x02, 0x03 };
-	static const char short_text[] = "P"; /* a fatbin magic's first byte, then NUL */
-
-	(void)state;
-	memcpy(fatbin, &magic, 4);
-	memcpy(fatbin + 4, &version, 2);
-	memcpy(fatbin + 6, &header, 2);
-	memcpy(fatbin + 8, &fat, 8);
-	assert_int_equal(tally_cupti_image_size(ptx), strlen(ptx));
-	assert_int_equal(tally_cupti_image_size(fatbin), 64);
-	assert_int_equal(tally_cupti_image_size(&wrapper), 64);
-	assert_int_equal(tally_cupti_image_size(unknown), 0);
-	assert_int_equal(tally_cupti_image_size(short_text), 1);
-	assert_int_equal(tally_cupti_image_size(NULL), 0);
-}
-
-static void image_size__synthesized_elf__furthest_table_or_section(void **state)
-{
-	/* header | section bytes at 64..464 | 3 section headers at 512 | 2
-	 * program headers at 704 (nvcc's order: they end the file at 816) */
-	unsigned char *elf = calloc(1, 1024);
-	Elf64_Ehdr eh = { .e_ident = { ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3, ELFCLASS64, ELFDATA2LSB,
-				       EV_CURRENT },
-			  .e_type = ET_EXEC,
-			  .e_machine = 190, /* EM_CUDA */
-			  .e_phoff = 704,
-			  .e_shoff = 512,
-			  .e_ehsize = sizeof(Elf64_Ehdr),
-			  .e_phentsize = sizeof(Elf64_Phdr),
-			  .e_phnum = 2,
-			  .e_shentsize = sizeof(Elf64_Shdr),
-			  .e_shnum = 3 };
-	Elf64_Shdr sh[3] = { { .sh_type = SHT_NULL },
-			     { .sh_type = SHT_PROGBITS, .sh_offset = 64, .sh_size = 400 },
-			     { .sh_type = SHT_NOBITS, .sh_offset = 464, .sh_size = 100000 } };
-	Elf64_Phdr ph[2] = { { .p_type = PT_LOAD, .p_offset = 64, .p_filesz = 400 },
-			     { .p_type = PT_LOAD, .p_offset = 464, .p_filesz = 0 } };
-
-	(void)state;
-	assert_non_null(elf);
-	memcpy(elf, &eh, sizeof(eh));
-	memcpy(elf + 512, sh, sizeof(sh));
-	memcpy(elf + 704, ph, sizeof(ph));
-	assert_int_equal(tally_cupti_image_size(elf), 704 + 2 * sizeof(Elf64_Phdr));
-	/* without program headers: the section header table ends it */
-	eh.e_phoff = 0;
-	eh.e_phnum = 0;
-	memcpy(elf, &eh, sizeof(eh));
-	assert_int_equal(tally_cupti_image_size(elf), 512 + 3 * sizeof(Elf64_Shdr));
-	/* a section's bytes after the tables */
-	sh[1].sh_offset = 800;
-	sh[1].sh_size = 200;
-	memcpy(elf + 512, sh, sizeof(sh));
-	assert_int_equal(tally_cupti_image_size(elf), 1000);
-	/* 32-bit ELF: not a cubin this library knows */
-	elf[EI_CLASS] = ELFCLASS32;
-	assert_int_equal(tally_cupti_image_size(elf), 0);
-	free(elf);
-}
+/* The image-size definition itself is tested on synthesized images, CUDA
+ * toolkit or not, by tests/test_image_size.c; here, on nvcc's own output,
+ * and the magic numbers against the toolkit's. */
+_Static_assert(IMAGE_FATBIN_WRAPPER_MAGIC == FATBINC_MAGIC, "one fatbin wrapper magic");
 
 #ifdef TALLY_CUPTI_FIXTURES
 /* A fixture file, NUL-terminated in memory (as a PTX string must be). */
@@ -1159,8 +1095,6 @@ int main(void)
 		T(device_mem__vmm_create_release__own_handles),
 		T(host_pinned__alloc_register_free_unregister),
 		T(group__records_carry_the_current_group__frees_their_allocations),
-		T(image_size__synthesized_formats),
-		T(image_size__synthesized_elf__furthest_table_or_section),
 		T(image__nvcc_fixtures__load_and_unload_each_entry_point),
 		T(image__unknown_format__module_loaded_cubin_size_or_nothing),
 		T(dispatch__other_callbacks_and_broken_data__nothing),

@@ -31,7 +31,7 @@
 #include <bpf/bpf.h>
 #include <linux/types.h>
 
-#include "glibc.h"
+#include "../../user/core/glibc.h" /* the loader's; bpf/glibc.h is its BPF object's */
 #include "target.h"
 #include "tally_bpf.h"
 #include "tally.skel.h"

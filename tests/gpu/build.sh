@@ -2,6 +2,7 @@
 # Builds the fake CUDA driver and the GPU test workload:
 #   BUILD/tests/fake_cuda/libcuda.so.1   (soname libcuda.so.1)
 #   BUILD/tests/gpu/gpu_workload         (finds both libraries through its rpath)
+#   BUILD/tests/gpu/image_workload       (the image fixtures, tests/image_fixtures.c)
 # Usage: tests/gpu/build.sh BUILD   (BUILD/libtally.so must exist: `make`)
 # CC and EXTRA_CFLAGS are taken from the environment.
 set -eu
@@ -32,5 +33,9 @@ $CC $CFLAGS -shared -fPIC -pthread -fvisibility=hidden -fno-omit-frame-pointer \
 $CC $CFLAGS -pthread -o "$BUILD/tests/gpu/gpu_workload" tests/gpu/workload.c \
 	-L"$BUILD/tests/fake_cuda" -l:libcuda.so.1 -Wl,-rpath,'$ORIGIN/../fake_cuda' \
 	-L"$BUILD" -l:libtally.so -Wl,-rpath,'$ORIGIN/../..'
+
+$CC $CFLAGS -o "$BUILD/tests/gpu/image_workload" tests/gpu/image_workload.c \
+	tests/image_fixtures.c -L"$BUILD/tests/fake_cuda" -l:libcuda.so.1 \
+	-Wl,-rpath,'$ORIGIN/../fake_cuda' -L"$BUILD" -l:libtally.so -Wl,-rpath,'$ORIGIN/../..'
 
 $CC $CFLAGS -o "$BUILD/tests/gpu/dlopen_workload" tests/gpu/dlopen_workload.c -ldl

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # GPU figures through the driver uprobes, against a fake libcuda.so.1
-# (tests/fake_cuda): a started workload, a late attach, and a driver that is
-# dlopened after tally attached. The workload counts for itself what every
-# instance should show (tests/gpu/workload.c); tally must report exactly
-# that. Root only; the last line is "N passed, M failed".
+# (tests/fake_cuda): a started workload, a late attach, a driver that is
+# dlopened after tally attached, and the image fixtures. The workload counts
+# for itself what every instance should show (tests/gpu/workload.c); tally
+# must report exactly that. Root only; the last line is "N passed, M failed".
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 TALLY=$PWD/$BUILD/tally
 WL=$PWD/$BUILD/tests/gpu/gpu_workload
 DL=$PWD/$BUILD/tests/gpu/dlopen_workload
+IMG=$PWD/$BUILD/tests/gpu/image_workload
 FAKE=$PWD/$BUILD/tests/fake_cuda/libcuda.so.1
 ALLOC=$PWD/$BUILD/libtally_alloc.so
 export TALLY_LIBCUDA=$FAKE
@@ -77,5 +78,20 @@ rc=$?
 check "a driver dlopened after the attach is counted (4 launches, 1 refused, 1 MiB freed)" \
 	"$([ $rc -eq 0 ] && jq -e '.instance.kernels_launched == 4 and .instance.failed_launches == 1 and .instance.device_bytes_allocated == 0 and .instance.bytes_pinned == 0 and .target.cuda == "driver"' "$tmp/s3.json" >/dev/null; echo $?)" \
 	"rc=$rc $(jq -c '[.target, .instance]' "$tmp/s3.json" 2>&1) $(head -c 200 "$tmp/s3.err")"
+
+# 4. the image fixtures (tests/image_fixtures.c), on which the CUPTI library's
+# side of the definition is tested too (tests/test_image_size.c): each loaded
+# in a group of its own, every group's bytes_pinned the size bpf/image_size.h
+# gives it
+timeout 60 "$TALLY" snapshot -- "$IMG" "$tmp/img.json" >"$tmp/s4.json" 2>"$tmp/s4.err" </dev/null
+rc=$?
+want=$(jq -cS . "$tmp/img.json" 2>&1)
+got=$(jq -cS --slurpfile w "$tmp/img.json" \
+	'[.groups[] | select(.name as $n | $w[0] | has($n)) | {(.name): .instance.bytes_pinned}] | add' \
+	"$tmp/s4.json" 2>&1)
+check "image fixtures: each group's bytes_pinned is its image's size (bpf/image_size.h)" \
+	"$([ $rc -eq 0 ] && [ "$want" = "$got" ]; echo $?)" "rc=$rc $(head -c 200 "$tmp/s4.err")
+  want $want
+  got  $got"
 
 finish

@@ -62,8 +62,9 @@
  *   host_pinned_bytes         live bytes of cuMemHostAlloc, cuMemAllocHost_v2
  *                             and cuMemHostRegister_v2, less those freed or
  *                             unregistered
- *   bytes_pinned              live image bytes: PTX strlen (without the NUL),
- *                             cubin e_shoff + e_shnum * e_shentsize, fatbin
+ *   bytes_pinned              live image bytes (bpf/image_size.h): PTX strlen
+ *                             (without the NUL), cubin e_shoff + e_shnum *
+ *                             e_shentsize (its section headers end it), fatbin
  *                             16 + the header's 64-bit size; less unloaded ones
  * Failed calls count nowhere except failed launches. In FILE.end every gauge
  * is 0 and the counters are those of FILE. JSON shape:
@@ -89,6 +90,7 @@
 #include <unistd.h>
 
 #include "../../alloc/tally.h"
+#include "../../bpf/image_format.h"
 #include "../fake_cuda/cuda_abi.h"
 
 enum actor_id { ROOT, TRAIN, INFER, NACTORS };
@@ -311,7 +313,7 @@ static size_t make_cubin(unsigned char *buf, size_t size)
  * size 16, the size of what follows) and that many bytes. */
 static size_t make_fatbin(unsigned char *buf, size_t size)
 {
-	uint32_t magic = 0xBA55ED50u;
+	uint32_t magic = IMAGE_FATBIN_MAGIC;
 	uint16_t version = 1, header = 16;
 	uint64_t fat = size - header;
 
