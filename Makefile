@@ -17,9 +17,9 @@ ALLOC_CFLAGS := $(CFLAGS_BASE) -fPIC -fvisibility=hidden -fno-builtin-malloc \
 	-fno-tree-slp-vectorize
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/heap.c \
+ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.c alloc/heap.c \
 	alloc/large.c alloc/malloc.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
-	alloc/probe_guard.c alloc/purge.c
+	alloc/probe_guard.c alloc/purge.c alloc/span_check.c
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
@@ -38,14 +38,15 @@ PRODUCTS := $(BUILD)/libtally_alloc.so $(BUILD)/libtally_alloc.a $(BUILD)/libtal
 
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
-	$(BUILD)/tests/test_alloc_fastpath $(BUILD)/tests/test_alloc_idle \
-	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model \
-	$(BUILD)/tests/test_json $(BUILD)/tests/test_remote $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
+	$(BUILD)/tests/test_alloc_fastpath $(BUILD)/tests/test_alloc_idle $(BUILD)/tests/test_span \
+	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model $(BUILD)/tests/test_figures \
+	$(BUILD)/tests/test_json $(BUILD)/tests/test_cli $(BUILD)/tests/test_target \
+	$(BUILD)/tests/test_remote $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target
 
-.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring format-check demo stress cupti
+.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
 
 # The CUPTI injection library and its unit test, when a CUDA toolkit with
@@ -68,7 +69,8 @@ $(BUILD)/sink/%.o: %.c
 	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) -DTALLY_ALLOC_TEST_SINK -c $< -o $@
 $(BUILD)/san/%.o: %.c
 	@mkdir -p $(dir $@)
-	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) $(SAN) -DTALLY_ALLOC_TEST_SINK -DTALLY_ALLOC_PREFIX -c $< -o $@
+	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) $(SAN) -DTALLY_ALLOC_TEST_SINK -DTALLY_ALLOC_PREFIX \
+		-DTALLY_DEBUG -c $< -o $@
 
 $(BUILD)/libtally_alloc.so: $(ALLOC_OBJS)
 	$(CC) -shared -pthread -Wl,-z,now -o $@ $^
@@ -86,18 +88,16 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD
 	-I/usr/include/$(shell uname -m)-linux-gnu
 BPF_OBJS := tally glibc cuda
 SKELS := $(patsubst %,$(BUILD)/bpf/%.skel.h,$(BPF_OBJS))
-USER_SRCS := user/main.c user/cli.c user/figures.c user/session.c user/session_state.c user/snapshot.c user/model.c user/remote.c \
-	user/target.c user/loader.c user/json.c user/replay.c user/glibc.c \
-	user/gpu.c user/cuda.c user/outfile.c user/target_lock.c
-# The views (top, record, serve) each in files of their own.
-USER_SRCS += $(sort $(wildcard user/top*.c user/record*.c user/trace*.c user/serve*.c \
-	user/prom*.c user/demo*.c))
+# user/ in layers (docs/ARCHITECTURE.md): cmd/ the commands, core/ the I/O
+# (session, loaders, /proc and ELF, the target's memory), model/ the pure
+# rebuild of the figures, views/ their renderings.
+USER_LAYERS := cmd core model views
+USER_SRCS := $(sort $(foreach d,$(USER_LAYERS),$(wildcard user/$(d)/*.c)))
 USER_OBJS := $(call obj,user,$(USER_SRCS)) $(BUILD)/user/stats_identity.o
 # -fwrapv: the model's figures are sums of 64-bit values a target hands over
 # (untrusted); one that wraps is defined, and shows as unbalanced, not exact
 USER_CFLAGS := $(CFLAGS_BASE) -fwrapv -I$(BUILD)/bpf -Ibpf
-USER_LIBS := -lbpf -lelf -lz $(if $(wildcard user/top*.c),-lncursesw -ltinfo) \
-	$(if $(wildcard user/serve*.c),-lmicrohttpd)
+USER_LIBS := -lbpf -lelf -lz -lncursesw -ltinfo -lmicrohttpd
 
 $(BUILD)/bpf/vmlinux.h:
 	@mkdir -p $(dir $@)
@@ -128,10 +128,15 @@ $(BUILD)/tests/san/%.o: %.c
 
 $(BUILD)/tests/test_alloc_unit: $(BUILD)/tests/san/tests/test_alloc_unit.o \
 		$(BUILD)/tests/san/tests/alloc_oracle.o $(BUILD)/tests/san/tests/alloc_stress.o \
-		$(BUILD)/tests/san/user/replay.o $(ALLOC_SAN_OBJS)
+		$(BUILD)/tests/san/user/model/replay.o $(ALLOC_SAN_OBJS)
+	@echo "  CC $@"; $(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
+# Spans through their states, their bytes checked term by term (the debug
+# build's byte map, alloc/span_check.c), under the sanitizers as the unit tests.
+$(BUILD)/tests/test_span: $(BUILD)/tests/san/tests/test_span.o \
+		$(BUILD)/tests/san/tests/alloc_oracle.o $(BUILD)/tests/san/user/model/replay.o $(ALLOC_SAN_OBJS)
 	@echo "  CC $@"; $(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_replay: $(BUILD)/tests/san/tests/test_replay.o \
-		$(BUILD)/tests/san/user/replay.o $(BUILD)/tests/san/alloc/stats_identity.o
+		$(BUILD)/tests/san/user/model/replay.o $(BUILD)/tests/san/alloc/stats_identity.o
 	@echo "  CC $@"; $(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The stress test replaces malloc for the whole process (no sanitizer: ASan
 # would bring its own), and replays every batch.
@@ -154,7 +159,7 @@ $(BUILD)/tests/test_alloc_idle: $(BUILD)/tests/test_alloc_idle.o $(BUILD)/libtal
 	$(CC) -pthread -o $@ $< -L$(BUILD) -l:libtally_alloc.so -Wl,-rpath,'$$ORIGIN/..' \
 		$(CMOCKA_LIBS)
 
-$(BUILD)/tests/replay_plain.o: user/replay.c
+$(BUILD)/tests/replay_plain.o: user/model/replay.c
 	@mkdir -p $(dir $@)
 	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) -c $< -o $@
 
@@ -176,26 +181,36 @@ $(BUILD)/tests/test_sdk_alloc: $(BUILD)/tests/sdk_alloc/test_sdk.o $(BUILD)/libt
 		-Wl,-rpath,'$$ORIGIN/..' $(CMOCKA_LIBS)
 
 # The tracer's pure parts under the sanitizers, and the integration tests' workload.
-$(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(BUILD)/tests/san/user/model.o \
-		$(BUILD)/tests/san/user/gpu.o \
-		$(BUILD)/tests/san/user/replay.o $(BUILD)/tests/san/alloc/stats_identity.o
+# The model layer (user/model/model.c and what it needs, and the figures built
+# from it), as every view's test links it.
+MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model gpu replay figures) \
+	$(BUILD)/tests/san/alloc/stats_identity.o
+$(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
-$(BUILD)/tests/test_remote: $(BUILD)/tests/san/tests/test_remote.o $(BUILD)/tests/san/user/remote.o
+# The figures of a tick, and the snapshot document of DESIGN.md §6 built from them.
+$(BUILD)/tests/test_figures: $(BUILD)/tests/san/tests/test_figures.o \
+		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
-$(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/json.o
+# The reader against fakes, and against this test's own process, whose
+# allocator (under tally_p_ names) it reads through process_vm_readv.
+$(BUILD)/tests/test_remote: $(BUILD)/tests/san/tests/test_remote.o $(BUILD)/tests/san/user/core/remote.o \
+		$(ALLOC_SAN_OBJS)
+	$(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/views/json.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
-$(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/trace.o \
-		$(BUILD)/tests/san/user/json.o $(BUILD)/tests/san/user/model.o \
-		$(BUILD)/tests/san/user/gpu.o $(BUILD)/tests/san/user/replay.o \
-		$(BUILD)/tests/san/alloc/stats_identity.o
+$(BUILD)/tests/test_cli: $(BUILD)/tests/san/tests/test_cli.o $(BUILD)/tests/san/user/cmd/cli_parse.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
-$(BUILD)/tests/test_top: $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/top_rows.o \
-		$(BUILD)/tests/san/user/top_text.o $(BUILD)/tests/san/user/model.o \
-		$(BUILD)/tests/san/user/gpu.o $(BUILD)/tests/san/user/replay.o \
-		$(BUILD)/tests/san/alloc/stats_identity.o
+# /proc and ELF parsing, against this test's own process, its libc, and files it writes.
+$(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/tests/san/user/core/target.o
+	$(CC) $(SAN) -pthread -o $@ $^ -lelf $(CMOCKA_LIBS)
+$(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
+		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
-$(BUILD)/tests/test_prom: $(BUILD)/tests/san/tests/test_prom.o $(BUILD)/tests/san/user/prom.o \
-		$(BUILD)/tests/san/alloc/stats_identity.o
+$(BUILD)/tests/test_top: $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top_rows.o \
+		$(BUILD)/tests/san/user/views/top_text.o $(MODEL_SAN_OBJS)
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/test_prom: $(BUILD)/tests/san/tests/test_prom.o $(BUILD)/tests/san/user/views/prom.o \
+		$(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/tracer_workload: tests/tracer/workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)
@@ -230,11 +245,11 @@ $(BUILD)/tests/fuzz/decoder/%.o: %.c
 	@echo "  FUZZCC $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -Wno-unknown-attributes \
 		-DTALLY_IDENTITY_API= -c $< -o $@
 $(BUILD)/tests/fuzz/fuzz_remote: $(BUILD)/tests/fuzz/remote/tests/fuzz/fuzz_remote.o \
-		$(BUILD)/tests/fuzz/remote/user/remote.o
+		$(BUILD)/tests/fuzz/remote/user/core/remote.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
 $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_decoder.o \
-		$(BUILD)/tests/fuzz/decoder/user/model.o $(BUILD)/tests/fuzz/decoder/user/replay.o \
-		$(BUILD)/tests/fuzz/decoder/user/gpu.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o
+		$(BUILD)/tests/fuzz/decoder/user/model/model.o $(BUILD)/tests/fuzz/decoder/user/model/replay.o \
+		$(BUILD)/tests/fuzz/decoder/user/model/gpu.o $(BUILD)/tests/fuzz/decoder/user/model/figures.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
 test-build: $(if $(FUZZ_RT),$(FUZZERS))
 # The seed corpus, written from the real structures (tests/fuzz/seeds.c):
@@ -253,9 +268,9 @@ $(BUILD)/tests/fork_workload: tests/fork/workload.c
 
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
 # -z now keeps lazy binding out of the measured sequences.
-$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/glibc.o $(BUILD)/user/user/target.o | $(SKELS)
+$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/core/glibc.o $(BUILD)/user/user/core/target.o | $(SKELS)
 	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -Iuser -o $@ $< $(BUILD)/user/user/glibc.o $(BUILD)/user/user/target.o \
+	$(CC) $(USER_CFLAGS) -o $@ $< $(BUILD)/user/user/core/glibc.o $(BUILD)/user/user/core/target.o \
 		$(USER_LIBS) $(CMOCKA_LIBS)
 $(BUILD)/tests/glibc_workload: tests/glibc/workload.c
 	@mkdir -p $(dir $@)
@@ -299,6 +314,11 @@ bench: bench-alloc bench-trace bench-ring
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h') && echo "format: clean"
 
+# The layers' includes, file and function lengths (scripts/check-layout.sh;
+# also a suite of make test).
+layout-check:
+	@scripts/check-layout.sh
+
 clean:
 	rm -rf $(BUILD)
 
@@ -316,3 +336,14 @@ $(BUILD)/demo_workload: demo/workload.c $(BUILD)/libtally.so $(BUILD)/libtally_a
 demo: setup
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/tally demo
+
+# The image-size definition (bpf/image_size.h) on the image fixtures
+# (tests/image_fixtures.c), through cupti/image_size.c built alone: no CUDA
+# toolkit needed (run by tests/cupti/run.sh). The driver probes' side runs in
+# tests/gpu/run.sh, on the same fixtures.
+$(BUILD)/tests/test_image_size: $(BUILD)/tests/san/tests/test_image_size.o \
+		$(BUILD)/tests/san/tests/image_fixtures.o $(BUILD)/tests/san/cupti/image_size.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+test-build: $(BUILD)/tests/test_image_size
+$(BUILD)/tests/gpu/.built: tests/gpu/image_workload.c tests/image_fixtures.c \
+	tests/image_fixtures.h bpf/image_format.h

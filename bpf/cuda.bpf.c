@@ -10,7 +10,7 @@
  *
  * Each program serves every entry point of one argument shape; which entry
  * point fired is the attach cookie (enum cuda_kind | enum tally_gpu_api <<
- * CUDA_API_SHIFT, bpf/cuda_api.h; set by user/cuda.c).
+ * CUDA_API_SHIFT, bpf/cuda_api.h; set by user/core/cuda.c).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

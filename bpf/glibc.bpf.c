@@ -4,7 +4,7 @@
  * that does not use libtally_alloc, a uprobe and a uretprobe on each public
  * entry of libc's malloc family, as bcc's memleak does. One hit per call, so
  * slow (a single-stepped entry costs about 20 us here, DESIGN.md §5), and the
- * CLI's help says so. Loaded by user/glibc.c, beside bpf/tally.bpf.c.
+ * CLI's help says so. Loaded by user/core/glibc.c, beside bpf/tally.bpf.c.
  *
  * What glibc can tell, over the blocks allocated since the probes were armed:
  * - live: requested bytes of blocks not yet freed;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * What bpf/glibc.bpf.c (glibc mode) shares with its loader, user/glibc.c:
+ * What bpf/glibc.bpf.c (glibc mode) shares with its loader, user/core/glibc.c:
  * the figures in its .bss, which the loader reads through the mmapped
  * section (the skeleton names struct glibc_totals without defining it, and
  * asserts its size), and the default size of the block map.

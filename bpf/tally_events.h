@@ -12,7 +12,7 @@
  *   mapped == live + rounding + cache + span_free + returned + virgin
  *             + hysteresis + segment_overhead
  * and says exactly how many bytes move between which terms, so the replay
- * (user/replay.c) needs no knowledge of the allocator's geometry, and the
+ * (user/model/replay.c) needs no knowledge of the allocator's geometry, and the
  * records of a thread can be applied in any order (they are pure sums).
  */
 #ifndef TALLY_EVENTS_H

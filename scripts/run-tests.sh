@@ -48,11 +48,16 @@ run() {
 	rm -f "$log"
 }
 
+run layout 60 scripts/check-layout.sh
 run replay 60 "$BUILD/tests/test_replay"
 run alloc_unit 300 "$BUILD/tests/test_alloc_unit"
+run span 60 "$BUILD/tests/test_span"
 run sdk 60 "$BUILD/tests/test_sdk"
 run model 60 "$BUILD/tests/test_model"
+run figures 60 "$BUILD/tests/test_figures"
 run json 60 "$BUILD/tests/test_json"
+run cli 60 "$BUILD/tests/test_cli"
+run target 60 "$BUILD/tests/test_target"
 run remote 60 "$BUILD/tests/test_remote"
 run trace 60 "$BUILD/tests/test_trace"
 run prom 60 "$BUILD/tests/test_prom"

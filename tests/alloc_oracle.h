@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The allocator tests' oracle: every batch the allocator hands over goes
- * through the real replay (user/replay.c), and at a quiescent point the
+ * through the real replay (user/model/replay.c), and at a quiescent point the
  * replayed figures must equal the allocator's own, field for field.
  */
 #ifndef TALLY_TEST_ALLOC_ORACLE_H

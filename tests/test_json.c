@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "../user/json.h"
+#include "../user/views/json.h"
 
 /* A writer into memory; output() shows what has been written so far. */
 struct sink {

@@ -1,15 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The Prometheus exposition (user/prom.c): every line has the shape the
+ * The Prometheus exposition (user/views/prom.c): every line has the shape the
  * text format 0.0.4 allows (a parser below checks each), every family has
  * one HELP and one TYPE line before its samples, counters end in _total,
  * label values and HELP text are escaped, unknown figures are left out.
- *
- * Build (see the reply of the record/serve work for the Makefile rule):
- *   make build/tests/san/tests/test_prom.o build/tests/san/user/prom.o \
- *     build/tests/san/alloc/stats_identity.o
- *   cc -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
- *     -o build/tests/test_prom <those .o> -lcmocka
  */
 #include <errno.h>
 #include <math.h>
@@ -23,54 +17,78 @@
 
 #include <cmocka.h>
 
-#include "../user/prom.h"
+#include "../user/views/prom.h"
 
-static char *render(const struct prom_figures *p)
+static char comm[TALLY_COMM_LEN];
+static char names[TALLY_MAX_GROUPS][TALLY_GROUP_NAME_MAX];
+
+/* The identity's derived figures, as figures_build derives them. */
+static void derive(struct figures_process *p)
 {
+	struct tally_stats st;
+	uint64_t v[TALLY_STATS_COUNT];
+
+	for (unsigned i = 0; i < TALLY_STATS_COUNT; i++)
+		v[i] = (uint64_t)p->stats.v[i];
+	tally_stats_from_array(&st, v);
+	p->stats.accounted = (int64_t)tally_stats_accounted(&st);
+	p->stats.balanced = tally_stats_balanced(&st);
+	p->stats.predicted_resident = (int64_t)tally_stats_predicted_resident(&st);
+}
+
+static char *render(struct figures_process *p)
+{
+	struct figures fig = { 1, p };
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 
+	derive(p);
 	assert_non_null(f);
-	assert_int_equal(prom_render(f, p), 0);
+	assert_int_equal(prom_render(f, &fig), 0);
 	assert_int_equal(fclose(f), 0);
 	return buf;
 }
 
-static struct prom_figures *figures(void)
+/* The figures of a tally-mode process by hand: the renderer's input. */
+static struct figures_process *figures(void)
 {
-	struct prom_figures *p = calloc(1, sizeof(*p));
+	struct figures_process *p = calloc(1, sizeof(*p));
 
-	p->pid = 4242;
-	strcpy(p->comm, "server");
-	p->allocator = "tally";
-	p->cuda = "driver";
-	p->running = true;
+	memset(names, 0, sizeof(names));
+	strcpy(comm, "server");
+	p->target.pid = 4242;
+	p->target.comm = comm;
+	p->target.allocator = FIGURES_ALLOC_TALLY;
+	p->target.cuda = FIGURES_CUDA_DRIVER;
 	p->exact = true;
-	p->received = 100;
+	p->events.received = 100;
 	for (unsigned i = 1; i < 9; i++)
-		p->stats[i] = 4096 * i;
+		p->stats.v[i] = 4096 * i;
 	for (unsigned i = 1; i < 9; i++)
-		p->stats[0] += p->stats[i]; /* balanced */
-	p->stats[9] = 3;
-	p->stats[10] = 17;
-	p->stats_known = (1u << TALLY_STATS_FIELDS) - 1;
-	p->identity = true;
-	p->process.kernels_launched = 12;
-	p->process.device_bytes_allocated = 1 << 20;
-	p->gpu_groups = true;
+		p->stats.v[0] += p->stats.v[i]; /* balanced */
+	p->stats.v[9] = 3;
+	p->stats.v[10] = 17;
+	p->stats.known = (1u << TALLY_STATS_COUNT) - 1;
+	p->stats.identity = true;
+	p->instance.kernels_launched = 12;
+	p->instance.device_bytes_allocated = 1 << 20;
+	p->gpu_spoke = true;
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+		p->groups[g].id = g;
+		p->groups[g].name = names[g];
+	}
 	p->groups[0].shown = true;
-	strcpy(p->groups[0].name, "root");
+	strcpy(names[0], "root");
 	p->groups[0].live_bytes = 100;
 	p->groups[3].shown = true;
-	strcpy(p->groups[3].name, "io");
+	strcpy(names[3], "io");
 	p->groups[3].live_bytes = -8;
 	p->groups[3].cpu_ns = 1500000001;
 	p->groups[3].alloc_bytes = 10;
 	p->groups[3].dealloc_bytes = 18;
-	p->groups[3].in.kernels_launched = 12;
-	p->groups[9].name[0] = 0; /* not shown: no samples */
-	return p;
+	p->groups[3].instance.kernels_launched = 12;
+	return p; /* group 9 and the others: not shown, no samples */
 }
 
 /* ---- a parser of the text format's line shapes ---- */
@@ -214,7 +232,7 @@ static void assert_sample(const char *doc, const char *line)
 
 static void prom__full_figures__every_line_well_formed(void **state)
 {
-	struct prom_figures *p = figures();
+	struct figures_process *p = figures();
 	struct family_seen fam[128] = { 0 };
 	char *doc;
 	int nf;
@@ -237,26 +255,25 @@ static void prom__full_figures__every_line_well_formed(void **state)
 
 static void prom__stats__every_term_and_the_identity(void **state)
 {
-	static const char *const names[TALLY_STATS_FIELDS] = {
+	static const char *const stat_names[TALLY_STATS_FIELDS] = {
 		"mapped_bytes",		  "live_bytes",	    "rounding_bytes", "cache_bytes",
 		"span_free_bytes",	  "returned_bytes", "virgin_bytes",   "hysteresis_bytes",
 		"segment_overhead_bytes", "large_objects",  "spans_assigned",
 	};
-	struct prom_figures *p = figures();
+	struct figures_process *p = figures();
 	char line[128];
 	char *doc;
 
 	(void)state;
 	doc = render(p);
 	for (unsigned i = 0; i < TALLY_STATS_FIELDS; i++) {
-		snprintf(line, sizeof(line), "tally_stats_%s %llu", names[i],
-			 (unsigned long long)p->stats[i]);
+		snprintf(line, sizeof(line), "tally_stats_%s %lld", stat_names[i],
+			 (long long)p->stats.v[i]);
 		assert_sample(doc, line);
-		snprintf(line, sizeof(line), "# TYPE tally_stats_%s gauge", names[i]);
+		snprintf(line, sizeof(line), "# TYPE tally_stats_%s gauge", stat_names[i]);
 		assert_sample(doc, line);
 	}
-	snprintf(line, sizeof(line), "tally_stats_accounted_bytes %llu",
-		 (unsigned long long)p->stats[0]);
+	snprintf(line, sizeof(line), "tally_stats_accounted_bytes %lld", (long long)p->stats.v[0]);
 	assert_sample(doc, line);
 	assert_sample(doc, "tally_stats_balanced 1");
 	assert_null(sample_line(doc, "tally_stats_measured_resident_bytes"));
@@ -273,13 +290,13 @@ static void prom__stats__every_term_and_the_identity(void **state)
  * still comes to mapped. */
 static void prom__stats__negative_terms_signed_and_unbalanced(void **state)
 {
-	struct prom_figures *p = figures();
+	struct figures_process *p = figures();
 	char *doc;
 
 	(void)state;
-	uint64_t was = p->stats[2];
-	p->stats[2] = (uint64_t)-300; /* rounding below zero */
-	p->stats[5] += was + 300;     /* returned: the unsigned sum still matches mapped */
+	int64_t was = p->stats.v[2];
+	p->stats.v[2] = -300;	    /* rounding below zero */
+	p->stats.v[5] += was + 300; /* returned: the unsigned sum still matches mapped */
 	doc = render(p);
 	assert_non_null(strstr(doc, "\ntally_stats_rounding_bytes -300\n"));
 	assert_null(strstr(doc, "18446744073709"));
@@ -290,7 +307,7 @@ static void prom__stats__negative_terms_signed_and_unbalanced(void **state)
 
 static void prom__groups__labelled_and_only_those_shown(void **state)
 {
-	struct prom_figures *p = figures();
+	struct figures_process *p = figures();
 	char *doc;
 
 	(void)state;
@@ -306,7 +323,7 @@ static void prom__groups__labelled_and_only_those_shown(void **state)
 	assert_null(sample_line(doc, "tally_group_live_bytes{id=\"9\""));
 	free(doc);
 	/* no GPU source: no per-group GPU families, the process's still there */
-	p->gpu_groups = false;
+	p->gpu_spoke = false;
 	doc = render(p);
 	assert_null(strstr(doc, "tally_group_gpu_"));
 	assert_sample(doc, "tally_gpu_kernels_launched_total 12");
@@ -316,14 +333,14 @@ static void prom__groups__labelled_and_only_those_shown(void **state)
 
 static void prom__hostile_names__escaped_label_values(void **state)
 {
-	struct prom_figures *p = figures();
+	struct figures_process *p = figures();
 	struct family_seen fam[128] = { 0 };
 	char *doc;
 
 	(void)state;
-	strcpy(p->groups[3].name, "a\"b\\c\nd");
-	strcpy(p->groups[0].name, "\x1b[31mred\x9b\xff\xc3\xa9");
-	memcpy(p->comm, "0123456789abcdef", 16); /* no NUL: a full comm */
+	strcpy(names[3], "a\"b\\c\nd");
+	strcpy(names[0], "\x1b[31mred\x9b\xff\xc3\xa9");
+	memcpy(comm, "0123456789abcdef", 16); /* no NUL: a full comm */
 	doc = render(p);
 	check_lines(doc, fam, 128);
 	assert_sample(doc, "tally_group_live_bytes{id=\"3\",group=\"a\\\"b\\\\c\\nd\"} -8");
@@ -361,14 +378,14 @@ static void prom__escape__c1_controls_and_help_text(void **state)
 
 static void prom__glibc_mode__only_known_terms(void **state)
 {
-	struct prom_figures *p = figures();
+	struct figures_process *p = figures();
 	struct family_seen fam[128] = { 0 };
 	char *doc;
 
 	(void)state;
-	p->allocator = "glibc";
-	p->stats_known = 1u << 1 | 1u << 2 | 1u << 9;
-	p->identity = false;
+	p->target.allocator = FIGURES_ALLOC_GLIBC;
+	p->stats.known = 1u << 1 | 1u << 2 | 1u << 9;
+	p->stats.identity = false;
 	doc = render(p);
 	check_lines(doc, fam, 128);
 	assert_sample(doc, "tally_stats_live_bytes 4096");
@@ -383,15 +400,15 @@ static void prom__glibc_mode__only_known_terms(void **state)
 
 static void prom__measured_resident__when_known(void **state)
 {
-	struct prom_figures *p = figures();
+	struct figures_process *p = figures();
 	char *doc;
 
 	(void)state;
-	p->have_resident = true;
-	p->resident = 12345;
-	p->running = false;
+	p->stats.have_resident = true;
+	p->stats.resident = 12345;
+	p->target.gone = true;
 	p->exact = false;
-	p->lost_msgs = 7;
+	p->events.lost = 7;
 	doc = render(p);
 	assert_sample(doc, "tally_stats_measured_resident_bytes 12345");
 	assert_sample(doc, "tally_target_running 0");
@@ -403,7 +420,7 @@ static void prom__measured_resident__when_known(void **state)
 
 static void prom__write_error__reported(void **state)
 {
-	struct prom_figures *p = figures();
+	struct figures_process *p = figures();
 	FILE *f = fopen("/dev/full", "w");
 
 	(void)state;
@@ -412,7 +429,8 @@ static void prom__write_error__reported(void **state)
 		skip();
 	}
 	setvbuf(f, NULL, _IONBF, 0); /* every write reaches the device */
-	assert_int_equal(prom_render(f, p), -EIO);
+	struct figures fig = { 1, p };
+	assert_int_equal(prom_render(f, &fig), -EIO);
 	fclose(f);
 	free(p);
 }

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../user/replay.h"
+#include "../user/model/replay.h"
 
 static struct tally_ev E(uint8_t type, uint8_t term, uint16_t group, uint32_t n, uint64_t bytes) {
 	return (struct tally_ev){ .type = type,

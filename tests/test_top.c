@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The figures of `tally top` (user/top_rows.c) and its batch frames
- * (user/top_text.c) on a model filled by hand: rates between two samples,
+ * The figures of `tally top` (user/views/top_rows.c) and its batch frames
+ * (user/views/top_text.c) on a model filled by hand: rates between two samples,
  * the order on every column, the identity's split and bar, which groups are
  * shown, and names from a hostile target reaching the output harmlessly.
  */
@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "../user/top_rows.h"
-#include "../user/top_text.h"
+#include "../user/views/top_rows.h"
+#include "../user/views/top_text.h"
 
 #define SEC 1000000000ULL
 
@@ -109,10 +109,16 @@ static void sanitize__small_buffer__never_cuts_an_escape(void **state)
 	assert_string_equal(out, "~");
 }
 
+/* What the figures take beside the model, set by each test: CPU and
+ * sched_yield calls per group. */
+static uint64_t cpu[TALLY_MAX_GROUPS], osy[TALLY_MAX_GROUPS];
+
 /* A model with groups 0 (root), 1 "ingest", 2 "decode" and 7 charged
  * without a name; group 9 known by nothing. */
 static void fill(struct model *m)
 {
+	memset(cpu, 0, sizeof(cpu));
+	memset(osy, 0, sizeof(osy));
 	model_init(m);
 	strcpy(m->groups[1].name, "ingest");
 	m->groups[1].known = true;
@@ -122,17 +128,52 @@ static void fill(struct model *m)
 	m->rp.groups[7].alloc_bytes = 300;
 }
 
-static void input(struct top_input *in, const struct model *m, uint64_t now)
+/* A tick's input: the model and the sources, through figures_build as in
+ * tally itself. */
+struct top_in {
+	const struct model *m;
+	struct figures_sources src;
+	const struct glibc_figures *glibc; /* glibc mode's, or NULL */
+};
+
+static void input(struct top_in *in, const struct model *m, uint64_t now)
 {
 	memset(in, 0, sizeof(*in));
 	in->m = m;
-	in->alloc = TOP_ALLOC_TALLY;
-	in->now_ns = now;
-	in->start_ns = 10 * SEC;
-	in->pid = 42;
-	in->comm = "app";
-	in->exact = true;
-	in->exit_code = -1;
+	in->src.allocator = FIGURES_ALLOC_TALLY;
+	in->src.now_ns = now;
+	in->src.start_ns = 10 * SEC;
+	in->src.pid = 42;
+	strcpy(in->src.comm, "app");
+}
+
+static void figures_of(struct figures *fig, struct top_in *in)
+{
+	memcpy(in->src.cpu_ns, cpu, sizeof(cpu));
+	memcpy(in->src.cuda.os_yields, osy, sizeof(osy));
+	in->src.have_glibc = in->glibc != NULL;
+	if (in->glibc)
+		in->src.glibc = *in->glibc;
+	assert_int_equal(figures_build(fig, in->m, &in->src), 0);
+}
+
+static int build(struct top_frame *f, struct top_in *in, struct top_prev *prev)
+{
+	struct figures fig = { 0 };
+
+	figures_of(&fig, in);
+	int err = top_frame_build(f, &fig, prev);
+	figures_free(&fig);
+	return err;
+}
+
+static void take(struct top_prev *prev, struct top_in *in)
+{
+	struct figures fig = { 0 };
+
+	figures_of(&fig, in);
+	top_prev_take(prev, &fig);
+	figures_free(&fig);
 }
 
 static const struct top_row *row(const struct top_frame *f, uint32_t id)
@@ -146,13 +187,13 @@ static const struct top_row *row(const struct top_frame *f, uint32_t id)
 static void frame__without_previous_sample__rates_unknown(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct top_frame f;
 	(void)state;
 	fill(&m);
 	input(&in, &m, 11 * SEC);
-	assert_int_equal(top_frame_build(&f, &in, &prev), 0);
+	assert_int_equal(build(&f, &in, &prev), 0);
 	assert_false(f.rows[0].rates_known);
 	assert_true(f.hdr.events_s < 0);
 	assert_true(prev.valid); /* the next frame has a base */
@@ -163,26 +204,26 @@ static void frame__without_previous_sample__rates_unknown(void **state)
 static void frame__two_samples__cpu_percent_and_rates_per_second(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct top_frame f;
 	(void)state;
 	fill(&m);
-	m.groups[1].cpu_ns = 1 * SEC;
+	cpu[1] = 1 * SEC;
 	m.rp.groups[1].alloc_objs = 100;
 	m.rp.groups[1].dealloc_objs = 40;
 	m.received = 1000;
 	input(&in, &m, 12 * SEC);
-	top_prev_take(&prev, &in);
+	take(&prev, &in);
 	/* half a second later: 250 ms of CPU, 500 allocations, 100 frees */
-	m.groups[1].cpu_ns += SEC / 4;
+	cpu[1] += SEC / 4;
 	m.rp.groups[1].alloc_objs += 500;
 	m.rp.groups[1].dealloc_objs += 100;
 	m.rp.groups[1].alloc_bytes = 5000;
 	m.rp.groups[1].dealloc_bytes = 1000;
 	m.received += 2000;
 	input(&in, &m, 12 * SEC + SEC / 2);
-	assert_int_equal(top_frame_build(&f, &in, &prev), 0);
+	assert_int_equal(build(&f, &in, &prev), 0);
 	const struct top_row *r = row(&f, 1);
 	assert_non_null(r);
 	assert_true(r->rates_known);
@@ -200,17 +241,17 @@ static void frame__two_samples__cpu_percent_and_rates_per_second(void **state)
 static void frame__counter_goes_back__rates_unknown_not_huge(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct top_frame f;
 	(void)state;
 	fill(&m);
 	m.rp.groups[1].alloc_objs = 100;
 	input(&in, &m, 12 * SEC);
-	top_prev_take(&prev, &in);
+	take(&prev, &in);
 	m.rp.groups[1].alloc_objs = 10; /* the figures switched source */
 	input(&in, &m, 13 * SEC);
-	top_frame_build(&f, &in, &prev);
+	build(&f, &in, &prev);
 	assert_false(row(&f, 1)->rates_known);
 	top_frame_free(&f);
 	model_free(&m);
@@ -219,7 +260,7 @@ static void frame__counter_goes_back__rates_unknown_not_huge(void **state)
 static void frame__glibc_mode__group_counts_from_glibc(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct glibc_figures g;
 	static struct top_frame f;
@@ -229,13 +270,13 @@ static void frame__glibc_mode__group_counts_from_glibc(void **state)
 	g.alloc_bytes[2] = 1000;
 	g.dealloc_bytes[2] = 400;
 	input(&in, &m, 12 * SEC);
-	in.alloc = TOP_ALLOC_GLIBC;
+	in.src.allocator = FIGURES_ALLOC_GLIBC;
 	in.glibc = &g;
-	top_prev_take(&prev, &in);
+	take(&prev, &in);
 	g.alloc_objs[2] = 30;
 	g.dealloc_objs[2] = 5;
-	in.now_ns = 14 * SEC;
-	top_frame_build(&f, &in, &prev);
+	in.src.now_ns = 14 * SEC;
+	build(&f, &in, &prev);
 	assert_int_equal(row(&f, 2)->live, 600);
 	assert_true(row(&f, 2)->allocs_s > 9.999 && row(&f, 2)->allocs_s < 10.001);
 	assert_true(row(&f, 2)->frees_s > 2.499 && row(&f, 2)->frees_s < 2.501);
@@ -246,15 +287,15 @@ static void frame__glibc_mode__group_counts_from_glibc(void **state)
 static void frame__groups_shown__known_or_charged_only(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct top_frame f;
 	(void)state;
 	fill(&m);
 	m.rp.groups[9].alloc_bytes = 0; /* nothing: not shown */
-	m.groups[11].os_yields = 2;	/* charged sched_yield calls: shown */
+	osy[11] = 2;			/* charged sched_yield calls: shown */
 	input(&in, &m, 12 * SEC);
-	top_frame_build(&f, &in, &prev);
+	build(&f, &in, &prev);
 	assert_int_equal(f.nrows, 5);
 	assert_non_null(row(&f, 0));
 	assert_string_equal(row(&f, 1)->name, "ingest");
@@ -270,7 +311,7 @@ static void frame__groups_shown__known_or_charged_only(void **state)
 static void frame__gpu_figures_per_group__and_dash_without_source(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct top_frame f;
 	(void)state;
@@ -278,7 +319,7 @@ static void frame__gpu_figures_per_group__and_dash_without_source(void **state)
 	m.groups[2].yields = 5;
 	m.groups[2].rejects = 2;
 	input(&in, &m, 12 * SEC);
-	top_frame_build(&f, &in, &prev);
+	build(&f, &in, &prev);
 	assert_false(row(&f, 2)->gpu_known);
 	assert_int_equal(row(&f, 2)->yields, 5);
 	assert_int_equal(row(&f, 2)->rejects, 2);
@@ -287,7 +328,7 @@ static void frame__gpu_figures_per_group__and_dash_without_source(void **state)
 	m.gpu.groups[GPU_SRC_DRIVER][2].device_bytes = 1 << 20;
 	m.gpu.groups[GPU_SRC_DRIVER][2].host_pinned = 4096;
 	m.gpu.groups[GPU_SRC_DRIVER][2].failed_launches = 1;
-	top_frame_build(&f, &in, &prev);
+	build(&f, &in, &prev);
 	const struct top_row *r = row(&f, 2);
 	assert_true(r->gpu_known);
 	assert_int_equal(r->kernels, 7);
@@ -301,7 +342,7 @@ static void frame__gpu_figures_per_group__and_dash_without_source(void **state)
 static void frame__threads__alive_by_tid_with_group_names(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct top_frame f;
 	struct model_thread *t;
@@ -315,7 +356,7 @@ static void frame__threads__alive_by_tid_with_group_names(void **state)
 	t = model_thread(&m, 250, true);
 	t->alive = false;
 	input(&in, &m, 12 * SEC);
-	assert_int_equal(top_frame_build(&f, &in, &prev), 0);
+	assert_int_equal(build(&f, &in, &prev), 0);
 	assert_int_equal(f.nthreads, 2);
 	assert_int_equal(f.threads[0].tid, 200);
 	assert_string_equal(f.threads[0].group_name, "root");
@@ -430,7 +471,7 @@ static void order__keys_parse_pick_and_step(void **state)
 static void identity__tally__eight_terms_and_balance(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct top_frame f;
 	(void)state;
@@ -445,7 +486,7 @@ static void identity__tally__eight_terms_and_balance(void **state)
 	m.rp.segment_overhead = 80;
 	m.rp.mapped = 450;
 	input(&in, &m, 12 * SEC);
-	top_frame_build(&f, &in, &prev);
+	build(&f, &in, &prev);
 	assert_true(f.id.mapped_known);
 	assert_int_equal(f.id.mapped, 450);
 	for (unsigned i = 0; i < TOP_TERMS; i++) {
@@ -454,7 +495,7 @@ static void identity__tally__eight_terms_and_balance(void **state)
 	}
 	assert_true(f.id.balanced);
 	m.rp.mapped = 451;
-	top_frame_build(&f, &in, &prev);
+	build(&f, &in, &prev);
 	assert_false(f.id.balanced);
 	top_frame_free(&f);
 	model_free(&m);
@@ -463,7 +504,7 @@ static void identity__tally__eight_terms_and_balance(void **state)
 static void identity__glibc__live_and_rounding_known_rest_unknown(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct glibc_figures g;
 	static struct top_frame f;
@@ -473,9 +514,9 @@ static void identity__glibc__live_and_rounding_known_rest_unknown(void **state)
 	g.live = 1000;
 	g.rounding = 24;
 	input(&in, &m, 12 * SEC);
-	in.alloc = TOP_ALLOC_GLIBC;
+	in.src.allocator = FIGURES_ALLOC_GLIBC;
 	in.glibc = &g;
-	top_frame_build(&f, &in, &prev);
+	build(&f, &in, &prev);
 	assert_false(f.id.mapped_known);
 	assert_true(f.id.known[0] && f.id.known[1]);
 	assert_int_equal(f.id.term[0], 1000);
@@ -485,8 +526,8 @@ static void identity__glibc__live_and_rounding_known_rest_unknown(void **state)
 	top_bar_cells(&f.id, 50, cells);
 	for (unsigned i = 0; i < TOP_TERMS; i++)
 		assert_int_equal(cells[i], 0); /* no bar without mapped */
-	in.alloc = TOP_ALLOC_NONE;
-	top_frame_build(&f, &in, &prev);
+	in.src.allocator = FIGURES_ALLOC_NONE;
+	build(&f, &in, &prev);
 	for (unsigned i = 0; i < TOP_TERMS; i++)
 		assert_false(f.id.known[i]);
 	top_frame_free(&f);
@@ -551,7 +592,7 @@ static void fmt_bytes__units(void **state)
 static void text__hostile_names__no_control_bytes_reach_the_output(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct top_frame f;
 	struct model_thread *t;
@@ -566,8 +607,8 @@ static void text__hostile_names__no_control_bytes_reach_the_output(void **state)
 	strcpy(t->comm, "\x1b[2J\x1b[31mev\"\\n");
 	t->group = 3;
 	input(&in, &m, 12 * SEC);
-	in.comm = "\x1b[H\x9b";
-	top_frame_build(&f, &in, &prev);
+	strcpy(in.src.comm, "\x1b[H\x9b");
+	build(&f, &in, &prev);
 	out = open_memstream(&buf, &len);
 	assert_non_null(out);
 	assert_int_equal(top_text_frame(out, &f, 1, true), 0);
@@ -587,7 +628,7 @@ static void text__hostile_names__no_control_bytes_reach_the_output(void **state)
 static void text__exited_target_and_unknown_rates__said_plainly(void **state)
 {
 	struct model m;
-	struct top_input in;
+	static struct top_in in;
 	struct top_prev prev = { 0 };
 	static struct top_frame f;
 	char *buf = NULL;
@@ -596,10 +637,10 @@ static void text__exited_target_and_unknown_rates__said_plainly(void **state)
 	(void)state;
 	fill(&m);
 	input(&in, &m, 12 * SEC);
-	in.gone = true;
-	in.exit_code = 3;
-	in.exact = false;
-	top_frame_build(&f, &in, &prev);
+	in.src.gone = true;
+	in.src.have_exit = true;
+	in.src.exit_status = 3 << 8; /* exit(3) */
+	build(&f, &in, &prev);
 	out = open_memstream(&buf, &len);
 	assert_int_equal(top_text_frame(out, &f, 7, false), 0);
 	fclose(out);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The Chrome trace writer (user/trace.c) on synthetic message sequences, as
+ * The Chrome trace writer (user/views/trace.c) on synthetic message sequences, as
  * the session hands them over (the model first, then the trace): slices
  * balanced on every thread, unclosed and unmatched ones included; hostile
  * thread and group names escaped; counters for every Stats term; GPU
@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "../user/trace.h"
+#include "../user/views/trace.h"
 
 #define START 1000000000ull /* the session's start, ns */
 
@@ -62,9 +62,12 @@ static void fx_free(struct fixture *x)
 /* The end of the document; the text is then in x->buf. */
 static void fx_end(struct fixture *x, uint64_t now)
 {
-	struct trace_summary sum = { .exact = true, .allocator = "tally", .cuda = "none" };
+	static struct figures_process end;
+	struct figures fig = { 1, &end };
 
-	assert_int_equal(trace_end(x->t, &x->m, now, &sum), 0);
+	end.exact = true;
+	end.target.allocator = FIGURES_ALLOC_TALLY;
+	assert_int_equal(trace_end(x->t, &x->m, now, &fig), 0);
 	assert_int_equal(fclose(x->f), 0);
 	x->f = NULL;
 }
@@ -408,13 +411,23 @@ static void trace__hostile_thread_and_group_names__escaped(void **state)
 	fx_free(x);
 }
 
-static void fill_sample(struct trace_sample *smp)
+/* Counters of figures made by hand. */
+static void sample(struct fixture *x, struct figures_process *p, uint64_t now)
+{
+	struct figures fig = { 1, p };
+
+	trace_sample(x->t, &fig, now);
+}
+
+static void fill_sample(struct figures_process *smp)
 {
 	memset(smp, 0, sizeof(*smp));
 	for (unsigned i = 0; i < TALLY_STATS_FIELDS; i++)
-		smp->stats[i] = 1000 + i;
-	smp->stats_known = (1u << TALLY_STATS_FIELDS) - 1;
+		smp->stats.v[i] = 1000 + i;
+	smp->stats.known = (1u << TALLY_STATS_FIELDS) - 1;
 	smp->groups[0].shown = true;
+	smp->groups[0].name = "root";
+	smp->groups[7].name = "io";
 	smp->groups[0].live_bytes = 64;
 	smp->groups[0].cpu_ns = 5;
 	smp->groups[7].shown = true;
@@ -425,18 +438,18 @@ static void fill_sample(struct trace_sample *smp)
 static void trace__sample__every_stats_term_and_group_counters(void **state)
 {
 	struct fixture *x = fx_new();
-	struct trace_sample *smp = malloc(sizeof(*smp));
+	struct figures_process *smp = malloc(sizeof(*smp));
 	char want[128];
 
 	(void)state;
 	group(x, TALLY_MSG_GROUP_REGISTER, 10, 7, 0, START, "io");
 	fill_sample(smp);
-	trace_sample(x->t, &x->m, smp, START + 100000);
-	trace_sample(x->t, &x->m, smp, START + 200000);
+	sample(x, smp, START + 100000);
+	sample(x, smp, START + 200000);
 	fx_end(x, START + 300000);
 	assert_valid_json(x->buf);
 	for (unsigned i = 0; i < TALLY_STATS_FIELDS; i++) {
-		snprintf(want, sizeof(want), "\"name\":\"stats.%s\"", trace_stat_names[i]);
+		snprintf(want, sizeof(want), "\"name\":\"stats.%s\"", figures_stat_names[i]);
 		char val[64];
 		snprintf(val, sizeof(val), "\":%u}", 1000 + i);
 		assert_int_equal(count_lines(x->buf, want, "\"ph\":\"C\"", val, NULL), 2);
@@ -457,11 +470,11 @@ static void trace__sample__every_stats_term_and_group_counters(void **state)
 static void trace__sample_in_glibc_mode__only_known_terms(void **state)
 {
 	struct fixture *x = fx_new();
-	struct trace_sample *smp = calloc(1, sizeof(*smp));
+	struct figures_process *smp = calloc(1, sizeof(*smp));
 
 	(void)state;
-	smp->stats_known = 1u << 1 | 1u << 2 | 1u << 9;
-	trace_sample(x->t, &x->m, smp, START + 1000);
+	smp->stats.known = 1u << 1 | 1u << 2 | 1u << 9;
+	sample(x, smp, START + 1000);
 	fx_end(x, START + 2000);
 	assert_int_equal(count_lines(x->buf, "stats.", NULL), 3);
 	assert_int_equal(count_lines(x->buf, "stats.live", NULL), 1);
@@ -473,16 +486,16 @@ static void trace__sample_in_glibc_mode__only_known_terms(void **state)
 static void trace__lost_events__one_marker_per_growth(void **state)
 {
 	struct fixture *x = fx_new();
-	struct trace_sample *smp = calloc(1, sizeof(*smp));
+	struct figures_process *smp = calloc(1, sizeof(*smp));
 
 	(void)state;
-	trace_sample(x->t, &x->m, smp, START + 1000);
-	smp->lost_msgs = 3;
-	smp->lost_words = 4096;
-	trace_sample(x->t, &x->m, smp, START + 2000);
-	trace_sample(x->t, &x->m, smp, START + 3000);
-	smp->lost_msgs = 5;
-	trace_sample(x->t, &x->m, smp, START + 4000);
+	sample(x, smp, START + 1000);
+	smp->events.lost = 3;
+	smp->events.lost_record_words = 4096;
+	sample(x, smp, START + 2000);
+	sample(x, smp, START + 3000);
+	smp->events.lost = 5;
+	sample(x, smp, START + 4000);
 	fx_end(x, START + 5000);
 	assert_valid_json(x->buf);
 	assert_int_equal(count_lines(x->buf, "\"events lost\"", NULL), 2);
@@ -499,13 +512,18 @@ static void trace__lost_events__one_marker_per_growth(void **state)
 static void trace__yields_and_rejections__a_counter_and_instants(void **state)
 {
 	struct fixture *x = fx_new();
-	struct trace_sample *smp = calloc(1, sizeof(*smp));
 
 	(void)state;
 	for (int i = 0; i < 3; i++)
 		group(x, TALLY_MSG_YIELD, 10, 0, 0, START + 1000 + i, NULL);
 	group(x, TALLY_MSG_REJECT, 10, 0, 0, START + 2000, NULL);
-	trace_sample(x->t, &x->m, smp, START + 3000);
+	/* the counters from the model, as tally builds them */
+	static struct figures_sources src;
+	struct figures fig = { 0 };
+	src.allocator = FIGURES_ALLOC_NONE;
+	assert_int_equal(figures_build(&fig, &x->m, &src), 0);
+	trace_sample(x->t, &fig, START + 3000);
+	figures_free(&fig);
 	fx_end(x, START + 4000);
 	assert_valid_json(x->buf);
 	assert_int_equal(count_lines(x->buf, "\"name\":\"reject\"", "\"ph\":\"i\"", "\"ts\":2,",
@@ -515,7 +533,6 @@ static void trace__yields_and_rejections__a_counter_and_instants(void **state)
 	assert_int_equal(count_lines(x->buf, "\"sdk.yields\"", "\"count\":3}", NULL), 1);
 	assert_int_equal(
 		count_lines(x->buf, "\"sdk.back_pressure_rejections\"", "\"count\":1}", NULL), 1);
-	free(smp);
 	fx_free(x);
 }
 
@@ -600,7 +617,8 @@ static void trace__write_error__reported_at_the_end(void **state)
 {
 	struct model m;
 	struct trace *t;
-	struct trace_summary sum = { .allocator = "none", .cuda = "none" };
+	static struct figures_process end;
+	struct figures fig = { 1, &end };
 	FILE *f = fopen("/dev/full", "w");
 
 	(void)state;
@@ -609,7 +627,7 @@ static void trace__write_error__reported_at_the_end(void **state)
 	model_init(&m);
 	assert_int_equal(trace_new(&t, f, 1, START), 0);
 	trace_begin(t, &m, "x");
-	assert_int_equal(trace_end(t, &m, START, &sum), -ENOSPC); /* the real error, not -EIO */
+	assert_int_equal(trace_end(t, &m, START, &fig), -ENOSPC); /* the real error, not -EIO */
 	trace_free(t);
 	fclose(f);
 	model_free(&m);

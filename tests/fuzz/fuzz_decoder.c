@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target: the event decoder (model_apply in user/model.c) on ring
- * buffer messages made by the fuzzer, several to one model, then every
- * figure the views read from it. The input is a flags byte and a run of
+ * libFuzzer target: the event decoder (model_apply in user/model/model.c) on ring
+ * buffer messages made by the fuzzer, several to one model, then the
+ * figures the views render (figures_build). The input is a flags byte and a run of
  * chunks, each a little-endian u16 header and a payload:
  *
  *   byte 0        bit 0: two --group rules ("work=work*", "io=io[0-9]*")
@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../user/model.h"
+#include "../../user/model/figures.h"
+#include "../../user/model/model.h"
 
 #define CHUNK_MESSAGE 0
 #define CHUNK_PENDING 1
@@ -49,35 +50,40 @@ static void apply_pending(struct model *m, const uint8_t *p, size_t len)
 	free(words);
 }
 
-/* What the views read (snapshot, top, trace, prom), with the contracts they
- * rely on: names they print as strings are terminated. */
+/* What the views read: the figures (snapshot, top, trace and prom render
+ * them and nothing else), with the contracts they rely on: names they print
+ * as strings are terminated. In both modes the figures can be in: the
+ * replayed allocator, and glibc mode beside a model fed the same messages. */
 static void read_figures(const struct model *m)
 {
+	static struct figures_sources src;
+	struct figures f = { 0 };
 	volatile uint64_t sink = 0;
-	struct tally_stats st;
-	struct model_instance in;
 	struct tally_group_stats gs;
 
-	model_stats(m, &st);
-	sink += st.mapped + st.live + model_exact(m);
-	for (uint32_t g = 0; g <= MODEL_PROCESS; g++) {
-		model_instance(m, g, &in);
-		sink += in.kernels_launched + (uint64_t)in.device_bytes_allocated;
-		if (g == MODEL_PROCESS)
-			break;
-		sink += (uint64_t)model_group_live(m, g);
+	for (int mode = FIGURES_ALLOC_TALLY; mode <= FIGURES_ALLOC_NONE; mode++) {
+		src.allocator = (enum figures_allocator)mode;
+		src.have_glibc = mode == FIGURES_ALLOC_GLIBC;
+		if (figures_build(&f, m, &src))
+			continue; /* out of memory: nothing to read */
+		const struct figures_process *p = &f.procs[0];
+		sink += (uint64_t)p->stats.v[TALLY_STAT_live] + p->exact + p->nwhy;
+		for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+			const struct figures_group *fg = &p->groups[g];
+			sink += (uint64_t)fg->live_bytes + fg->instance.kernels_launched;
+			if (fg->name &&
+			    strnlen(fg->name, TALLY_GROUP_NAME_MAX) == TALLY_GROUP_NAME_MAX)
+				abort();
+		}
+		for (size_t i = 0; i < p->nthreads; i++)
+			if (strnlen(p->threads[i].comm, TALLY_COMM_LEN) == TALLY_COMM_LEN ||
+			    p->threads[i].group >= TALLY_MAX_GROUPS)
+				abort();
+		figures_free(&f);
+	}
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++)
 		if (tally_replay_group(&m->rp, g, &gs))
 			abort();
-		sink += gs.allocated_bytes;
-		if (strnlen(m->groups[g].name, TALLY_GROUP_NAME_MAX) == TALLY_GROUP_NAME_MAX)
-			abort();
-	}
-	for (size_t i = 0; i < m->nthreads; i++) {
-		const struct model_thread *t = &m->threads[i];
-		if (strnlen(t->comm, TALLY_COMM_LEN) == TALLY_COMM_LEN ||
-		    model_thread_group(t) >= TALLY_MAX_GROUPS)
-			abort();
-	}
 	if (m->collided_id &&
 	    strnlen(m->collided_sdk, TALLY_GROUP_NAME_MAX) == TALLY_GROUP_NAME_MAX)
 		abort();

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Integration test of glibc mode (bpf/glibc.bpf.c, user/glibc.c) on the real
+ * Integration test of glibc mode (bpf/glibc.bpf.c, user/core/glibc.c) on the real
  * kernel and the system's glibc; needs root. Each test starts
  * tests/glibc/workload.c, attaches to the libc it maps, has it run known
  * sequences of the malloc family, and compares the BPF figures with what

@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The figures of a tick (user/model/figures.c) from a model and sources filled by
+ * hand: what each allocator mode knows, which groups are listed, the GPU
+ * source that counts, every reason for "not exact" in its order, how the
+ * target ended; then the snapshot document (user/views/snapshot_doc.c), the JSON
+ * contract of DESIGN.md section 6, field by field and in order.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../user/model/figures.h"
+#include "../user/views/snapshot_doc.h"
+
+/* Each test's model and sources: static, they are large. */
+static struct model m;
+static struct figures_sources src;
+static struct figures fig;
+
+static int setup(void **state)
+{
+	(void)state;
+	model_init(&m);
+	memset(&src, 0, sizeof(src));
+	src.allocator = FIGURES_ALLOC_TALLY;
+	src.pid = 42;
+	strcpy(src.comm, "app");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	figures_free(&fig);
+	model_free(&m);
+	return 0;
+}
+
+static const struct figures_process *build(void)
+{
+	assert_int_equal(figures_build(&fig, &m, &src), 0);
+	assert_int_equal(fig.nprocs, 1);
+	return &fig.procs[0];
+}
+
+/* A balanced identity of 1 MiB mapped: 1000 live, 24 rounding, the rest virgin. */
+static void balanced_heap(void)
+{
+	m.rp.mapped = 1 << 20;
+	m.rp.live = 1000;
+	m.rp.rounding = 24;
+	m.rp.segment_overhead = 4096;
+	m.rp.virgin = (1 << 20) - 1000 - 24 - 4096;
+	m.rp.spans_assigned = 1;
+	m.saw_alloc = true;
+}
+
+static bool has_why(const struct figures_process *p, const char *start)
+{
+	for (unsigned i = 0; i < p->nwhy; i++)
+		if (!strncmp(p->why[i], start, strlen(start)))
+			return true;
+	return false;
+}
+
+static void tally_mode__every_term_known__identity_derived(void **state)
+{
+	(void)state;
+	balanced_heap();
+	src.have_resident = true;
+	src.resident = 8192;
+	const struct figures_process *p = build();
+	assert_int_equal(p->stats.known, (1u << TALLY_STATS_COUNT) - 1);
+	assert_int_equal(p->stats.v[TALLY_STAT_mapped], 1 << 20);
+	assert_int_equal(p->stats.v[TALLY_STAT_live], 1000);
+	assert_true(p->stats.identity);
+	assert_true(p->stats.balanced);
+	assert_int_equal(p->stats.accounted, 1 << 20);
+	assert_int_equal(p->stats.predicted_resident, (1 << 20) - p->stats.v[TALLY_STAT_virgin]);
+	assert_true(p->stats.have_resident);
+	assert_int_equal(p->stats.resident, 8192);
+	assert_true(p->exact);
+	assert_int_equal(p->nwhy, 0);
+	assert_string_equal(figures_allocator_name(p->target.allocator), "tally");
+}
+
+static void glibc_mode__live_rounding_large_only__groups_from_probes(void **state)
+{
+	(void)state;
+	m.rp.groups[3].alloc_bytes = 999; /* the model's, not glibc's: not shown */
+	src.allocator = FIGURES_ALLOC_GLIBC;
+	src.have_glibc = true;
+	src.glibc.live = 700;
+	src.glibc.rounding = 50;
+	src.glibc.large_count = 2;
+	src.glibc.alloc_bytes[2] = 1000;
+	src.glibc.alloc_objs[2] = 10;
+	src.glibc.dealloc_bytes[2] = 300;
+	src.glibc.dealloc_objs[2] = 4;
+	const struct figures_process *p = build();
+	assert_int_equal(p->stats.known, 1u << TALLY_STAT_live | 1u << TALLY_STAT_rounding |
+						 1u << TALLY_STAT_large_count);
+	assert_int_equal(p->stats.v[TALLY_STAT_live], 700);
+	assert_int_equal(p->stats.v[TALLY_STAT_mapped], 0);
+	assert_false(p->stats.identity);
+	assert_false(p->have_inprocess);
+	assert_true(p->groups[2].shown);
+	assert_int_equal(p->groups[2].live_bytes, 700);
+	assert_int_equal(p->groups[2].alloc_objs, 10);
+	assert_int_equal(p->groups[3].alloc_bytes, 0);
+	assert_true(p->exact); /* started by tally, nothing untracked or lost */
+	src.glibc.untracked = 1;
+	p = build();
+	assert_false(p->exact);
+	assert_true(has_why(p, "glibc mode: not every call was seen"));
+	src.glibc.untracked = 0;
+	src.late = true; /* blocks from before the attach are not known */
+	assert_false(build()->exact);
+}
+
+static void no_allocator__nothing_known__nothing_made_up(void **state)
+{
+	(void)state;
+	src.allocator = FIGURES_ALLOC_NONE;
+	m.rp.live = 5; /* not the target's allocator: not shown */
+	const struct figures_process *p = build();
+	assert_int_equal(p->stats.known, 0);
+	assert_int_equal(p->stats.v[TALLY_STAT_live], 0);
+	assert_false(p->stats.identity);
+	assert_true(p->exact);
+	assert_string_equal(figures_allocator_name(p->target.allocator), "none");
+}
+
+static void groups__shown_when_named_or_charged(void **state)
+{
+	(void)state;
+	strcpy(m.groups[1].name, "ingest");
+	m.groups[1].known = true;
+	src.cpu_ns[4] = 7;		 /* CPU only */
+	m.rp.groups[5].dealloc_objs = 1; /* a free only */
+	src.cuda.os_yields[6] = 2;	 /* sched_yield calls only */
+	const struct figures_process *p = build();
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+		bool want = g == 0 || g == 1 || g == 4 || g == 5 || g == 6;
+		assert_int_equal(p->groups[g].shown, want);
+		assert_int_equal(p->groups[g].id, g);
+	}
+	assert_string_equal(p->groups[1].name, "ingest");
+	assert_null(p->groups[4].name);
+	assert_int_equal(p->groups[4].cpu_ns, 7);
+	assert_int_equal(p->groups[6].instance.os_yields, 2);
+}
+
+static void instance__process_is_the_sum_of_groups(void **state)
+{
+	(void)state;
+	m.groups[1].yields = 3;
+	m.groups[2].yields = 4;
+	m.groups[2].rejects = 1;
+	m.gpu.seen[GPU_SRC_DRIVER] = true;
+	m.gpu.groups[GPU_SRC_DRIVER][1].kernels_launched = 10;
+	m.gpu.groups[GPU_SRC_DRIVER][2].kernels_launched = 5;
+	m.gpu.groups[GPU_SRC_DRIVER][2].failed_launches = 2;
+	m.gpu.groups[GPU_SRC_DRIVER][2].device_bytes = -64; /* freed what it did not see */
+	const struct figures_process *p = build();
+	assert_int_equal(p->instance.yield_count, 7);
+	assert_int_equal(p->instance.kernels_launched, 15);
+	/* a refused launch is back pressure too */
+	assert_int_equal(p->groups[2].instance.back_pressure_rejections, 3);
+	assert_int_equal(p->instance.back_pressure_rejections, 3);
+	assert_int_equal(p->instance.device_bytes_allocated, -64);
+	assert_true(p->gpu_spoke);
+	assert_int_equal(p->target.cuda, FIGURES_CUDA_DRIVER);
+	/* the table the views walk reads the same figures */
+	assert_int_equal(figures_instance_get(&p->instance, FIGURES_IN_kernels_launched), 15);
+	assert_int_equal(
+		(int64_t)figures_instance_get(&p->instance, FIGURES_IN_device_bytes_allocated),
+		-64);
+	assert_true(figures_instance_fields[FIGURES_IN_device_bytes_allocated].is_signed);
+	assert_false(figures_instance_fields[FIGURES_IN_yield_count].is_signed);
+}
+
+static void cuda__cupti_counts_over_the_driver(void **state)
+{
+	(void)state;
+	assert_int_equal(build()->target.cuda, FIGURES_CUDA_NONE);
+	assert_false(build()->gpu_attached);
+	src.cuda.entry_points = 40; /* probed, silent */
+	assert_int_equal(build()->target.cuda, FIGURES_CUDA_DRIVER);
+	assert_true(build()->gpu_attached);
+	assert_false(build()->gpu_spoke);
+	m.gpu.seen[GPU_SRC_DRIVER] = m.gpu.seen[GPU_SRC_CUPTI] = true;
+	m.gpu.groups[GPU_SRC_DRIVER][0].kernels_launched = 9;
+	m.gpu.groups[GPU_SRC_CUPTI][0].kernels_launched = 4;
+	const struct figures_process *p = build();
+	assert_int_equal(p->target.cuda, FIGURES_CUDA_CUPTI);
+	assert_string_equal(figures_cuda_name(p->target.cuda), "cupti");
+	assert_int_equal(p->instance.kernels_launched, 4);
+}
+
+static void why__every_reason_in_order(void **state)
+{
+	(void)state;
+	balanced_heap();
+	m.rp.live += 1; /* unbalanced */
+	src.lost_msgs = 1;
+	m.malformed = 1;
+	src.deferred_dropped = 1;
+	src.late = true;
+	src.late_consistent = false;
+	src.have_final_inprocess = true;
+	src.final_consistent = false;
+	m.collided_id = 200;
+	src.cut_torn = true;
+	m.registry_threads_dropped = 3;
+	const struct figures_process *p = build();
+	const char *want[] = {
+		"events lost",
+		"malformed records",
+		"records that came while the state was read at attach",
+		"the allocator's state moved while it was read at attach",
+		"the allocator's state moved while it was read at the end",
+		"an SDK group got the id",
+		"a thread's records from before this moment",
+		"the identity does not balance",
+		"more threads in groups than the SDK's registry holds",
+	};
+	assert_int_equal(p->nwhy, sizeof(want) / sizeof(want[0]));
+	for (unsigned i = 0; i < p->nwhy; i++)
+		assert_true(!strncmp(p->why[i], want[i], strlen(want[i])));
+	assert_false(p->exact);
+}
+
+static void why__end_of_a_running_or_exited_target(void **state)
+{
+	(void)state;
+	balanced_heap();
+	/* read at the end while running, consistent, equal: exact */
+	src.have_final_inprocess = true;
+	src.final_consistent = true;
+	model_stats(&m, &src.final_inprocess);
+	const struct figures_process *p = build();
+	assert_true(p->exact);
+	assert_true(p->have_inprocess);
+	assert_int_equal(p->inprocess[TALLY_STAT_live], 1000);
+	src.final_inprocess.live++;
+	assert_true(has_why(build(), "the target was running"));
+	/* gone without the exit hand-over, then with one while threads held records */
+	src.have_final_inprocess = false;
+	src.gone = true;
+	assert_true(has_why(build(), "ended without the allocator's exit hand-over"));
+	m.have_inprocess = true;
+	m.inprocess_threads_held = true;
+	m.inprocess[TALLY_STAT_live] = 1000;
+	p = build();
+	assert_false(has_why(p, "ended without"));
+	assert_true(has_why(p, "exit() while other threads held records"));
+	assert_true(p->have_inprocess);
+}
+
+static void target__exit_code_or_signal(void **state)
+{
+	(void)state;
+	const struct figures_process *p = build();
+	assert_int_equal(p->target.exit_code, -1);
+	assert_int_equal(p->target.signal, 0);
+	src.gone = src.have_exit = true;
+	src.exit_status = 7 << 8;
+	p = build();
+	assert_int_equal(p->target.exit_code, 7);
+	assert_int_equal(p->target.signal, 0);
+	src.exit_status = 9; /* killed by SIGKILL */
+	p = build();
+	assert_int_equal(p->target.exit_code, -1);
+	assert_int_equal(p->target.signal, 9);
+	src.late = true;
+	p = build();
+	assert_true(p->target.read_known);
+	src.allocator = FIGURES_ALLOC_GLIBC;
+	assert_false(build()->target.read_known);
+}
+
+static void threads__alive_only_by_tid(void **state)
+{
+	(void)state;
+	struct model_thread *t;
+	t = model_thread(&m, 30, true);
+	t->alive = true;
+	strcpy(t->comm, "c");
+	t = model_thread(&m, 10, true);
+	t->alive = true;
+	t->group = 2;
+	t = model_thread(&m, 20, true);
+	t->alive = false;
+	const struct figures_process *p = build();
+	assert_int_equal(p->nthreads, 2);
+	assert_int_equal(p->threads[0].tid, 10);
+	assert_int_equal(p->threads[0].group, 2);
+	assert_int_equal(p->threads[1].tid, 30);
+	assert_string_equal(p->threads[1].comm, "c");
+}
+
+/* The document, compact, of the figures now. */
+static char *document(void)
+{
+	struct json_writer w;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	assert_non_null(out);
+	build();
+	json_init(&w, out, false);
+	snapshot_write(&w, &fig);
+	assert_int_equal(json_finish(&w), 0);
+	fclose(out);
+	assert_true(len > 0 && buf[len - 1] == '\n'); /* one document, one line */
+	buf[len - 1] = 0;
+	return buf;
+}
+
+/* The document is what was wanted; else where they part, and a failure. */
+static void assert_doc(char *doc, const char *want)
+{
+	size_t i = 0;
+
+	while (doc[i] && doc[i] == want[i])
+		i++;
+	if (doc[i] || want[i])
+		print_error("documents part at byte %zu:\n got: %.80s\nwant: %.80s\n", i, doc + i,
+			    want + i);
+	bool same = !doc[i] && !want[i];
+	free(doc);
+	assert_true(same);
+}
+
+#define ZERO_INSTANCE                                                                              \
+	"\"kernels_launched\":0,\"bytes_pinned\":0,\"back_pressure_rejections\":0,"                \
+	"\"yield_count\":0,\"device_bytes_allocated\":0,\"graph_launches\":0,"                     \
+	"\"failed_launches\":0,\"host_pinned_bytes\":0,\"os_yields\":0"
+
+static void document__tally_mode__every_field_in_order(void **state)
+{
+	(void)state;
+	balanced_heap();
+	strcpy(m.groups[1].name, "io \"q\"");
+	m.groups[1].known = true;
+	m.rp.groups[1].alloc_bytes = 1000;
+	m.rp.groups[1].alloc_objs = 2;
+	m.groups[1].yields = 1;
+	src.cpu_ns[1] = 5;
+	m.received = 12;
+	m.records = 30;
+	src.lost_outside_read = 4;
+	src.gone = src.have_exit = true;
+	m.have_inprocess = true;
+	m.inprocess[TALLY_STAT_mapped] = 1 << 20;
+	char *doc = document();
+	const char *want =
+		"{\"target\":{\"pid\":42,\"comm\":\"app\",\"allocator\":\"tally\",\"cuda\":\"none\","
+		"\"attach\":\"start\",\"exit_code\":0,\"signal\":null},"
+		"\"exact\":true,"
+		"\"events\":{\"received\":12,\"lost\":0,\"lost_record_words\":0,"
+		"\"lost_outside_read\":4,\"malformed\":0,\"records\":30},"
+		"\"stats\":{\"mapped\":1048576,\"live\":1000,\"rounding\":24,\"cache\":0,"
+		"\"span_free\":0,\"returned\":0,\"virgin\":1043456,\"hysteresis\":0,"
+		"\"segment_overhead\":4096,\"large_count\":0,\"spans_assigned\":1,"
+		"\"accounted\":1048576,\"balanced\":true,\"predicted_resident\":5120,"
+		"\"measured_resident\":null},"
+		"\"stats_inprocess\":{\"mapped\":1048576,\"live\":0,\"rounding\":0,\"cache\":0,"
+		"\"span_free\":0,\"returned\":0,\"virgin\":0,\"hysteresis\":0,"
+		"\"segment_overhead\":0,\"large_count\":0,\"spans_assigned\":0},"
+		"\"instance\":{\"kernels_launched\":0,\"bytes_pinned\":0,"
+		"\"back_pressure_rejections\":0,\"yield_count\":1,\"device_bytes_allocated\":0,"
+		"\"graph_launches\":0,\"failed_launches\":0,\"host_pinned_bytes\":0,"
+		"\"os_yields\":0,\"scheduler\":true},"
+		"\"groups\":[{\"id\":0,\"name\":\"root\",\"allocated_bytes\":0,\"allocated_objects\":0,"
+		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,\"cpu_ns\":0,"
+		"\"instance\":{" ZERO_INSTANCE "}},"
+		"{\"id\":1,\"name\":\"io \\\"q\\\"\",\"allocated_bytes\":1000,"
+		"\"allocated_objects\":2,\"deallocated_bytes\":0,\"deallocated_objects\":0,"
+		"\"live_bytes\":1000,\"cpu_ns\":5,\"instance\":{\"kernels_launched\":0,"
+		"\"bytes_pinned\":0,\"back_pressure_rejections\":0,\"yield_count\":1,"
+		"\"device_bytes_allocated\":0,\"graph_launches\":0,\"failed_launches\":0,"
+		"\"host_pinned_bytes\":0,\"os_yields\":0}}]}";
+	assert_doc(doc, want);
+}
+
+static void document__glibc_late_killed__nulls_and_reasons(void **state)
+{
+	(void)state;
+	src.allocator = FIGURES_ALLOC_GLIBC;
+	src.have_glibc = true;
+	src.glibc.live = 7;
+	src.late = true;
+	src.gone = src.have_exit = true;
+	src.exit_status = 9;
+	char *doc = document();
+	const char *want =
+		"{\"target\":{\"pid\":42,\"comm\":\"app\",\"allocator\":\"glibc\",\"cuda\":\"none\","
+		"\"attach\":\"running\",\"exit_code\":null,\"signal\":\"SIGKILL\"},"
+		"\"exact\":false,\"inexact_why\":[\"glibc mode: not every call was seen\"],"
+		"\"events\":{\"received\":0,\"lost\":0,\"lost_record_words\":0,"
+		"\"lost_outside_read\":0,\"malformed\":0,\"records\":0},"
+		"\"stats\":{\"mapped\":null,\"live\":7,\"rounding\":0,\"cache\":null,"
+		"\"span_free\":null,\"returned\":null,\"virgin\":null,\"hysteresis\":null,"
+		"\"segment_overhead\":null,\"large_count\":0,\"spans_assigned\":null,"
+		"\"accounted\":null,\"balanced\":null,\"predicted_resident\":null,"
+		"\"measured_resident\":null},"
+		"\"stats_inprocess\":null,"
+		"\"instance\":{" ZERO_INSTANCE ",\"scheduler\":false},"
+		"\"groups\":[{\"id\":0,\"name\":\"root\",\"allocated_bytes\":0,\"allocated_objects\":0,"
+		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,\"cpu_ns\":0,"
+		"\"instance\":{" ZERO_INSTANCE "}}]}";
+	assert_doc(doc, want);
+}
+
+static void document__late_tally__says_whether_the_read_was_consistent(void **state)
+{
+	(void)state;
+	balanced_heap();
+	src.late = true;
+	src.late_consistent = true;
+	char *doc = document();
+	assert_non_null(strstr(doc, "\"attach\":\"running\",\"state_read_consistent\":true,"));
+	free(doc);
+	src.late_consistent = false;
+	doc = document();
+	assert_non_null(strstr(doc, "\"state_read_consistent\":false,"));
+	assert_non_null(strstr(doc, "\"inexact_why\":[\"the allocator's state moved"));
+	free(doc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+		T(tally_mode__every_term_known__identity_derived),
+		T(glibc_mode__live_rounding_large_only__groups_from_probes),
+		T(no_allocator__nothing_known__nothing_made_up),
+		T(groups__shown_when_named_or_charged),
+		T(instance__process_is_the_sum_of_groups),
+		T(cuda__cupti_counts_over_the_driver),
+		T(why__every_reason_in_order),
+		T(why__end_of_a_running_or_exited_target),
+		T(target__exit_code_or_signal),
+		T(threads__alive_only_by_tid),
+		T(document__tally_mode__every_field_in_order),
+		T(document__glibc_late_killed__nulls_and_reasons),
+		T(document__late_tally__says_whether_the_read_was_consistent),
+#undef T
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What every tally command shares on its command line: which process
+ * (-p PID or -- CMD), for how long, --group rules, the ring size; and the
+ * loop that drives a session until the target exits, the time is up or a
+ * signal comes. The parsers are in cli_parse.c (no session: a test links
+ * them alone), the loop in cli.c.
+ */
+#ifndef TALLY_CLI_H
+#define TALLY_CLI_H
+
+#include <argp.h>
+#include <sys/socket.h>
+
+#include "../core/session.h"
+
+/* A constant in a help text: the text follows the constant. */
+#define CLI_STR(x) CLI_STR_(x)
+#define CLI_STR_(x) #x
+
+#define CLI_MAX_RULES 32
+#define CLI_RING_MB_DEFAULT                                                                        \
+	32 /* one or two threads allocating flat out lose nothing (make bench) */
+
+struct cli_target {
+	struct session_opts o;
+	double secs; /* -d: 0 = until the target exits or a signal */
+	const char *rules[CLI_MAX_RULES];
+};
+
+/* An argp child: include it in a command's argp with &cli_target_argp and
+ * the command's struct cli_target as its input. */
+extern const struct argp cli_target_argp;
+void cli_target_init(struct cli_target *t);
+
+/* One line on stderr ("tally CMD: ... (see tally CMD --help)") and exit 2. */
+void cli_usage_error(const struct argp_state *state, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), noreturn));
+/* -i MS of every view: whole milliseconds in [lo, hi], else a usage error. */
+int cli_interval_ms(const struct argp_state *state, const char *arg, int lo, int hi);
+/* A number in [lo, hi]: 0 or -EINVAL. */
+int cli_number(const char *arg, double lo, double hi, double *out);
+/* A whole number in decimal digits only, lo..hi: 0 or -EINVAL. */
+int cli_uint(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out);
+/* --listen: HOST:PORT with an IPv4 address, or [IPv6]:PORT; numeric only.
+ * 0 or -EINVAL. */
+int cli_parse_listen(const char *arg, struct sockaddr_storage *ss, socklen_t *len);
+
+/*
+ * Poll the session every poll_ms until the target exits, -d passes or a
+ * signal comes; tick(ctx) every tick_ms (0: never) after a refresh of the
+ * figures (session_refresh). Returns 0, or tick's non-zero return.
+ */
+int cli_run(struct session *s, const struct cli_target *t, int tick_ms,
+	    int (*tick)(struct session *s, void *ctx), void *ctx);
+
+int cmd_snapshot(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+#endif /* TALLY_CLI_H */

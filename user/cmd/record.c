@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `tally record -o FILE`: a session whose every message goes to the trace
+ * writer (trace.h) as the model takes it, with counters at each tick and
+ * once more with the final figures, the ones `tally snapshot` prints.
+ *
+ * FILE is written through a temporary beside it (outfile.h), created before
+ * anything starts, and renamed over FILE once trace_end() has closed the
+ * document: every way the loop can end (the target exits, -d, SIGINT,
+ * SIGTERM, SIGHUP) gives a complete FILE, and a SIGKILL or a write error
+ * leaves FILE as it was. The temporary is flushed at each tick.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../model/figures.h"
+#include "../core/outfile.h"
+#include "../views/trace.h"
+
+#define RECORD_INTERVAL_MS 100
+
+struct record_opts {
+	struct cli_target target;
+	const char *out;
+	int interval_ms;
+};
+
+struct record_ctx {
+	struct trace *trace;
+	FILE *f;
+	struct figures fig; /* each tick's, reused */
+};
+
+/* The observer gets one pointer: the session and the trace side by side, so
+ * that it can hand the trace the model that has just taken the message. */
+struct record_run {
+	struct session s;
+	struct record_ctx rc;
+	struct outfile out; /* rc.f is its stream */
+};
+
+static void observe(void *arg, const void *data, size_t len)
+{
+	struct record_run *r = arg;
+
+	trace_message(r->rc.trace, &r->s.model, data, len);
+}
+
+static int tick(struct session *s, void *arg)
+{
+	struct record_ctx *rc = arg;
+
+	int err = figures_build(&rc->fig, &s->model, &s->src);
+
+	if (err)
+		return err;
+	trace_sample(rc->trace, &rc->fig, session_now_ns());
+	/* on disk at each tick: a reader sees the file grow, a SIGKILL loses
+	 * one interval */
+	errno = 0;
+	if (fflush(rc->f) || ferror(rc->f))
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+/* said: a write error was reported already (the run stopped on it) */
+static int record_finish(struct record_run *r, const char *path, bool said)
+{
+	struct session *s = &r->s;
+	const struct figures_process *p;
+	int err;
+
+	err = figures_build(&r->rc.fig, &s->model, &s->src);
+	if (!err) {
+		trace_sample(r->rc.trace, &r->rc.fig, session_now_ns());
+		err = trace_end(r->rc.trace, &s->model, session_now_ns(), &r->rc.fig);
+	}
+	if (!err)
+		err = outfile_commit(&r->out);
+	else
+		outfile_abort(&r->out);
+	r->rc.f = NULL;
+	session_report_end(s, "tally record");
+	if (err) {
+		if (!said)
+			fprintf(stderr, "tally record: cannot write %s: %s\n", path,
+				strerror(-err));
+		return TALLY_EXIT_FAIL;
+	}
+	p = &r->rc.fig.procs[0];
+	if (p->events.lost || p->events.lost_record_words)
+		fprintf(stderr,
+			"tally record: %llu messages lost (marked \"events lost\" in the trace): "
+			"try a larger --ring-mb\n",
+			(unsigned long long)p->events.lost);
+	return TALLY_EXIT_OK;
+}
+
+static int run_record(struct record_opts *o)
+{
+	struct record_run *r = calloc(1, sizeof(*r));
+	int rc, err;
+
+	if (!r) {
+		fprintf(stderr, "tally record: out of memory\n");
+		return TALLY_EXIT_FAIL;
+	}
+	/* before anything starts: a path that cannot be written is a usage error */
+	err = outfile_open(&r->out, o->out);
+	if (err) {
+		fprintf(stderr, "tally record: cannot write %s: %s (see tally record --help)\n",
+			o->out, strerror(-err));
+		free(r);
+		return TALLY_EXIT_USAGE;
+	}
+	r->rc.f = r->out.f;
+	session_install_signals();
+	rc = session_start(&r->s, &o->target.o);
+	if (!rc) {
+		err = trace_new(&r->rc.trace, r->rc.f, (uint32_t)r->s.pid, r->s.start_ns);
+		if (err) {
+			fprintf(stderr, "tally record: cannot write %s: %s\n", o->out,
+				strerror(-err));
+			rc = TALLY_EXIT_FAIL;
+		}
+	}
+	if (rc) {
+		/* nothing was recorded: FILE stays as it was */
+		outfile_abort(&r->out);
+		session_close(&r->s);
+		free(r);
+		return rc;
+	}
+	/* session_start cleared the session: the observer is set after it, and
+	 * no message is consumed before the first poll */
+	r->s.observer = observe;
+	r->s.observer_ctx = r;
+	trace_begin(r->rc.trace, &r->s.model, r->s.comm);
+	err = cli_run(&r->s, &o->target, o->interval_ms, tick, &r->rc);
+	if (err)
+		fprintf(stderr, "tally record: cannot write %s: %s (stopping)\n", o->out,
+			strerror(-err));
+	session_finish(&r->s);
+	rc = record_finish(r, o->out, err != 0);
+	if (err)
+		rc = TALLY_EXIT_FAIL;
+	trace_free(r->rc.trace);
+	figures_free(&r->rc.fig);
+	session_close(&r->s);
+	free(r);
+	return rc;
+}
+
+static const struct argp_option record_options[] = {
+	{ "output", 'o', "FILE", 0, "Write the trace to FILE (required)", 0 },
+	{ "interval", 'i', "MS", 0,
+	  "Counters every MS milliseconds (default " CLI_STR(RECORD_INTERVAL_MS) ")", 0 },
+	{ 0 },
+};
+
+static error_t parse_record_opt(int key, char *arg, struct argp_state *state)
+{
+	struct record_opts *o = state->input;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		state->child_inputs[0] = &o->target;
+		break;
+	case 'o':
+		if (!*arg)
+			cli_usage_error(state, "-o wants a file name");
+		o->out = arg;
+		break;
+	case 'i':
+		o->interval_ms = cli_interval_ms(state, arg, 1, 3600000);
+		break;
+	case ARGP_KEY_END:
+		if (!o->out)
+			cli_usage_error(state, "say where the trace goes: -o FILE");
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static const char record_doc[] =
+	"Trace a process into a Chrome trace-event JSON file that Perfetto "
+	"(ui.perfetto.dev) and chrome://tracing open.\v"
+	"The file holds counters for every Stats term and each group's live bytes and CPU "
+	"(every -i MS, and the final figures, equal to `tally snapshot`'s, at the end), group "
+	"enter/exit as slices on each thread, GPU launches, device allocations and module "
+	"loads as instant events, and an \"events lost\" marker where the ring buffer dropped "
+	"messages. It is written as the recording goes and is a complete JSON document after "
+	"the target exits, after -d SECS, and after SIGINT or SIGTERM.\n\n"
+	"EXAMPLES:\n"
+	"  tally record -o trace.json -- ./server --port 8080\n"
+	"  tally record -o trace.json -p 1234 -d 10 -i 50\n"
+	"\nEXIT STATUS: 0 trace written, 2 usage, 3 no permission, 4 no BTF, 5 no such "
+	"process, 6 PID already traced, 7 CMD could not start, 1 other failures (FILE "
+	"cannot be written).";
+
+int cmd_record(int argc, char **argv)
+{
+	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
+	struct argp argp = { record_options,
+			     parse_record_opt,
+			     "-o FILE (-p PID | -- CMD [ARGS...])",
+			     record_doc,
+			     children,
+			     NULL,
+			     NULL };
+	struct record_opts o = { .interval_ms = RECORD_INTERVAL_MS };
+
+	cli_target_init(&o.target);
+	argv[0] = "tally record";
+	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+		return TALLY_EXIT_USAGE;
+	return run_record(&o);
+}

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `tally snapshot`: trace until the end, then one snapshot document
+ * (snapshot_doc.h) of the final figures.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "cli.h"
+#include "../core/outfile.h"
+#include "../views/snapshot_doc.h"
+
+struct snapshot_opts {
+	struct cli_target target;
+	const char *out; /* -o FILE, or NULL: stdout */
+};
+
+static const char snapshot_doc[] =
+	"Trace a process and write one JSON snapshot (on stdout, or to -o FILE): the byte "
+	"identity, the allocator's own figures, CPU and memory per resource group.\v"
+	"The snapshot is written when the target exits, after -d SECS, or on SIGINT/SIGTERM. "
+	"With -- CMD, tally starts CMD with libtally_alloc.so and libtally.so preloaded and "
+	"attached before its first instruction. Without -o, stdout carries nothing but the "
+	"snapshot: CMD's stdout goes to tally's stderr; with -o, CMD's stdout is tally's "
+	"stdout. CMD keeps tally's stdin and stderr. FILE is written beside itself and renamed "
+	"when complete, never half-written. \"target\" says how CMD ended (exit_code, or the "
+	"signal that killed it); a target killed by a signal is also one line on stderr. A "
+	"process "
+	"without libtally_alloc is traced in glibc mode: a probe on every malloc call, which is "
+	"slow (microseconds a call), and only the live bytes, rounding and mmapped chunks are "
+	"known.\n\n"
+	"EXAMPLES:\n"
+	"  tally snapshot -- ./server --port 8080     start and trace until it exits\n"
+	"  tally snapshot -o s.json -- make -j2       the snapshot to s.json, make's output as usual\n"
+	"  tally snapshot -p 1234 -d 5                attach to PID 1234 for 5 seconds\n"
+	"  tally snapshot --group io='io-*' -- ./app  threads named io-* form group io\n"
+	"\nEXIT STATUS: 0 snapshot printed, 2 usage, 3 no permission, 4 no BTF, 5 no such "
+	"process, 6 PID already traced, 7 CMD could not start, 1 other failures.";
+
+/* What the snapshot says in its inexact_why, said once more on stderr
+ * where a user can act on it. */
+static void snapshot_report(const struct figures_process *p, const struct model *m)
+{
+	bool tally = p->target.allocator == FIGURES_ALLOC_TALLY;
+
+	if (p->events.lost || p->events.lost_record_words)
+		fprintf(stderr,
+			"tally: %llu messages (%llu words of allocator records) lost: the ring was full; "
+			"try a larger --ring-mb\n",
+			(unsigned long long)p->events.lost,
+			(unsigned long long)p->events.lost_record_words);
+	else if (p->target.gone && tally && !m->have_inprocess &&
+		 !p->target.signal) /* said with the signal */
+		fprintf(stderr, "tally: the target ended without the allocator's exit hand-over "
+				"(_exit?): records its threads held may be missing\n");
+	if (m->collided_id)
+		/* no names here: the SDK's come from the target, unescaped */
+		fprintf(stderr,
+			"tally: an SDK group took id %u, a --group rule's (255 groups in all): "
+			"their figures are merged\n",
+			m->collided_id);
+	if (tally && m->inprocess_threads_held)
+		fprintf(stderr, "tally: the target called exit() while other threads held records "
+				"they never handed over: the figures are not exact\n");
+}
+
+static int run_snapshot(struct snapshot_opts *so)
+{
+	struct cli_target *c = &so->target;
+	struct outfile of = { 0 };
+	struct figures fig = { 0 };
+	struct session s;
+	int rc, err;
+
+	/* before anything starts: a path that cannot be written is a usage error */
+	if (so->out) {
+		err = outfile_open(&of, so->out);
+		if (err) {
+			fprintf(stderr,
+				"tally snapshot: cannot write %s: %s (see tally snapshot --help)\n",
+				so->out, strerror(-err));
+			return TALLY_EXIT_USAGE;
+		}
+	}
+	c->o.cmd_stdout_to_stderr = !so->out;
+	session_install_signals();
+	rc = session_start(&s, &c->o);
+	if (rc) {
+		outfile_abort(&of);
+		session_close(&s);
+		return rc;
+	}
+	cli_run(&s, c, 0, NULL, NULL);
+	session_finish(&s);
+	err = figures_build(&fig, &s.model, &s.src);
+	if (!err)
+		err = snapshot_print(so->out ? of.f : stdout, &fig);
+	if (so->out && !err)
+		err = outfile_commit(&of);
+	else
+		outfile_abort(&of);
+	if (err)
+		fprintf(stderr, "tally snapshot: cannot write the snapshot%s%s: %s\n",
+			so->out ? " to " : "", so->out ? so->out : "", strerror(-err));
+	session_report_end(&s, "tally snapshot");
+	if (!err)
+		snapshot_report(&fig.procs[0], &s.model);
+	figures_free(&fig);
+	session_close(&s);
+	return err ? TALLY_EXIT_FAIL : TALLY_EXIT_OK;
+}
+
+static const struct argp_option snapshot_options[] = {
+	{ "output", 'o', "FILE", 0,
+	  "Write the snapshot to FILE (default: stdout; CMD's stdout then goes to stderr)", 0 },
+	{ 0 },
+};
+
+static error_t parse_snapshot_opt(int key, char *arg, struct argp_state *state)
+{
+	struct snapshot_opts *o = state->input;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		state->child_inputs[0] = &o->target;
+		break;
+	case 'o':
+		if (!*arg)
+			cli_usage_error(state, "-o wants a file name");
+		o->out = arg;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
+	struct argp argp = { snapshot_options,
+			     parse_snapshot_opt,
+			     "(-p PID | -- CMD [ARGS...])",
+			     snapshot_doc,
+			     children,
+			     NULL,
+			     NULL };
+	struct snapshot_opts o = { 0 };
+
+	cli_target_init(&o.target);
+	argv[0] = "tally snapshot";
+	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+		return TALLY_EXIT_USAGE;
+	return run_snapshot(&o);
+}

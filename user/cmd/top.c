@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `tally top`: the live view (DESIGN.md §6). The session collects, figures.c
+ * builds each tick's figures, top_rows.c turns them into frames, and either top_view.c (curses) or top_text.c
+ * (batch: plain text) shows them. This file holds the command line and the
+ * loops that tie them together.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../views/snapshot_doc.h"
+#include "../views/top_rows.h"
+#include "../views/top_text.h"
+#include "../views/top_view.h"
+
+#define TOP_INTERVAL_MS 1000
+#define TOP_INTERVAL_MIN 10
+#define TOP_INTERVAL_MAX 3600000
+#define TOP_IDLE_WAIT_MS 100 /* key wait once the target is gone: nothing else to poll */
+
+enum { OPT_FINAL_SNAPSHOT = 2000 };
+
+struct top_opts {
+	struct cli_target t;
+	int interval_ms;
+	bool batch;
+	unsigned long frames; /* 0: until the target exits, q or a signal */
+	struct top_order order;
+	bool threads;
+	bool final_snapshot; /* batch: the snapshot document after the last frame (tally demo) */
+};
+
+struct top_run {
+	struct session s;
+	const struct top_opts *o;
+	struct figures fig; /* each tick's, reused */
+	struct top_prev prev;
+	struct top_frame frame;
+	unsigned long shown; /* frames built at a tick */
+	int err;	     /* batch: the first write error */
+};
+
+static const struct argp_option top_options[] = {
+	{ "interval", 'i', "MS", 0,
+	  "Refresh every MS milliseconds, " CLI_STR(TOP_INTERVAL_MIN) " to " CLI_STR(
+		  TOP_INTERVAL_MAX) " (default " CLI_STR(TOP_INTERVAL_MS) ")",
+	  0 },
+	{ "batch", 'b', NULL, 0,
+	  "Plain-text frames on stdout, without curses (default when stdin or stdout is not a "
+	  "terminal)",
+	  0 },
+	{ "frames", 'n', "N", 0,
+	  "Stop after N frames (default: when the target exits; the live view: on q)", 0 },
+	{ "sort", 's', "COLUMN", 0,
+	  "Sort by COLUMN: name, cpu, live, allocs, frees, kernels, device, pinned, rejects or "
+	  "yields (default cpu; names A to Z, figures largest first)",
+	  0 },
+	{ "threads", 't', NULL, 0,
+	  "The live view starts with the thread table; batch frames add it after the groups", 0 },
+	{ "final-snapshot", OPT_FINAL_SNAPSHOT, NULL, OPTION_HIDDEN, NULL, 0 },
+	{ 0 },
+};
+
+static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
+{
+	struct top_opts *o = state->input;
+	enum top_col col;
+	double v;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		/* the target's options are the child's: hand it its part */
+		state->child_inputs[0] = &o->t;
+		break;
+	case 'i':
+		o->interval_ms = cli_interval_ms(state, arg, TOP_INTERVAL_MIN, TOP_INTERVAL_MAX);
+		break;
+	case 'b':
+		o->batch = true;
+		break;
+	case 'n':
+		if (cli_number(arg, 1, 1e9, &v) || v != (double)(unsigned long)v)
+			cli_usage_error(state, "bad frame count '%s': want a whole number >= 1",
+					arg);
+		o->frames = (unsigned long)v;
+		break;
+	case 's':
+		if (top_col_parse(arg, &col))
+			cli_usage_error(
+				state,
+				"bad sort column '%s': want name, cpu, live, allocs, frees, "
+				"kernels, device, pinned, rejects or yields",
+				arg);
+		o->order.col = col;
+		o->order.desc = top_col_default_desc(col);
+		break;
+	case 't':
+		o->threads = true;
+		break;
+	case OPT_FINAL_SNAPSHOT:
+		o->final_snapshot = true;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+/* A frame of the figures now, its rates since prev, sorted by order. An
+ * -ENOMEM on the way leaves what it could not build empty: the rest is
+ * still worth showing. */
+static void build(struct top_run *r, struct top_prev *prev, const struct top_order *order)
+{
+	if (figures_build(&r->fig, &r->s.model, &r->s.src))
+		return;
+	top_frame_build(&r->frame, &r->fig, prev);
+	top_sort(r->frame.rows, r->frame.nrows, order->col, order->desc);
+}
+
+static int batch_frame(struct top_run *r)
+{
+	build(r, &r->prev, &r->o->order);
+	r->shown++;
+	r->err = top_text_frame(stdout, &r->frame, r->shown, r->o->threads);
+	if (r->err)
+		return 1;
+	return r->o->frames && r->shown >= r->o->frames;
+}
+
+static int batch_tick(struct session *s, void *ctx)
+{
+	(void)s;
+	return batch_frame(ctx);
+}
+
+/*
+ * Batch: a frame every interval. When the target exits first, one last frame
+ * with its final figures (and "target exited"), then the end, even if fewer
+ * than -n frames were printed: there is nothing more to count.
+ */
+static int run_batch(struct top_run *r)
+{
+	cli_run(&r->s, &r->o->t, r->o->interval_ms, batch_tick, r);
+	if (!r->err && r->s.gone && !session_exiting &&
+	    (!r->o->frames || r->shown < r->o->frames)) {
+		session_finish(&r->s);
+		batch_frame(r);
+	}
+	if (!r->err && r->o->final_snapshot) {
+		if (!r->s.gone || session_exiting)
+			session_finish(&r->s);
+		r->err = figures_build(&r->fig, &r->s.model, &r->s.src);
+		if (!r->err)
+			r->err = snapshot_print(stdout, &r->fig);
+	}
+	if (r->err == -EPIPE)
+		return TALLY_EXIT_OK; /* the reader had enough (| head): not a failure */
+	if (r->err) {
+		fprintf(stderr, "tally top: cannot write a frame: %s\n", strerror(-r->err));
+		return TALLY_EXIT_FAIL;
+	}
+	return TALLY_EXIT_OK;
+}
+
+/*
+ * The live view, cli_run's loop with the keyboard in it: poll the ring every
+ * 2 ms, read keys between polls, and build a frame every interval. Paused,
+ * the screen keeps its frame while the rates' base moves on, so that the
+ * first frame after a pause shows rates of its own interval. When the target
+ * exits, its final figures stay on the screen until q.
+ */
+/* A tick of the live view: the figures at the cut, into a frame, or only
+ * into the rates' base while paused. Returns true when the frame is new. */
+static bool live_tick(struct top_run *r, struct top_ui *ui)
+{
+	struct session *s = &r->s;
+	bool shown;
+
+	session_cut_begin(s);
+	session_refresh(s);
+	shown = session_cut_shown(s); /* a torn cut: the next tick */
+	if (shown && ui->paused) {
+		if (!figures_build(&r->fig, &s->model, &s->src))
+			top_prev_take(&r->prev, &r->fig);
+	} else if (shown) {
+		build(r, &r->prev, &ui->order);
+		r->shown++;
+	}
+	/* the frame has its figures: what came past the cut, now */
+	session_cut_end(s);
+	if (shown && !ui->paused && s->spawned)
+		top_view_repaint();
+	return shown && !ui->paused;
+}
+
+/* The target is gone: its final figures, on a clean screen. */
+static void live_final(struct top_run *r, struct top_ui *ui)
+{
+	session_finish(&r->s);
+	build(r, &r->prev, &ui->order);
+	top_view_repaint();
+	top_view_draw(&r->frame, ui);
+}
+
+static int run_live(struct top_run *r)
+{
+	struct session *s = &r->s;
+	uint64_t interval = (uint64_t)r->o->interval_ms * 1000000;
+	uint64_t next = session_now_ns() + interval;
+	uint64_t deadline = r->o->t.secs > 0 ? s->start_ns + (uint64_t)(r->o->t.secs * 1e9) : 0;
+	struct top_ui ui = { .order = r->o->order, .threads = r->o->threads };
+	struct top_prev none = { 0 };
+	bool final = false;
+	int err = 0;
+
+	/* a first frame at once, its rates unknown, rather than an empty screen */
+	build(r, &none, &ui.order);
+	top_view_draw(&r->frame, &ui);
+	while (!session_exiting) {
+		enum top_view_event ev;
+		uint64_t now;
+
+		err = s->gone ? 0 : session_poll(s, 2);
+		if (err < 0)
+			break;
+		err = 0;
+		if (s->gone && !final) {
+			live_final(r, &ui);
+			final = true;
+		}
+		ev = top_view_input(&ui, s->gone ? TOP_IDLE_WAIT_MS : 0);
+		if (ev == TOP_VIEW_QUIT)
+			break;
+		now = session_now_ns();
+		if (!final && now >= next) {
+			next = now + interval;
+			if (live_tick(r, &ui))
+				ev = TOP_VIEW_REDRAW;
+		}
+		if (ev == TOP_VIEW_RESORT)
+			top_sort(r->frame.rows, r->frame.nrows, ui.order.col, ui.order.desc);
+		if (ev != TOP_VIEW_IDLE)
+			top_view_draw(&r->frame, &ui);
+		if ((r->o->frames && r->shown >= r->o->frames) || (deadline && now >= deadline))
+			break;
+	}
+	top_view_close();
+	if (err) {
+		fprintf(stderr, "tally top: lost the target's events: %s\n", strerror(-err));
+		return TALLY_EXIT_FAIL;
+	}
+	return TALLY_EXIT_OK;
+}
+
+static bool no_color(void)
+{
+	const char *v = getenv("NO_COLOR");
+
+	/* no-color.org: present and not empty */
+	return v && v[0];
+}
+
+static int run_top(struct top_opts *o)
+{
+	struct top_run *r = calloc(1, sizeof(*r));
+	bool batch = o->batch;
+	int rc;
+
+	if (!r) {
+		fprintf(stderr, "tally top: out of memory\n");
+		return TALLY_EXIT_FAIL;
+	}
+	r->o = o;
+	session_install_signals();
+	if (!batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
+		batch = true; /* a pipe or a file: frames a script can read */
+	/* a started CMD would write over the live view; in batch mode stdout
+	 * carries the frames, and CMD's stdout goes to tally's stderr */
+	if (!batch)
+		o->t.o.cmd_stdio = "/dev/null";
+	else
+		o->t.o.cmd_stdout_to_stderr = true;
+	rc = session_start(&r->s, &o->t.o);
+	if (rc)
+		goto out;
+	/* the base of the first frame's rates: the counters at attach */
+	session_refresh(&r->s);
+	if (!figures_build(&r->fig, &r->s.model, &r->s.src))
+		top_prev_take(&r->prev, &r->fig);
+	if (!batch && top_view_open(no_color())) {
+		const char *term = getenv("TERM");
+		fprintf(stderr, "tally top: cannot drive the terminal (TERM=%s): batch mode\n",
+			term ? term : "unset");
+		batch = true;
+	}
+	rc = batch ? run_batch(r) : run_live(r);
+	top_view_close();
+	session_report_end(&r->s, "tally top");
+out:
+	top_view_close();
+	session_close(&r->s);
+	top_frame_free(&r->frame);
+	figures_free(&r->fig);
+	free(r);
+	return rc;
+}
+
+static const char top_doc[] =
+	"A live view of a traced process: a header (target, uptime, events a second, lost "
+	"events, whether the figures are exact), the byte identity as one bar split into its "
+	"eight terms with their bytes, and a row per resource group: CPU % (of one CPU), live "
+	"bytes, allocations and frees a second, kernels launched, device bytes, pinned host "
+	"bytes, back-pressure rejections, yields. A figure shown as - is not known: rates "
+	"before an interval has passed, GPU columns without a GPU source, Stats terms glibc "
+	"has no name for.\v"
+	"KEYS: q quit; p pause (tracing goes on); t thread table (tid, name, current group) or "
+	"groups; s or > next sort column, < previous; r reverse; n c l a f k d i e y sort by "
+	"name, cpu, live, allocs, frees, kernels, device, pinned, rejects, yields (the same "
+	"key again reverses); arrows, PgUp, PgDn scroll; ^L redraw.\n\n"
+	"When stdin or stdout is not a terminal, or with -b, frames are plain text, each "
+	"beginning with a line '--- frame K ---' and ending with a blank line, one every -i "
+	"MS; -n N stops after N frames. When the target exits, batch mode prints one last "
+	"frame with its final figures and stops, even if fewer than N frames were printed; "
+	"the live view says 'target exited' and keeps the last figures until q. In batch mode "
+	"stdout carries nothing but the frames: a started CMD's stdout goes to tally's stderr. "
+	"In the live "
+	"view a started CMD's stdin, stdout and stderr are /dev/null, so that it cannot write "
+	"over the screen. Quitting leaves CMD running, as tally snapshot does. Names from the target are shown with "
+	"control and non-ASCII bytes as \\xNN and '\\' as '\\\\'. NO_COLOR turns colors "
+	"off.\n\n"
+	"EXAMPLES:\n"
+	"  tally top -- ./server --port 8080     start ./server and watch it\n"
+	"  tally top -p 1234 -s live             attach to 1234, most live bytes first\n"
+	"  tally top -b -n 3 -i 500 -- ./app     three text frames, 0.5 s apart\n"
+	"  tally top -b -t -p 1234 > top.txt     frames with their thread tables\n"
+	"\nEXIT STATUS: 0 done, 2 usage, 3 no permission, 4 no BTF, 5 no such process, 6 PID "
+	"already traced, 7 CMD could not start, 1 other failures.";
+
+int cmd_top(int argc, char **argv)
+{
+	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
+	struct argp argp = { top_options, parse_top_opt, "(-p PID | -- CMD [ARGS...])",
+			     top_doc,	  children,	 NULL,
+			     NULL };
+	struct top_opts o;
+
+	memset(&o, 0, sizeof(o));
+	cli_target_init(&o.t);
+	o.interval_ms = TOP_INTERVAL_MS;
+	o.order.col = TOP_COL_CPU;
+	o.order.desc = top_col_default_desc(TOP_COL_CPU);
+	argv[0] = "tally top";
+	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+		return TALLY_EXIT_USAGE;
+	return run_top(&o);
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * bpf/tally.bpf.c's lifecycle for one target: open, size the ring, load,
+ * attach (scheduler first, then the libraries' probes), poll, read the
+ * counters, destroy.
+ */
+#ifndef TALLY_LOADER_H
+#define TALLY_LOADER_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../bpf/tally_events.h"
+
+struct loader;
+/* A message, taken: 0 to go on, LOADER_STOP to end the loader_consume it
+ * came in (not an error: the rest stays in the ring), another -errno to end
+ * it with that error, as libbpf's ring_buffer__consume does. */
+typedef int (*loader_msg_fn)(void *ctx, const void *data, size_t len);
+#define LOADER_STOP (-ECANCELED)
+
+/* ring_bytes is rounded up to a power of two of at least a page. */
+/* libbpf's messages on stderr only when verbose (-v). */
+void loader_libbpf_messages(bool verbose);
+int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg_fn fn, void *ctx);
+int loader_attach_sched(struct loader *l);
+/* USDT probes of libtally_alloc.so (batch, stats) and libtally.so (groups,
+ * yields, rejects) in the file at `path`, for `pid` only. */
+int loader_attach_alloc(struct loader *l, pid_t pid, const char *path);
+int loader_attach_sdk(struct loader *l, pid_t pid, const char *path);
+/* tally:batch alone, in another producer (libtally_cupti.so). */
+int loader_attach_batch(struct loader *l, pid_t pid, const char *path);
+/* Hand the messages in the ring to the callback, at most a ring's size of
+ * them (a busy target refills it as fast as it drains: the caller gets
+ * control back to watch its deadline and signals); how many, or -errno. */
+int loader_consume(struct loader *l);
+/* The last loader_consume stopped at its bound, records still in the ring. */
+bool loader_more(const struct loader *l);
+uint64_t loader_ring_bytes(const struct loader *l);
+void loader_lost(struct loader *l, struct tally_lost *sum);
+int loader_group_cpu(struct loader *l, uint64_t cpu[TALLY_MAX_GROUPS]);
+/* Add to cpu[] the intervals running threads are in now (not charged yet). */
+void loader_running_cpu(struct loader *l, uint64_t now_ns, uint64_t cpu[TALLY_MAX_GROUPS]);
+/* The group a thread's CPU is charged to from now on. */
+int loader_set_thread_group(struct loader *l, uint32_t tid, uint32_t group);
+/* The ring buffer, lost counters and thread map, for objects that share them. */
+void loader_shared_fds(struct loader *l, int *events_fd, int *lost_fd, int *threads_fd);
+void loader_close(struct loader *l);
+
+#endif /* TALLY_LOADER_H */

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A tracing session (session.h) once started (session_start.c): the ring
+ * taken into the model, the figures kept beside it read for each tick, and
+ * the end. The order of the start matters (DESIGN.md §5): the scheduler
+ * programs and every probe are attached before a started command runs its
+ * first instruction, and before a running target's state is read, so that
+ * nothing happens unseen between the read and the first event.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "session.h"
+#include "session_state.h"
+
+volatile sig_atomic_t session_exiting;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	session_exiting = 1;
+}
+
+void session_install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+uint64_t session_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int session_fail(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tally: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return status;
+}
+
+/* Messages go to the model; a thread that a --group rule now names has its
+ * CPU charged to that group by the BPF side too. */
+void session_deliver(struct session *s, const void *data, size_t len)
+{
+	const struct tally_msg *h = data;
+
+	model_apply(&s->model, data, len);
+	if (s->model.held) { /* past a view's cut: the rest comes at its end */
+		s->model.held = false;
+		session_hold_keep(s, data, len);
+	}
+	if (len >= sizeof(struct tally_msg_thread) && h->kind == TALLY_MSG_THREAD_NAME &&
+	    (h->flags & TALLY_THREAD_EXEC)) {
+		/* a new image: its libraries are elsewhere, found again when needed */
+		const struct tally_msg_thread *th = data;
+		s->heaps_addr = s->registry_addr = 0;
+		s->execed = true;
+		memcpy(s->comm, th->comm, sizeof(s->comm));
+		s->comm[sizeof(s->comm) - 1] = 0;
+	}
+	if (s->observer)
+		s->observer(s->observer_ctx, data, len);
+	if (len >= sizeof(*h) && s->model.nrules &&
+	    (h->kind == TALLY_MSG_THREAD_NEW || h->kind == TALLY_MSG_THREAD_NAME)) {
+		struct model_thread *t = model_thread(&s->model, h->tid, false);
+		if (t && t->rule_group >= 0 && t->group == 0)
+			loader_set_thread_group(s->loader, t->tid, (uint32_t)t->rule_group);
+	}
+}
+
+int session_on_msg(void *ctx, const void *data, size_t len)
+{
+	struct session *s = ctx;
+
+	if (!__atomic_load_n(&s->deferring, __ATOMIC_ACQUIRE)) {
+		session_deliver(s, data, len);
+		/* taking the ring up to a view's cut: all in, the rest waits */
+		return s->cutting && !s->model.waiting ? LOADER_STOP : 0;
+	}
+	session_defer(s, data, len);
+	/* the read is over: the drain thread stops at once */
+	return __atomic_load_n(&s->drain_stop, __ATOMIC_ACQUIRE) ? LOADER_STOP : 0;
+}
+
+int session_poll(struct session *s, int timeout_ms)
+{
+	struct pollfd p = { .fd = s->pidfd, .events = POLLIN };
+	int err;
+
+	if (s->gone)
+		return 1;
+	if (loader_more(s->loader))
+		timeout_ms = 0; /* records wait: no sleep before they are taken */
+	if (s->pidfd >= 0) {
+		if (poll(&p, 1, timeout_ms) < 0 && errno != EINTR)
+			return -errno;
+	} else if (timeout_ms > 0) {
+		usleep((useconds_t)timeout_ms * 1000);
+	}
+	err = loader_consume(s->loader);
+	if (err < 0 && err != -EINTR)
+		return err;
+	if (s->spawned) {
+		int st;
+		if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+			s->gone = true;
+			s->exit_status = st;
+		}
+	} else if ((s->pidfd >= 0 && (p.revents & POLLIN)) || !target_alive(s->pid)) {
+		s->gone = true;
+	}
+	return s->gone ? 1 : 0;
+}
+
+/* Only what was lost between the state read at attach and the cut at the
+ * end counts: the rest is in the state read, or past the cut. */
+static void sources_lost(struct session *s)
+{
+	struct figures_sources *src = &s->src;
+	struct tally_lost lost;
+
+	loader_lost(s->loader, &lost);
+	const struct tally_lost *end = s->have_lost_cut ? &s->lost_cut : &lost;
+	src->lost_msgs = end->msgs - s->lost_base.msgs;
+	src->lost_words = end->words - s->lost_base.words;
+	src->lost_outside_read = lost.msgs - src->lost_msgs;
+	src->malformed_bpf = lost.bad;
+}
+
+void session_refresh(struct session *s)
+{
+	struct figures_sources *src = &s->src;
+	int st;
+
+	sources_lost(s);
+	src->now_ns = session_now_ns();
+	loader_group_cpu(s->loader, src->cpu_ns);
+	if (!s->gone)
+		loader_running_cpu(s->loader, src->now_ns, src->cpu_ns);
+	cuda_trace_read(s->cuda, &src->cuda);
+	src->allocator = s->model.saw_alloc ? FIGURES_ALLOC_TALLY :
+			 s->glibc	    ? FIGURES_ALLOC_GLIBC :
+					      FIGURES_ALLOC_NONE;
+	src->have_glibc =
+		src->allocator == FIGURES_ALLOC_GLIBC && !glibc_trace_read(s->glibc, &src->glibc);
+	src->pid = s->pid;
+	memcpy(src->comm, s->comm, sizeof(src->comm));
+	src->late = s->late;
+	src->gone = s->gone;
+	src->have_exit = session_exit_status(s, &st);
+	src->exit_status = src->have_exit ? st : 0;
+	src->cupti = s->cupti;
+	src->start_ns = s->start_ns;
+}
+
+void session_finish(struct session *s)
+{
+	session_cut_end(s);
+	s->src.cut_torn = false; /* the end has a cut of its own */
+	/* what the target submitted so far is in the ring: drain it */
+	session_drain_ring(s);
+	if (!s->gone && target_alive(s->pid)) {
+		session_read_final(s);
+		/* batches handed over before the read, still in the ring */
+		session_poll(s, 0);
+		session_drain_ring(s);
+	}
+	if (!s->src.have_final_inprocess) {
+		/* gone, or it went while we looked (-d or a signal came as it
+		 * exited): its last batches and its exit hand-over reached the
+		 * ring before it died, maybe after the drain above */
+		session_poll(s, 0);
+		session_drain_ring(s);
+		if (s->model.have_inprocess) {
+			s->src.resident = s->model.resident_at_exit;
+			s->src.have_resident = true;
+		}
+	}
+	session_refresh(s);
+}
+
+bool session_exit_status(const struct session *s, int *status)
+{
+	if (s->spawned && s->gone) {
+		*status = s->exit_status;
+		return true;
+	}
+	if (s->gone && s->model.exited) {
+		*status = s->model.exit_status;
+		return true;
+	}
+	return false;
+}
+
+void session_report_end(const struct session *s, const char *who)
+{
+	int st;
+
+	/* one line: with the figures' state when the allocator could not hand
+	 * over (snapshot's inexact_why says it too) */
+	if (session_exit_status(s, &st) && WIFSIGNALED(st))
+		fprintf(stderr, "%s: the target (pid %d) was killed by SIG%s%s%s\n", who, s->pid,
+			sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?",
+			WCOREDUMP(st) ? " (core dumped)" : "",
+			s->src.allocator == FIGURES_ALLOC_TALLY && !s->model.have_inprocess ?
+				": no exit hand-over, records its threads held may be missing" :
+				"");
+}
+
+void session_close(struct session *s)
+{
+	glibc_trace_close(s->glibc);
+	cuda_trace_close(s->cuda);
+	loader_close(s->loader);
+	if (s->spawned && !s->gone) {
+		if (s->child.gate_fd >= 0) {
+			target_abort(&s->child);
+		} else {
+			/* tally stops; CMD runs on, as it would have without tally */
+		}
+	}
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	target_unlock(&s->lock);
+	session_state_free(s);
+	model_free(&s->model);
+}

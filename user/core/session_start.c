@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * session_start (session.h): what tracing needs at all, then the target
+ * (started held at the door, or found running), one tally per target, the
+ * BPF objects loaded and every probe attached; a started CMD is let go, a
+ * running one has its state read from memory (session_state.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "session.h"
+#include "session_state.h"
+
+#define TALLY_NICE -10
+
+/* CAP_BPF and CAP_PERFMON (or root's CAP_SYS_ADMIN): the BPF programs need
+ * both. That is not all on every kernel: 6.18 refuses a uprobe perf event to
+ * CAP_PERFMON without CAP_SYS_ADMIN (EACCES), which attach_failed says. */
+static bool have_caps(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	uint64_t eff = data[0].effective | ((uint64_t)data[1].effective << 32);
+	if (eff & (1ULL << CAP_SYS_ADMIN))
+		return true;
+	return (eff & (1ULL << CAP_BPF)) && (eff & (1ULL << CAP_PERFMON));
+}
+
+/* Where the kernel's BTF is; TALLY_BTF_PATH overrides it, so that the test
+ * suite can show what a kernel without BTF gets. */
+static bool have_btf(void)
+{
+	const char *p = getenv("TALLY_BTF_PATH");
+
+	return access(p ? p : "/sys/kernel/btf/vmlinux", R_OK) == 0;
+}
+
+/* The libraries installed beside the tally binary. */
+static int lib_beside_self(const char *name, char *out, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n < 0)
+		return -errno;
+	self[n] = 0;
+	char *slash = strrchr(self, '/');
+	if (slash)
+		*slash = 0;
+	if ((size_t)snprintf(out, len, "%s/%s", self, name) >= len)
+		return -ENAMETOOLONG;
+	return access(out, R_OK) ? -errno : 0;
+}
+
+/* A probe that could not be attached: the target may have exited meanwhile,
+ * which is said as such (status 5). */
+static int attach_failed(struct session *s, const char *what, int err)
+{
+	if (err == -ESRCH || (!s->spawned && !target_alive(s->pid)))
+		return session_fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
+				    s->pid);
+	if (err == -EACCES || err == -EPERM)
+		return session_fail(
+			TALLY_EXIT_PERM,
+			"cannot attach uprobes to %s: %s: this kernel wants CAP_SYS_ADMIN for "
+			"uprobe perf events (CAP_BPF with CAP_PERFMON is not enough)",
+			what, strerror(-err));
+	return session_fail(TALLY_EXIT_FAIL, "cannot attach to %s: %s", what, strerror(-err));
+}
+
+static int attach_libs(struct session *s)
+{
+	int err;
+
+	if (s->alloc_path[0]) {
+		err = loader_attach_alloc(s->loader, s->pid, s->alloc_path);
+		if (err)
+			return attach_failed(s, s->alloc_path, err);
+	}
+	if (s->sdk_path[0]) {
+		err = loader_attach_sdk(s->loader, s->pid, s->sdk_path);
+		if (err)
+			return attach_failed(s, s->sdk_path, err);
+	}
+	return TALLY_EXIT_OK;
+}
+
+static int start_glibc(struct session *s)
+{
+	char libc[TARGET_PATH_MAX];
+	struct cuda_shared maps;
+	uint64_t bias;
+	int err;
+
+	/* a started command maps the libc tally maps; a running one says which */
+	err = target_find_lib(s->spawned ? getpid() : s->pid, "libc.so", libc, sizeof(libc), &bias);
+	if (err && !s->spawned && !target_alive(s->pid))
+		return session_fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
+				    s->pid);
+	if (err)
+		return session_fail(TALLY_EXIT_FAIL, "no libc mapped in %d: %s", s->pid,
+				    strerror(-err));
+	loader_shared_fds(s->loader, &maps.events_fd, &maps.lost_fd, &maps.threads_fd);
+	s->glibc = glibc_trace_open(s->pid, maps.threads_fd, 0, &err);
+	if (!s->glibc)
+		return session_fail(TALLY_EXIT_FAIL, "cannot load the glibc probes: %s",
+				    strerror(-err));
+	err = glibc_trace_attach(s->glibc, s->pid, libc);
+	if (err)
+		return attach_failed(s, libc, err);
+	return TALLY_EXIT_OK;
+}
+
+/* The driver a process loads: the one it has mapped, else TALLY_LIBCUDA
+ * (a driver outside the loader's paths, or a test's fake), else the usual
+ * places; its probes fire once the process maps it, dlopen included. */
+static int find_libcuda(const struct session *s, char *path, size_t len)
+{
+	static const char *const places[] = {
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+		"/usr/lib64/libcuda.so.1",
+		"/usr/lib/libcuda.so.1",
+		"/usr/lib/wsl/lib/libcuda.so.1",
+		"/usr/local/nvidia/lib64/libcuda.so.1",
+	};
+	const char *env = getenv("TALLY_LIBCUDA");
+	uint64_t bias;
+
+	if (!s->spawned && !target_find_lib(s->pid, "libcuda.so", path, len, &bias))
+		return 0;
+	if (env && *env) {
+		if (strlen(env) >= len || access(env, R_OK))
+			return -ENOENT;
+		strcpy(path, env);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(places) / sizeof(places[0]); i++) {
+		if (!access(places[i], R_OK) && strlen(places[i]) < len) {
+			strcpy(path, places[i]);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* The driver's uprobes, and sched_yield's, for the GPU figures. Not fatal:
+ * a process without a GPU has none of this. */
+static void start_cuda(struct session *s)
+{
+	char libcuda[TARGET_PATH_MAX], libc[TARGET_PATH_MAX];
+	struct cuda_shared maps;
+	uint64_t bias;
+	int err;
+
+	loader_shared_fds(s->loader, &maps.events_fd, &maps.lost_fd, &maps.threads_fd);
+	s->cuda = cuda_trace_open(s->pid, &maps, &err);
+	if (!s->cuda) {
+		fprintf(stderr, "tally: no GPU figures: cannot load the driver probes: %s\n",
+			strerror(-err));
+		return;
+	}
+	if (!find_libcuda(s, libcuda, sizeof(libcuda))) {
+		err = cuda_trace_attach(s->cuda, s->pid, libcuda);
+		if (err && err != -ENOENT)
+			fprintf(stderr, "tally: cannot probe %s: %s\n", libcuda, strerror(-err));
+	}
+	if (!target_find_lib(s->spawned ? getpid() : s->pid, "libc.so", libc, sizeof(libc), &bias))
+		cuda_trace_attach_yield(s->cuda, s->pid, libc);
+}
+
+static int spawn(struct session *s, const struct session_opts *o)
+{
+	char alloc[PATH_MAX], sdk[PATH_MAX], preload[2 * PATH_MAX + 2];
+	char cupti[PATH_MAX], inject[PATH_MAX + 32];
+	char *env_extra[2] = { NULL, NULL };
+	int err;
+
+	err = lib_beside_self("libtally_alloc.so", alloc, sizeof(alloc));
+	if (!err)
+		err = lib_beside_self("libtally.so", sdk, sizeof(sdk));
+	if (err)
+		return session_fail(TALLY_EXIT_FAIL, "tally's libraries are not beside it: %s",
+				    strerror(-err));
+	snprintf(preload, sizeof(preload), "%s:%s", alloc, sdk);
+	/* CUPTI for a command tally starts, when it was built (a CUDA toolkit
+	 * was there) and nobody else injects */
+	if (!lib_beside_self("libtally_cupti.so", cupti, sizeof(cupti)) &&
+	    !getenv("CUDA_INJECTION64_PATH")) {
+		snprintf(inject, sizeof(inject), "CUDA_INJECTION64_PATH=%s", cupti);
+		env_extra[0] = inject;
+		s->cupti = true;
+	}
+	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, env_extra, o->cmd_stdio,
+			   o->cmd_stdout_to_stderr, &s->child);
+	if (err)
+		return session_fail(TALLY_EXIT_CMD, "cannot start %s: %s", o->cmd[0],
+				    strerror(-err));
+	s->pid = s->child.pid;
+	s->spawned = true;
+	/* the probes sit on the files; with --no-preload they fire if CMD loads them */
+	strcpy(s->alloc_path, alloc);
+	strcpy(s->sdk_path, sdk);
+	return TALLY_EXIT_OK;
+}
+
+static int find_running(struct session *s)
+{
+	uint64_t bias;
+	int err;
+
+	if (!target_alive(s->pid))
+		return session_fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
+	if (target_is_kthread(s->pid))
+		return session_fail(TALLY_EXIT_NO_PROCESS,
+				    "process %d is a kernel thread: it has no user memory to trace",
+				    s->pid);
+	err = target_find_lib(s->pid, "libtally_alloc.so", s->alloc_path, sizeof(s->alloc_path),
+			      &bias);
+	if (err == -ENOENT) {
+		s->alloc_path[0] = 0;
+		fprintf(stderr,
+			"tally: %d does not use libtally_alloc: glibc mode (a probe per malloc "
+			"call: slow, and only what is allocated from now on)\n",
+			s->pid);
+	} else if (err == -EACCES || err == -EPERM) {
+		return session_fail(TALLY_EXIT_PERM,
+				    "no permission to read the memory map of process %d: %s",
+				    s->pid, strerror(-err));
+	} else if (err) {
+		return session_fail(TALLY_EXIT_NO_PROCESS, "cannot read the maps of %d: %s", s->pid,
+				    strerror(-err));
+	} else {
+		s->heaps_addr = bias; /* plus the symbol's address, below */
+	}
+	if (target_find_lib(s->pid, "libtally.so", s->sdk_path, sizeof(s->sdk_path), &bias))
+		s->sdk_path[0] = 0;
+	else
+		s->registry_addr = bias;
+	return TALLY_EXIT_OK;
+}
+
+/* A cleared session, its --group rules, and what tracing needs at all. */
+static int session_prepare(struct session *s, const struct session_opts *o)
+{
+	memset(s, 0, sizeof(*s));
+	s->pidfd = -1;
+	s->lock.fd = s->lock.dir_fd = -1;
+	s->child.gate_fd = s->child.status_fd = -1;
+	s->held_tail = &s->held;
+	model_init(&s->model);
+	for (unsigned i = 0; i < o->nrules; i++) {
+		if (model_add_rule(&s->model, o->rules[i]))
+			return session_fail(TALLY_EXIT_USAGE, "bad --group '%s': want NAME=GLOB",
+					    o->rules[i]);
+	}
+	if (!have_caps())
+		return session_fail(TALLY_EXIT_PERM,
+				    "needs root (CAP_SYS_ADMIN; CAP_SYS_PTRACE too for "
+				    "another user's process)");
+	if (!have_btf())
+		return session_fail(
+			TALLY_EXIT_NO_BTF,
+			"the kernel has no BTF (/sys/kernel/btf/vmlinux): tally needs a kernel "
+			"built with CONFIG_DEBUG_INFO_BTF");
+	return TALLY_EXIT_OK;
+}
+
+/* One tally per target; then the addresses find_running left as biases:
+ * the symbols' addresses added. */
+static int session_lock(struct session *s)
+{
+	uint64_t a;
+	int rc = target_lock(&s->lock, TARGET_LOCK_DIR, s->pid);
+
+	if (rc == -EBUSY)
+		return session_fail(TALLY_EXIT_BUSY, "another tally is tracing process %d", s->pid);
+	if (rc)
+		fprintf(stderr,
+			"tally: warning: no lock for process %d in %s (%s): another tally could "
+			"trace it too\n",
+			s->pid, TARGET_LOCK_DIR, strerror(-rc));
+	if (s->heaps_addr && !target_elf_symbol(s->alloc_path, "tally_heaps", &a))
+		s->heaps_addr += a;
+	else
+		s->heaps_addr = 0;
+	if (s->registry_addr && !target_elf_symbol(s->sdk_path, "tally_registry", &a))
+		s->registry_addr += a;
+	else
+		s->registry_addr = 0;
+	return TALLY_EXIT_OK;
+}
+
+static int session_load(struct session *s, const struct session_opts *o)
+{
+	int err;
+
+	s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
+	if (s->pidfd < 0 && !s->spawned)
+		return session_fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
+	loader_libbpf_messages(o->verbose);
+	err = loader_open(&s->loader, s->pid, o->ring_bytes, session_on_msg, s);
+	if (err)
+		return session_fail(err == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL,
+				    "cannot load the BPF programs: %s", strerror(-err));
+	err = loader_attach_sched(s->loader);
+	if (err)
+		return session_fail(TALLY_EXIT_FAIL, "cannot attach to the scheduler: %s",
+				    strerror(-err));
+	s->start_ns = session_now_ns();
+	return TALLY_EXIT_OK;
+}
+
+/* CMD held at the door: every probe on, then let it run. Addresses are only
+ * known once it runs: session_read_final finds them. */
+static int attach_spawned(struct session *s, const struct session_opts *o)
+{
+	char cupti[PATH_MAX];
+	int rc = attach_libs(s), err;
+
+	if (rc)
+		return rc;
+	if (s->cupti && (lib_beside_self("libtally_cupti.so", cupti, sizeof(cupti)) ||
+			 loader_attach_batch(s->loader, s->pid, cupti)))
+		s->cupti = false;
+	start_cuda(s);
+	/* CMD may bring libtally_alloc itself: the glibc probes are a fallback
+	 * here, and the batches decide which fed the figures */
+	if (o->no_preload && start_glibc(s)) {
+		fprintf(stderr, "tally: glibc mode unavailable for %s\n", o->cmd[0]);
+		glibc_trace_close(s->glibc);
+		s->glibc = NULL;
+	}
+	err = target_release(&s->child);
+	if (err)
+		return session_fail(TALLY_EXIT_CMD, "cannot run %s: %s", o->cmd[0], strerror(-err));
+	return TALLY_EXIT_OK;
+}
+
+/* A running process: the probes, then its state read from memory. */
+static int attach_running(struct session *s)
+{
+	int rc = attach_libs(s);
+
+	if (!rc && !s->alloc_path[0])
+		rc = start_glibc(s);
+	if (!rc)
+		start_cuda(s);
+	if (!rc)
+		rc = session_read_attach(s);
+	if (rc)
+		return rc;
+	if (!target_alive(s->pid))
+		return session_fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
+				    s->pid);
+	return TALLY_EXIT_OK;
+}
+
+int session_start(struct session *s, const struct session_opts *o)
+{
+	int rc = session_prepare(s, o);
+
+	if (rc)
+		return rc;
+	s->pid = o->pid;
+	s->late = !o->cmd;
+	rc = o->cmd ? spawn(s, o) : find_running(s);
+	if (rc)
+		return rc;
+	/* A target busy on every CPU would starve the consumer, and the ring
+	 * holds only milliseconds of a busy allocator's records: tally runs
+	 * ahead of it (a started CMD was forked before, at the usual nice;
+	 * threads tally starts from here on inherit it). */
+	setpriority(PRIO_PROCESS, 0, TALLY_NICE); /* not fatal: a full ring is counted */
+	rc = session_lock(s);
+	if (!rc)
+		rc = session_load(s, o);
+	if (!rc)
+		rc = s->spawned ? attach_spawned(s, o) : attach_running(s);
+	if (rc)
+		return rc;
+	target_comm(s->pid, s->pid, s->comm, sizeof(s->comm));
+	if (o->verbose)
+		fprintf(stderr, "tally: attached to %d (%s)\n", s->pid, s->comm);
+	return TALLY_EXIT_OK;
+}

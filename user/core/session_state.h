@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Between session.c, session_start.c and session_state.c (a running
+ * target's state read at attach and at the end); not for the views.
+ */
+#ifndef TALLY_SESSION_STATE_H
+#define TALLY_SESSION_STATE_H
+
+#include <stddef.h>
+
+#include "session.h"
+
+/* session_state.c */
+/* The starting state of a running target, its records kept meanwhile and
+ * applied after: TALLY_EXIT_OK or another status, after one line. */
+int session_read_attach(struct session *s);
+/* The cut at the end of a target that still runs: its allocator's own
+ * figures, its pending records, each heap's position. */
+void session_read_final(struct session *s);
+/* What is in the ring now (a target that still runs refills it meanwhile). */
+void session_drain_ring(struct session *s);
+/* The nodes kept for reuse. */
+void session_state_free(struct session *s);
+/* Keep a message the model held back in part (a view's cut). */
+void session_hold_keep(struct session *s, const void *data, size_t len);
+/* A message that comes while session_read_attach reads. */
+void session_defer(struct session *s, const void *data, size_t len);
+
+/* session.c */
+int session_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A message to the model, and to what follows it (rules, exec, observer). */
+void session_deliver(struct session *s, const void *data, size_t len);
+/* The loader's callback: a message delivered, or kept aside while a state
+ * read runs; LOADER_STOP where the taking must stop. */
+int session_on_msg(void *ctx, const void *data, size_t len);
+
+#endif /* TALLY_SESSION_STATE_H */

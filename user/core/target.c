@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Starting a command held before exec, so that tally's probes are in place
+ * before its first instruction, and reading what /proc says about a target.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "target.h"
+
+extern char **environ;
+
+/* In the child between fork and exec. tally has no other thread yet when it
+ * forks (the command starts before anything else), so setenv's allocation is
+ * safe here; the environment is built in the child, tally's own left as it was. */
+static void child_run(char *const argv[], const char *preload, char *const env_extra[],
+		      const char *stdio, bool out_to_err, int gate, int status)
+{
+	char c;
+	int err;
+
+	if (read(gate, &c, 1) != 1)
+		_exit(127); /* tally gave up before releasing us */
+	close(gate);
+	if (stdio) {
+		int fd = open(stdio, O_RDWR);
+		if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			goto fail;
+		if (fd > 2)
+			close(fd);
+	} else if (out_to_err && dup2(2, 1) < 0) {
+		goto fail;
+	}
+	if (preload && setenv("LD_PRELOAD", preload, 1))
+		goto fail;
+	for (int i = 0; env_extra && env_extra[i]; i++)
+		if (putenv(env_extra[i]))
+			goto fail;
+	execvp(argv[0], argv);
+fail:
+	err = errno;
+	if (write(status, &err, sizeof(err)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+int target_spawn(char *const argv[], const char *preload, char *const env_extra[],
+		 const char *stdio, bool out_to_err, struct target_child *c)
+{
+	int gate[2], status[2], err;
+	char *merged = NULL;
+
+	if (pipe2(gate, O_CLOEXEC))
+		return -errno;
+	if (pipe2(status, O_CLOEXEC)) {
+		err = -errno;
+		goto close_gate;
+	}
+	if (preload) {
+		/* the child's own LD_PRELOAD stays, after ours */
+		const char *old = getenv("LD_PRELOAD");
+		if (old && *old) {
+			if (asprintf(&merged, "%s:%s", preload, old) < 0) {
+				err = -ENOMEM;
+				goto close_status;
+			}
+			preload = merged;
+		}
+	}
+	c->pid = fork();
+	if (c->pid < 0) {
+		err = -errno;
+		goto close_status;
+	}
+	if (c->pid == 0) {
+		close(gate[1]);
+		close(status[0]);
+		child_run(argv, preload, env_extra, stdio, out_to_err, gate[0], status[1]);
+	}
+	free(merged);
+	close(gate[0]);
+	close(status[1]);
+	c->gate_fd = gate[1];
+	c->status_fd = status[0];
+	return 0;
+
+close_status:
+	free(merged);
+	close(status[0]);
+	close(status[1]);
+close_gate:
+	close(gate[0]);
+	close(gate[1]);
+	return err;
+}
+
+int target_release(struct target_child *c)
+{
+	int child_err = 0;
+	ssize_t n;
+
+	if (write(c->gate_fd, "g", 1) != 1) {
+		int err = -errno;
+		target_abort(c);
+		return err;
+	}
+	close(c->gate_fd);
+	c->gate_fd = -1;
+	/* EOF: the exec closed the close-on-exec pipe, so CMD runs */
+	n = read(c->status_fd, &child_err, sizeof(child_err));
+	close(c->status_fd);
+	c->status_fd = -1;
+	if (n == (ssize_t)sizeof(child_err)) {
+		waitpid(c->pid, NULL, 0);
+		return -child_err;
+	}
+	return 0;
+}
+
+void target_abort(struct target_child *c)
+{
+	if (c->pid > 0) {
+		kill(c->pid, SIGKILL);
+		waitpid(c->pid, NULL, 0);
+		c->pid = -1;
+	}
+	if (c->gate_fd >= 0)
+		close(c->gate_fd);
+	if (c->status_fd >= 0)
+		close(c->status_fd);
+	c->gate_fd = c->status_fd = -1;
+}
+
+bool target_alive(pid_t pid)
+{
+	char path[64], state = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	/* "pid (comm) S ...": comm may hold spaces and parentheses */
+	char buf[512];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *rp = strrchr(buf, ')');
+	if (rp && rp[1] == ' ')
+		state = rp[2];
+	return state && state != 'Z' && state != 'X';
+}
+
+/* A kernel thread (PF_KTHREAD in /proc/PID/stat's flags, the ninth field):
+ * no user memory, nothing for tally to trace. */
+bool target_is_kthread(pid_t pid)
+{
+	char path[64], buf[512];
+	unsigned long flags = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *rp = strrchr(buf, ')');
+	/* after ") ": state ppid pgrp session tty_nr tpgid flags */
+	if (!rp || sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+		return false;
+	return flags & 0x00200000UL;
+}
+
+int target_find_lib(pid_t pid, const char *name, char *path, size_t len, uint64_t *bias)
+{
+	char maps[64];
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
+	return target_maps_find_lib(maps, name, path, len, bias);
+}
+
+int target_maps_find_lib(const char *maps, const char *name, char *path, size_t len, uint64_t *bias)
+{
+	char line[TARGET_PATH_MAX + 128];
+	int err = -ENOENT;
+	FILE *f;
+
+	f = fopen(maps, "r");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long start, off;
+		int pos = 0;
+		if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %n", &start, &off, &pos) < 2 || !pos)
+			continue;
+		char *file = line + pos;
+		file[strcspn(file, "\n")] = 0;
+		if (file[0] != '/')
+			continue;
+		const char *base = strrchr(file, '/') + 1;
+		/* "libc.so.6" for "libc.so", but not "libtally_alloc.so" for "libtally.so" */
+		size_t nl = strlen(name);
+		if (strncmp(base, name, nl) || (base[nl] && base[nl] != '.'))
+			continue;
+		if (off != 0)
+			continue;
+		if (strlen(file) >= len) {
+			err = -ENAMETOOLONG;
+			break;
+		}
+		strcpy(path, file);
+		/* shared objects are linked at 0: the first mapping is the bias */
+		*bias = start;
+		err = 0;
+		break;
+	}
+	fclose(f);
+	return err;
+}
+
+int target_comm(pid_t pid, pid_t tid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	if (n < 0) {
+		err = -errno;
+		n = 0;
+	}
+	buf[n] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	close(fd);
+	return err;
+}
+
+int target_threads(pid_t pid, pid_t *tids, int max)
+{
+	char path[64];
+	struct dirent *d;
+	int n = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return -errno;
+	while ((d = readdir(dir)) && n < max) {
+		char *end;
+		long t = strtol(d->d_name, &end, 10);
+		if (*end || t <= 0)
+			continue;
+		tids[n++] = (pid_t)t;
+	}
+	closedir(dir);
+	return n;
+}
+
+int target_alloc_resident(pid_t pid, uint64_t *bytes)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
+	return target_smaps_alloc_resident(path, bytes);
+}
+
+int target_smaps_alloc_resident(const char *smaps, uint64_t *bytes)
+{
+	char line[512];
+	uint64_t rss = 0, total = 0;
+	bool have_rss = false;
+	FILE *f;
+
+	f = fopen(smaps, "r");
+	if (!f)
+		return -errno;
+	/* each mapping's Rss comes before its VmFlags, which close the entry */
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long kb;
+		if (sscanf(line, "Rss: %lu kB", &kb) == 1) {
+			rss = kb * 1024;
+			have_rss = true;
+		} else if (!strncmp(line, "VmFlags:", 8)) {
+			if (have_rss && strstr(line, " nh") && strstr(line, " rr"))
+				total += rss;
+			have_rss = false;
+		}
+	}
+	fclose(f);
+	*bytes = total;
+	return 0;
+}
+
+int target_elf_symbols(const char *path, const char *const names[], size_t n, uint64_t addr[])
+{
+	Elf_Scn *scn = NULL;
+	int fd, err = 0;
+	Elf *elf;
+
+	memset(addr, 0, n * sizeof(addr[0]));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf) {
+		err = -EINVAL;
+		goto close_fd;
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		Elf_Data *data = elf_getdata(scn, NULL);
+		size_t count = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
+		for (size_t i = 0; data && i < count; i++) {
+			GElf_Sym s;
+			const char *nm;
+			/* defined here, not merely imported */
+			if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF ||
+			    !s.st_value)
+				continue;
+			nm = elf_strptr(elf, sh.sh_link, s.st_name);
+			for (size_t k = 0; nm && k < n; k++)
+				if (!addr[k] && !strcmp(nm, names[k]))
+					addr[k] = s.st_value;
+		}
+	}
+	elf_end(elf);
+close_fd:
+	close(fd);
+	return err;
+}
+
+int target_elf_symbol(const char *path, const char *sym, uint64_t *addr)
+{
+	int err = target_elf_symbols(path, &sym, 1, addr);
+
+	return err ? err : *addr ? 0 : -ENOENT;
+}

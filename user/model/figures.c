@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The figures of one tick (figures.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "figures.h"
+
+_Static_assert(TALLY_STATS_COUNT == TALLY_STATS_FIELDS, "the probe's array is the struct");
+
+const char *const figures_stat_names[TALLY_STATS_COUNT] = {
+#define STAT_NAME(field, metric, unit, help) #field,
+	TALLY_STATS_X(STAT_NAME)
+#undef STAT_NAME
+};
+
+const char *const figures_stat_units[TALLY_STATS_COUNT] = {
+#define STAT_UNIT(field, metric, unit, help) unit,
+	TALLY_STATS_X(STAT_UNIT)
+#undef STAT_UNIT
+};
+
+const struct figures_instance_field figures_instance_fields[FIGURES_INSTANCE_COUNT] = {
+#define INSTANCE_FIELD(field, type, kind, unit, metric, ptype, counter, help)                      \
+	{ #field,                                                                                  \
+	  unit,                                                                                    \
+	  metric,                                                                                  \
+	  ptype,                                                                                   \
+	  counter,                                                                                 \
+	  help,                                                                                    \
+	  FIGURES_##kind,                                                                          \
+	  _Generic((type)0, int64_t                                                                \
+		   : true, default                                                                 \
+		   : false),                                                                       \
+	  offsetof(struct figures_instance, field) },
+	FIGURES_INSTANCE_X(INSTANCE_FIELD)
+#undef INSTANCE_FIELD
+};
+
+uint64_t figures_instance_get(const struct figures_instance *in, unsigned i)
+{
+	uint64_t v;
+
+	/* every field is 8 bytes: uint64_t or int64_t */
+	memcpy(&v, (const char *)in + figures_instance_fields[i].offset, sizeof(v));
+	return v;
+}
+
+const char *figures_allocator_name(enum figures_allocator a)
+{
+	static const char *const names[] = { "tally", "glibc", "none" };
+
+	return a <= FIGURES_ALLOC_NONE ? names[a] : "none";
+}
+
+const char *figures_cuda_name(enum figures_cuda c)
+{
+	static const char *const names[] = { "none", "driver", "cupti" };
+
+	return c <= FIGURES_CUDA_CUPTI ? names[c] : "none";
+}
+
+/* Groups [lo, hi): GPU figures from CUPTI when it spoke, else the driver. */
+static void instance_of(struct figures_instance *out, const struct model *m,
+			const struct figures_sources *src, uint32_t lo, uint32_t hi)
+{
+	enum gpu_source gs = gpu_source_of(&m->gpu);
+
+	memset(out, 0, sizeof(*out));
+	for (uint32_t i = lo; i < hi; i++) {
+		const struct gpu_group *gg = &m->gpu.groups[gs][i];
+		out->kernels_launched += gg->kernels_launched;
+		out->graph_launches += gg->graph_launches;
+		out->failed_launches += gg->failed_launches;
+		out->device_bytes_allocated += gg->device_bytes;
+		out->host_pinned_bytes += gg->host_pinned;
+		out->bytes_pinned += gg->image_bytes;
+		out->yield_count += m->groups[i].yields;
+		out->back_pressure_rejections += m->groups[i].rejects + gg->failed_launches;
+		out->os_yields += src->cuda.os_yields[i];
+	}
+}
+
+static void build_target(struct figures_target *t, const struct model *m,
+			 const struct figures_sources *src)
+{
+	int st = src->exit_status;
+
+	t->pid = src->pid;
+	t->comm = src->comm;
+	t->allocator = src->allocator;
+	t->cuda = m->gpu.seen[GPU_SRC_CUPTI]				? FIGURES_CUDA_CUPTI :
+		  m->gpu.seen[GPU_SRC_DRIVER] || src->cuda.entry_points ? FIGURES_CUDA_DRIVER :
+									  FIGURES_CUDA_NONE;
+	t->late = src->late;
+	/* a late attach to a busy allocator may find heaps moving while it
+	 * reads them: then the figures are not exact, and this says why */
+	t->read_known = src->late && src->allocator == FIGURES_ALLOC_TALLY;
+	t->read_consistent = src->late_consistent;
+	t->gone = src->gone;
+	t->ended = src->have_exit;
+	t->exit_code = src->have_exit && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	t->signal = src->have_exit && WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+}
+
+static void build_events(struct figures_events *e, const struct model *m,
+			 const struct figures_sources *src)
+{
+	e->received = m->received;
+	e->lost = src->lost_msgs;
+	e->lost_record_words = src->lost_words;
+	e->lost_outside_read = src->lost_outside_read;
+	e->malformed = m->malformed + src->malformed_bpf;
+	e->records = m->records;
+}
+
+/* libtally_alloc: the replayed identity. glibc mode: only what glibc can
+ * say (live, rounding, large mappings); the other terms have no glibc
+ * meaning. */
+static void build_stats(struct figures_process *p, const struct model *m,
+			const struct figures_sources *src)
+{
+	struct figures_stats *fs = &p->stats;
+	struct tally_stats st;
+	uint64_t v[TALLY_STATS_COUNT];
+
+	if (src->allocator == FIGURES_ALLOC_TALLY) {
+		model_stats(m, &st);
+		tally_stats_to_array(&st, v);
+		for (unsigned i = 0; i < TALLY_STATS_COUNT; i++)
+			fs->v[i] = (int64_t)v[i];
+		fs->known = (1u << TALLY_STATS_COUNT) - 1;
+		fs->identity = true;
+		fs->accounted = (int64_t)tally_stats_accounted(&st);
+		fs->balanced = tally_stats_balanced(&st);
+		fs->predicted_resident = (int64_t)tally_stats_predicted_resident(&st);
+		fs->have_resident = src->have_resident;
+		fs->resident = src->resident;
+		/* the allocator's own: read at the end from a running target, or
+		 * its exit hand-over */
+		if (src->have_final_inprocess) {
+			tally_stats_to_array(&src->final_inprocess, p->inprocess);
+			p->have_inprocess = true;
+		} else if (m->have_inprocess) {
+			memcpy(p->inprocess, m->inprocess, sizeof(p->inprocess));
+			p->have_inprocess = true;
+		}
+	} else if (src->allocator == FIGURES_ALLOC_GLIBC && src->have_glibc) {
+		fs->v[TALLY_STAT_live] = (int64_t)src->glibc.live;
+		fs->v[TALLY_STAT_rounding] = (int64_t)src->glibc.rounding;
+		fs->v[TALLY_STAT_large_count] = (int64_t)src->glibc.large_count;
+		fs->known = 1u << TALLY_STAT_live | 1u << TALLY_STAT_rounding |
+			    1u << TALLY_STAT_large_count;
+	}
+}
+
+/* A group's lifetime counters from whichever source feeds the figures. */
+static void build_group(struct figures_group *fg, uint32_t g, const struct model *m,
+			const struct figures_sources *src)
+{
+	const struct model_group *mg = &m->groups[g];
+
+	fg->id = g;
+	fg->name = mg->name[0] ? mg->name : NULL;
+	if (src->allocator == FIGURES_ALLOC_GLIBC && src->have_glibc) {
+		fg->alloc_bytes = src->glibc.alloc_bytes[g];
+		fg->alloc_objs = src->glibc.alloc_objs[g];
+		fg->dealloc_bytes = src->glibc.dealloc_bytes[g];
+		fg->dealloc_objs = src->glibc.dealloc_objs[g];
+	} else {
+		fg->alloc_bytes = (uint64_t)m->rp.groups[g].alloc_bytes;
+		fg->alloc_objs = (uint64_t)m->rp.groups[g].alloc_objs;
+		fg->dealloc_bytes = (uint64_t)m->rp.groups[g].dealloc_bytes;
+		fg->dealloc_objs = (uint64_t)m->rp.groups[g].dealloc_objs;
+	}
+	fg->live_bytes = (int64_t)(fg->alloc_bytes - fg->dealloc_bytes);
+	fg->cpu_ns = src->cpu_ns[g];
+	instance_of(&fg->instance, m, src, g, g + 1);
+	fg->shown = mg->known || fg->cpu_ns || fg->alloc_objs || fg->dealloc_objs ||
+		    fg->instance.os_yields;
+}
+
+static int cmp_tid(const void *a, const void *b)
+{
+	const struct figures_thread *x = a, *y = b;
+
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static int build_threads(struct figures_process *p, const struct model *m)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->nthreads; i++)
+		n += m->threads[i].alive;
+	free(p->threads);
+	p->threads = n ? calloc(n, sizeof(*p->threads)) : NULL;
+	if (n && !p->threads)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nthreads; i++) {
+		const struct model_thread *t = &m->threads[i];
+		uint32_t g = model_thread_group(t);
+
+		if (!t->alive)
+			continue;
+		p->threads[p->nthreads].tid = t->tid;
+		p->threads[p->nthreads].group = g < TALLY_MAX_GROUPS ? g : 0;
+		p->threads[p->nthreads].comm = t->comm;
+		p->nthreads++;
+	}
+	if (p->nthreads)
+		qsort(p->threads, p->nthreads, sizeof(*p->threads), cmp_tid);
+	return 0;
+}
+
+/* Why the figures of a libtally_alloc target are not exact. */
+static void why_alloc(struct figures_process *p, const struct model *m,
+		      const struct figures_sources *src)
+{
+	struct tally_stats st;
+
+	model_stats(m, &st);
+	if (src->late && !src->late_consistent)
+		p->why[p->nwhy++] = "the allocator's state moved while it was read at attach";
+	/* a target still running at the end: its own figures were read while
+	 * its threads ran; a heap caught in the middle of an operation makes
+	 * the two disagree, and then neither is exact */
+	if (src->have_final_inprocess && !src->final_consistent)
+		p->why[p->nwhy++] = "the allocator's state moved while it was read at the end";
+	else if (src->have_final_inprocess && memcmp(&st, &src->final_inprocess, sizeof(st)))
+		p->why[p->nwhy++] = "the target was running: tally's figures and the allocator's "
+				    "own, read as its threads ran, differ";
+	/* ended without the allocator's exit hand-over (killed, or _exit): what
+	 * its threads held and had not handed over may be missing */
+	if (src->gone && !m->have_inprocess)
+		p->why[p->nwhy++] = "ended without the allocator's exit hand-over";
+	if (m->have_inprocess && m->inprocess_threads_held)
+		p->why[p->nwhy++] =
+			"exit() while other threads held records they never handed over";
+}
+
+/* Why the figures are not exact (none: they are), in the snapshot's order. */
+static void build_why(struct figures_process *p, const struct model *m,
+		      const struct figures_sources *src)
+{
+	bool tally = src->allocator == FIGURES_ALLOC_TALLY;
+	struct tally_stats st;
+
+	p->nwhy = 0;
+	if (src->lost_msgs || src->lost_words)
+		p->why[p->nwhy++] = "events lost: the ring was full";
+	if (m->malformed || src->malformed_bpf)
+		p->why[p->nwhy++] = "malformed records refused";
+	if (src->deferred_dropped)
+		p->why[p->nwhy++] = "records that came while the state was read at attach were "
+				    "more than tally keeps aside (64 MiB): some dropped";
+	if (tally)
+		why_alloc(p, m, src);
+	if (m->collided_id)
+		p->why[p->nwhy++] =
+			"an SDK group got the id of a --group rule's group: their figures merged";
+	if (src->cut_torn && tally)
+		p->why[p->nwhy++] =
+			"a thread's records from before this moment were still on their way";
+	/* a view's tick while threads run: one thread's records (a foreign
+	 * free) may be in before another's (the allocation) */
+	model_stats(m, &st);
+	if (tally && !tally_stats_balanced(&st))
+		p->why[p->nwhy++] = "the identity does not balance at this moment: records of "
+				    "other threads still on their way";
+	if (src->late && m->registry_threads_dropped)
+		p->why[p->nwhy++] = "more threads in groups than the SDK's registry holds (4096) "
+				    "at attach: some threads' groups unknown, their CPU charged "
+				    "to root";
+	if (src->allocator == FIGURES_ALLOC_GLIBC &&
+	    !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late))
+		p->why[p->nwhy++] = "glibc mode: not every call was seen";
+	p->exact = p->nwhy == 0;
+}
+
+static int build_process(struct figures_process *p, const struct model *m,
+			 const struct figures_sources *src)
+{
+	struct figures_thread *threads = p->threads;
+
+	memset(p, 0, sizeof(*p));
+	p->threads = threads;
+	build_target(&p->target, m, src);
+	build_why(p, m, src);
+	build_events(&p->events, m, src);
+	build_stats(p, m, src);
+	instance_of(&p->instance, m, src, 0, TALLY_MAX_GROUPS);
+	p->gpu_spoke = m->gpu.seen[GPU_SRC_CUPTI] || m->gpu.seen[GPU_SRC_DRIVER];
+	p->gpu_attached = p->gpu_spoke || src->cupti || src->cuda.entry_points;
+	p->start_ns = src->start_ns;
+	p->now_ns = src->now_ns;
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++)
+		build_group(&p->groups[g], g, m, src);
+	return build_threads(p, m);
+}
+
+int figures_build(struct figures *f, const struct model *m, const struct figures_sources *src)
+{
+	int err;
+
+	if (!f->procs) {
+		f->procs = calloc(1, sizeof(*f->procs));
+		if (!f->procs)
+			return -ENOMEM;
+	}
+	f->nprocs = 1;
+	err = build_process(&f->procs[0], m, src);
+	if (err)
+		figures_free(f);
+	return err;
+}
+
+void figures_free(struct figures *f)
+{
+	for (unsigned i = 0; f->procs && i < f->nprocs; i++)
+		free(f->procs[i].threads);
+	free(f->procs);
+	f->procs = NULL;
+	f->nprocs = 0;
+}

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The figures of one tick, built once (figures_build) from the model and
+ * the sources read beside the ring, and rendered by every view: the snapshot
+ * document, top's frame, record's counters and serve's exposition. A view
+ * reads a struct figures and nothing else, so that no view decides on its
+ * own what glibc mode knows, what is exact, or which GPU source counts.
+ *
+ * Pure code (house rule 5): no I/O. The figures hold pointers into the
+ * model (names), valid while the model is unchanged.
+ *
+ * Shaped for what comes: `procs` is the processes of one tree, root first
+ * (today only the root), and a group's figures are where its heap sites go.
+ */
+#ifndef TALLY_FIGURES_H
+#define TALLY_FIGURES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "sources.h"
+
+/*
+ * The instance figures (DESIGN.md §4), written once:
+ * X(field, type, kind, unit, metric, prom_type, trace_counter, help). The struct,
+ * the snapshot's "instance" objects (in this order), the Prometheus families
+ * ("tally_" metric for the process, "tally_group_" metric per group) and the
+ * trace's counters (when trace_counter is not NULL) expand this list. kind:
+ * SDK (the app's reports), GPU (a GPU source; per group only once one spoke)
+ * or OS.
+ */
+#define FIGURES_INSTANCE_X(X)                                                                      \
+	X(kernels_launched, uint64_t, GPU, "count", "gpu_kernels_launched_total", "counter",       \
+	  "gpu.kernels_launched", "Kernel launches the driver accepted")                           \
+	X(bytes_pinned, int64_t, GPU, "bytes", "gpu_image_bytes", "gauge", "gpu.image_bytes",      \
+	  "Image bytes (PTX, cubin, fatbin) of loaded modules and libraries (bytes_pinned)")       \
+	X(back_pressure_rejections, uint64_t, SDK, "count", "back_pressure_rejections_total",      \
+	  "counter", "sdk.back_pressure_rejections",                                               \
+	  "Launches the driver refused plus rejections the application reported")                  \
+	X(yield_count, uint64_t, SDK, "count", "yields_total", "counter", "sdk.yields",            \
+	  "Cooperative yields the application reported")                                           \
+	X(device_bytes_allocated, int64_t, GPU, "bytes", "gpu_device_bytes", "gauge",              \
+	  "gpu.device_bytes", "Device memory allocated and not freed")                             \
+	X(graph_launches, uint64_t, GPU, "count", "gpu_graph_launches_total", "counter", NULL,     \
+	  "Graph launches the driver accepted")                                                    \
+	X(failed_launches, uint64_t, GPU, "count", "gpu_failed_launches_total", "counter", NULL,   \
+	  "Launches the driver refused")                                                           \
+	X(host_pinned_bytes, int64_t, GPU, "bytes", "gpu_host_pinned_bytes", "gauge",              \
+	  "gpu.host_pinned_bytes", "Pinned host memory")                                           \
+	X(os_yields, uint64_t, OS, "count", "os_yields_total", "counter", NULL,                    \
+	  "sched_yield calls outside the driver's synchronize")
+
+struct figures_instance {
+#define FIGURES_INSTANCE_FIELD(field, type, kind, unit, metric, ptype, counter, help) type field;
+	FIGURES_INSTANCE_X(FIGURES_INSTANCE_FIELD)
+#undef FIGURES_INSTANCE_FIELD
+};
+
+enum figures_kind { FIGURES_SDK, FIGURES_GPU, FIGURES_OS };
+
+/* One instance figure, for the views that walk them all. */
+struct figures_instance_field {
+	const char *name, *unit, *metric, *prom_type, *counter, *help;
+	enum figures_kind kind;
+	bool is_signed;
+	size_t offset; /* in struct figures_instance */
+};
+enum {
+#define FIGURES_INSTANCE_INDEX(field, type, kind, unit, metric, ptype, counter, help)              \
+	FIGURES_IN_##field,
+	FIGURES_INSTANCE_X(FIGURES_INSTANCE_INDEX)
+#undef FIGURES_INSTANCE_INDEX
+		FIGURES_INSTANCE_COUNT
+};
+extern const struct figures_instance_field figures_instance_fields[FIGURES_INSTANCE_COUNT];
+/* A figure's value; a signed one as its int64_t bits. */
+uint64_t figures_instance_get(const struct figures_instance *in, unsigned i);
+
+/* The Stats fields' names, units and help (TALLY_STATS_X), by index. */
+extern const char *const figures_stat_names[TALLY_STATS_COUNT];
+extern const char *const figures_stat_units[TALLY_STATS_COUNT];
+
+enum figures_cuda { FIGURES_CUDA_NONE, FIGURES_CUDA_DRIVER, FIGURES_CUDA_CUPTI };
+const char *figures_allocator_name(enum figures_allocator a); /* "tally", "glibc", "none" */
+const char *figures_cuda_name(enum figures_cuda c);	      /* "none", "driver", "cupti" */
+
+struct figures_target {
+	pid_t pid;
+	const char *comm; /* from the target: unescaped */
+	enum figures_allocator allocator;
+	enum figures_cuda cuda;
+	bool late;	       /* attached to a running process */
+	bool read_known;       /* late, with libtally_alloc: its state was read... */
+	bool read_consistent;  /* ... while no heap moved */
+	bool gone;	       /* the target has exited */
+	bool ended;	       /* ... and how is known: */
+	int exit_code, signal; /* exit status or terminating signal (-1 / 0 when not) */
+};
+
+struct figures_events {
+	uint64_t received, lost, lost_record_words, lost_outside_read, malformed, records;
+};
+
+/* The Stats as tally rebuilt them. Signed: a rebuild that lost records can
+ * take a term below zero. Glibc mode knows only some terms (known). */
+struct figures_stats {
+	uint32_t known; /* bit i: v[i] is known */
+	int64_t v[TALLY_STATS_COUNT];
+	bool identity; /* libtally_alloc: the derived figures below are known */
+	int64_t accounted, predicted_resident;
+	bool balanced;
+	bool have_resident;
+	uint64_t resident; /* measured */
+};
+
+struct figures_group {
+	uint32_t id;
+	const char *name; /* the model's, unescaped; NULL when it has none */
+	bool shown;	  /* named, or charged something: the groups a view lists */
+	uint64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs; /* lifetime, requested */
+	int64_t live_bytes;
+	uint64_t cpu_ns;
+	struct figures_instance instance;
+};
+
+struct figures_thread {
+	uint32_t tid;
+	uint32_t group;
+	const char *comm; /* the model's, unescaped */
+};
+
+#define FIGURES_MAX_WHY 16
+
+struct figures_process {
+	struct figures_target target;
+	bool exact;
+	unsigned nwhy;
+	const char *why[FIGURES_MAX_WHY]; /* why not exact */
+	struct figures_events events;
+	struct figures_stats stats;
+	bool have_inprocess; /* the allocator's own Stats (its exit hand-over or a final read) */
+	uint64_t inprocess[TALLY_STATS_COUNT];
+	struct figures_instance instance; /* the process's: the sum over groups */
+	bool gpu_attached;		  /* a GPU source is attached, even if silent */
+	bool gpu_spoke;			  /* ... and has spoken */
+	uint64_t start_ns, now_ns;
+	struct figures_group groups[TALLY_MAX_GROUPS]; /* by id; `shown` says which to list */
+	size_t nthreads;			       /* live threads, by tid */
+	struct figures_thread *threads;
+};
+
+struct figures {
+	unsigned nprocs; /* root first */
+	struct figures_process *procs;
+};
+
+/* The figures of this tick: 0, or -ENOMEM (then f is empty). f starts
+ * zeroed; a later build reuses what the last one allocated. */
+int figures_build(struct figures *f, const struct model *m, const struct figures_sources *src);
+void figures_free(struct figures *f);
+
+#endif /* TALLY_FIGURES_H */

@@ -1,0 +1,564 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The rebuild of everything tally reports, from the ring buffer's messages
+ * (bpf/tally_events.h). Allocator records go through the replay; each heap's
+ * records are numbered, so that those already counted in a state read from
+ * memory (late attach, or pending records read at the end) are applied once.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+void model_init(struct model *m)
+{
+	memset(m, 0, sizeof(*m));
+	tally_replay_init(&m->rp);
+	gpu_init(&m->gpu);
+	strcpy(m->groups[0].name, "root");
+	m->groups[0].known = true;
+}
+
+void model_free(struct model *m)
+{
+	gpu_free(&m->gpu);
+	free(m->threads);
+	free(m->heaps);
+	m->threads = NULL;
+	m->heaps = NULL;
+	m->nthreads = m->nheaps = 0;
+}
+
+static int group_by_name(const struct model *m, const char *name)
+{
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
+		if (m->groups[g].known && !strcmp(m->groups[g].name, name))
+			return (int)g;
+	return -1;
+}
+
+/* A glob fnmatch reads as the user meant: every '[' closed (fnmatch would
+ * take an unclosed one as a literal, and the rule would never match). */
+static bool glob_valid(const char *g)
+{
+	for (const char *c = g; *c; c++) {
+		if (*c == '\\' && c[1]) {
+			c++;
+			continue;
+		}
+		if (*c != '[')
+			continue;
+		const char *e = c + 1;
+		if (*e == '!' || *e == '^')
+			e++;
+		if (*e == ']')
+			e++; /* a ']' first in the set is one of its members */
+		while (*e && *e != ']')
+			e++;
+		if (!*e)
+			return false;
+		c = e;
+	}
+	return true;
+}
+
+int model_add_rule(struct model *m, const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	struct model_rule *r;
+	int g;
+
+	if (!eq || eq == spec || !eq[1] || (size_t)(eq - spec) >= TALLY_GROUP_NAME_MAX ||
+	    strlen(eq + 1) >= sizeof(r->glob) || !glob_valid(eq + 1))
+		return -EINVAL;
+	if (m->nrules == MODEL_MAX_RULES)
+		return -ENOSPC;
+	r = &m->rules[m->nrules];
+	memcpy(r->name, spec, (size_t)(eq - spec));
+	r->name[eq - spec] = 0;
+	strcpy(r->glob, eq + 1);
+	g = group_by_name(m, r->name);
+	if (g < 0) {
+		/* ids from the top, where the SDK (counting up from 1) is last to reach */
+		for (g = TALLY_MAX_GROUPS - 1; g > 0 && m->groups[g].known; g--)
+			;
+		if (g == 0)
+			return -ENOSPC;
+		strcpy(m->groups[g].name, r->name);
+		m->groups[g].known = true;
+		m->groups[g].rule = true;
+	}
+	r->group = (uint32_t)g;
+	m->nrules++;
+	return 0;
+}
+
+struct model_thread *model_thread(struct model *m, uint32_t tid, bool create)
+{
+	for (size_t i = 0; i < m->nthreads; i++)
+		if (m->threads[i].tid == tid)
+			return &m->threads[i];
+	if (!create)
+		return NULL;
+	if (m->nthreads == m->cap_threads) {
+		size_t cap = m->cap_threads ? m->cap_threads * 2 : 64;
+		struct model_thread *n = realloc(m->threads, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		m->threads = n;
+		m->cap_threads = cap;
+	}
+	struct model_thread *t = &m->threads[m->nthreads++];
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	t->rule_group = -1;
+	t->alive = true;
+	return t;
+}
+
+uint32_t model_thread_group(const struct model_thread *t)
+{
+	if (t->group == 0 && t->rule_group >= 0)
+		return (uint32_t)t->rule_group;
+	return t->group;
+}
+
+int32_t model_thread_named(struct model *m, uint32_t tid, const char *comm)
+{
+	struct model_thread *t = model_thread(m, tid, true);
+
+	if (!t)
+		return -1;
+	strncpy(t->comm, comm, sizeof(t->comm) - 1);
+	t->comm[sizeof(t->comm) - 1] = 0;
+	t->rule_group = -1;
+	for (unsigned i = 0; i < m->nrules; i++) {
+		if (!fnmatch(m->rules[i].glob, t->comm, 0)) {
+			t->rule_group = (int32_t)m->rules[i].group;
+			break;
+		}
+	}
+	return t->rule_group;
+}
+
+static struct model_heap *model_heap(struct model *m, uint64_t id)
+{
+	for (size_t i = 0; i < m->nheaps; i++)
+		if (m->heaps[i].id == id)
+			return &m->heaps[i];
+	if (m->nheaps == m->cap_heaps) {
+		size_t cap = m->cap_heaps ? m->cap_heaps * 2 : 16;
+		struct model_heap *n = realloc(m->heaps, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		m->heaps = n;
+		m->cap_heaps = cap;
+	}
+	struct model_heap *h = &m->heaps[m->nheaps++];
+	h->id = id;
+	h->applied = h->done = 0;
+	/* made after the cut: all past it */
+	h->limit = m->cut || m->holding ? 0 : UINT64_MAX;
+	h->wait = 0;
+	return h;
+}
+
+void model_cut(struct model *m, uint64_t heap_id, uint64_t pos)
+{
+	struct model_heap *h = model_heap(m, heap_id);
+
+	if (h)
+		h->limit = pos;
+}
+
+void model_hold(struct model *m)
+{
+	m->holding = true;
+	m->waiting = 0;
+	for (size_t i = 0; i < m->nheaps; i++) {
+		m->heaps[i].limit = 0;
+		m->heaps[i].wait = 0;
+	}
+}
+
+void model_hold_at(struct model *m, uint64_t heap_id, uint64_t seq_first, uint64_t pos)
+{
+	struct model_heap *h = model_heap(m, heap_id);
+
+	if (!h)
+		return;
+	h->limit = pos;
+	/* its batches before seq_first are in the ring, or were applied */
+	if (h->done < seq_first && !h->wait)
+		m->waiting++;
+	h->wait = seq_first;
+}
+
+bool model_hold_reached(const struct model *m, uint64_t heap_id, uint64_t pos)
+{
+	for (size_t i = 0; i < m->nheaps; i++)
+		if (m->heaps[i].id == heap_id)
+			return m->heaps[i].done >= pos || m->heaps[i].applied >= pos;
+	return false;
+}
+
+void model_release(struct model *m)
+{
+	m->holding = false;
+	m->waiting = 0;
+	for (size_t i = 0; i < m->nheaps; i++) {
+		m->heaps[i].limit = m->cut ? m->heaps[i].limit : UINT64_MAX;
+		m->heaps[i].wait = 0;
+	}
+}
+
+/* Malloc's and free's one-word records, nearly all of them: applied
+ * without decoding to struct tally_ev, so the consumer keeps up with a busy
+ * target. Returns false for anything else. */
+void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
+			 const __u64 *words, uint32_t count)
+{
+	struct model_heap *h = model_heap(m, heap_id);
+	struct model_thread *t = model_thread(m, tid, false);
+	int32_t rule = t ? t->rule_group : -1;
+	uint32_t pos = 0;
+
+	m->saw_alloc = true;
+	if (!h) {
+		m->malformed++;
+		return;
+	}
+	/* records already in a state read from memory */
+	while (pos < count && seq_first + pos < h->applied) {
+		struct tally_ev e;
+		if (tally_ev_next(words, count, &pos, &e)) {
+			m->malformed++;
+			return;
+		}
+		m->skipped++;
+	}
+	/* records past the final cut: counted, not applied; past a view's
+	 * cut (holding): applied when it is released, the caller keeps the
+	 * message (held), and those below it are marked in */
+	bool truncated = false;
+	if (seq_first + count > h->limit) {
+		uint32_t keep = seq_first >= h->limit ? 0 : (uint32_t)(h->limit - seq_first);
+		if (m->holding)
+			m->held = true;
+		else
+			m->past_cut += count - (keep > pos ? keep : pos);
+		if (keep < count) {
+			count = keep > pos ? keep : pos;
+			truncated = m->holding;
+		}
+	}
+	uint64_t applied = 0, refused = 0;
+	int err = tally_replay_words(&m->rp, words, pos, count, rule, &applied, &refused);
+	m->records += applied;
+	m->malformed += refused + (err ? 1 : 0);
+	if (err)
+		return;
+	/* a batch across the cut: its part below is in (one wholly past it
+	 * marks nothing) */
+	if (truncated && seq_first < h->limit && h->applied < h->limit)
+		h->applied = h->limit;
+}
+
+void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
+			 const __u64 *words, uint32_t count)
+{
+	struct model_heap *h = model_heap(m, heap_id);
+
+	/* batches before these are still on their way through the ring (or
+	 * came out of order): applied now, these would set the watermark past
+	 * records not yet applied, which would then be skipped. They come
+	 * through the ring in their batch instead. */
+	if (h && seq_first > h->done)
+		return;
+	/* those the ring brought already (a full batch is read pending just
+	 * before its flush; the ring's copy may be in first) */
+	if (h && h->applied < h->done)
+		h->applied = h->done;
+	model_apply_records(m, heap_id, seq_first, tid, words, count);
+	/* when the batch they sit in is handed over later, they are in already */
+	h = model_heap(m, heap_id);
+	if (h && h->applied < seq_first + count)
+		h->applied = seq_first + count;
+}
+
+/* The CUPTI library's records: GPU records only, a kernel's name in the
+ * words after its KERNEL_NAME record. */
+static int apply_gpu_words(struct model *m, const __u64 *words, uint32_t count)
+{
+	uint32_t pos = 0;
+
+	while (pos < count) {
+		struct tally_ev e;
+		uint32_t at = pos;
+		if (tally_ev_next(words, count, &pos, &e))
+			return -EINVAL;
+		if (gpu_apply(&m->gpu, GPU_SRC_CUPTI, &e, &words[at + 2]))
+			m->malformed++;
+		else
+			m->records++;
+		if (e.group && e.group < TALLY_MAX_GROUPS)
+			m->groups[e.group].known = true;
+	}
+	return 0;
+}
+
+static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t len)
+{
+	size_t hdr = offsetof(struct tally_batch, words);
+	const struct tally_batch *b = &mb->batch;
+
+	if (len < offsetof(struct tally_msg_batch, batch) + hdr || mb->bytes < hdr ||
+	    mb->bytes > sizeof(*b) || b->magic != TALLY_BATCH_MAGIC ||
+	    b->version != TALLY_BATCH_VERSION || b->count > TALLY_BATCH_WORDS ||
+	    hdr + (size_t)b->count * sizeof(b->words[0]) > mb->bytes ||
+	    len < offsetof(struct tally_msg_batch, batch) + hdr + (size_t)b->count * 8)
+		return -EINVAL;
+	if (b->source == TALLY_SRC_CUPTI)
+		return apply_gpu_words(m, b->words, b->count);
+	if (b->source != TALLY_SRC_ALLOC)
+		return -EINVAL;
+	model_apply_records(m, b->heap_id, b->seq_first, b->tid, b->words, b->count);
+	/* every record below `done` is in: the ring's batches, in order (up
+	 * to a view's cut while it holds) */
+	struct model_heap *h = model_heap(m, b->heap_id);
+	uint64_t end = b->seq_first + b->count;
+	if (h && m->holding && end > h->limit)
+		end = h->limit > b->seq_first ? h->limit : b->seq_first;
+	if (h && b->seq_first <= h->done && h->done < end) {
+		if (h->wait && h->done < h->wait && end >= h->wait)
+			m->waiting--;
+		h->done = end;
+	}
+	return 0;
+}
+
+/* The SDK named group g. A --group rule's group with that id keeps its name
+ * (the user asked for it); the two are merged from here on, which the
+ * snapshot calls inexact (collided_id). */
+static void sdk_group_named(struct model *m, uint32_t g, const char *name)
+{
+	struct model_group *mg = &m->groups[g];
+
+	if (mg->rule) {
+		if (!m->collided_id && strncmp(mg->name, name, TALLY_GROUP_NAME_MAX)) {
+			m->collided_id = g;
+			memcpy(m->collided_sdk, name, TALLY_GROUP_NAME_MAX);
+			m->collided_sdk[TALLY_GROUP_NAME_MAX - 1] = 0;
+		}
+		return;
+	}
+	memcpy(mg->name, name, TALLY_GROUP_NAME_MAX);
+	mg->name[TALLY_GROUP_NAME_MAX - 1] = 0;
+	mg->known = true;
+}
+
+static int apply_group(struct model *m, const struct tally_msg_group *g)
+{
+	struct model_thread *t;
+
+	if (g->group >= TALLY_MAX_GROUPS)
+		return -EINVAL;
+	switch (g->hdr.kind) {
+	case TALLY_MSG_GROUP_REGISTER:
+		sdk_group_named(m, g->group, g->name);
+		break;
+	case TALLY_MSG_GROUP_ENTER:
+	case TALLY_MSG_GROUP_EXIT:
+		t = model_thread(m, g->hdr.tid, true);
+		if (t)
+			t->group = g->group;
+		m->groups[g->group].occupied = true;
+		break;
+	case TALLY_MSG_YIELD:
+		m->groups[g->group].yields++;
+		break;
+	case TALLY_MSG_REJECT:
+		m->groups[g->group].rejects++;
+		break;
+	}
+	return 0;
+}
+
+/*
+ * exec: a new image in the same process, with an allocator and an SDK
+ * registry of its own that start from zero. The old image's figures end here
+ * (what it had not handed over went with it); CPU, lost counts and threads
+ * go on, as they are the process's.
+ */
+static void model_exec(struct model *m)
+{
+	tally_replay_init(&m->rp);
+	m->nheaps = 0;
+	m->have_inprocess = false;
+	m->saw_alloc = false;
+	m->exited = false;
+	for (unsigned g = 1; g < TALLY_MAX_GROUPS; g++) {
+		bool ruled = false;
+		for (unsigned r = 0; r < m->nrules; r++)
+			ruled |= m->rules[r].group == g;
+		m->groups[g].yields = m->groups[g].rejects = 0;
+		/* the old registry's names go, but for groups threads were in
+		 * (CPU may be charged to them, and CPU is the process's);
+		 * --group rules stay (they name threads, whatever image runs) */
+		if (!m->groups[g].occupied && !ruled) {
+			m->groups[g].known = false;
+			m->groups[g].name[0] = 0;
+		}
+	}
+	m->groups[0].yields = m->groups[0].rejects = 0;
+}
+
+static int apply_thread(struct model *m, const struct tally_msg_thread *th)
+{
+	char comm[TALLY_COMM_LEN];
+	struct model_thread *t;
+
+	memcpy(comm, th->comm, sizeof(comm));
+	comm[sizeof(comm) - 1] = 0;
+	switch (th->hdr.kind) {
+	case TALLY_MSG_THREAD_NAME:
+		if (th->hdr.flags & TALLY_THREAD_EXEC)
+			model_exec(m);
+		model_thread_named(m, th->hdr.tid, comm);
+		break;
+	case TALLY_MSG_THREAD_NEW:
+		model_thread_named(m, th->hdr.tid, comm);
+		break;
+	case TALLY_MSG_THREAD_EXIT:
+		t = model_thread(m, th->hdr.tid, false);
+		if (t)
+			t->alive = false;
+		if (th->hdr.flags & TALLY_THREAD_GROUP_DEAD) {
+			m->exited = true;
+			m->exit_status = (int)th->parent_tid;
+		}
+		break;
+	}
+	return 0;
+}
+
+int model_apply(struct model *m, const void *data, size_t len)
+{
+	const struct tally_msg *hdr = data;
+	int err = -EINVAL;
+
+	m->received++;
+	if (len < sizeof(*hdr))
+		goto out;
+	switch (hdr->kind) {
+	case TALLY_MSG_BATCH:
+		err = apply_batch(m, data, len);
+		break;
+	case TALLY_MSG_GROUP_REGISTER:
+	case TALLY_MSG_GROUP_ENTER:
+	case TALLY_MSG_GROUP_EXIT:
+	case TALLY_MSG_YIELD:
+	case TALLY_MSG_REJECT:
+		if (len >= sizeof(struct tally_msg_group))
+			err = apply_group(m, data);
+		break;
+	case TALLY_MSG_THREAD_NEW:
+	case TALLY_MSG_THREAD_EXIT:
+	case TALLY_MSG_THREAD_NAME:
+		if (len >= sizeof(struct tally_msg_thread))
+			err = apply_thread(m, data);
+		break;
+	case TALLY_MSG_GPU:
+		if (len >= sizeof(struct tally_msg_gpu)) {
+			const struct tally_msg_gpu *gm = data;
+			err = gpu_apply(&m->gpu, GPU_SRC_DRIVER, &gm->ev, NULL);
+			if (!err && gm->ev.group)
+				m->groups[gm->ev.group].known = true;
+		}
+		break;
+	case TALLY_MSG_STATS:
+		if (len >= sizeof(struct tally_msg_stats)) {
+			const struct tally_msg_stats *s = data;
+			memcpy(m->inprocess, s->stats, sizeof(m->inprocess));
+			m->resident_at_exit = s->resident;
+			m->have_inprocess = true;
+			m->inprocess_threads_held = s->hdr.flags & TALLY_STATS_THREADS_HELD;
+			m->saw_alloc = true;
+			err = 0;
+		}
+		break;
+	}
+out:
+	if (err)
+		m->malformed++;
+	return err;
+}
+
+void model_seed_alloc(struct model *m, const struct remote_alloc *ra)
+{
+	const struct tally_stats *s = &ra->stats;
+	struct tally_replay *r = &m->rp;
+
+	r->mapped = (int64_t)s->mapped;
+	r->live = (int64_t)s->live;
+	r->rounding = (int64_t)s->rounding;
+	r->cache = (int64_t)s->cache;
+	r->span_free = (int64_t)s->span_free;
+	r->returned = (int64_t)s->returned;
+	r->virgin = (int64_t)s->virgin;
+	r->hysteresis = (int64_t)s->hysteresis;
+	r->segment_overhead = (int64_t)s->segment_overhead;
+	r->large_count = (int64_t)s->large_count;
+	r->spans_assigned = (int64_t)s->spans_assigned;
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
+		const struct tally_group_stats *gs = &ra->groups[g];
+		r->groups[g].alloc_bytes = (int64_t)gs->allocated_bytes;
+		r->groups[g].alloc_objs = (int64_t)gs->allocated_objects;
+		r->groups[g].dealloc_bytes = (int64_t)gs->deallocated_bytes;
+		r->groups[g].dealloc_objs = (int64_t)gs->deallocated_objects;
+		if (gs->allocated_objects)
+			m->groups[g].known = true;
+	}
+	for (uint32_t i = 0; i < ra->nheaps; i++) {
+		struct model_heap *h = model_heap(m, ra->heaps[i].id);
+		if (h && h->applied < ra->heaps[i].pos)
+			h->applied = ra->heaps[i].pos;
+		if (h && h->done < ra->heaps[i].pos)
+			h->done = ra->heaps[i].pos;
+	}
+	m->saw_alloc = true;
+}
+
+void model_seed_registry(struct model *m, const struct tally_registry *reg, bool absolute)
+{
+	/* threads beyond the registry's slots: their groups are not known */
+	if (reg->threads_dropped)
+		m->registry_threads_dropped = reg->threads_dropped;
+	for (uint32_t g = 0; g < reg->ngroups && g < TALLY_MAX_GROUPS; g++) {
+		if (!reg->names[g][0])
+			continue;
+		sdk_group_named(m, g, reg->names[g]);
+	}
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
+		if (absolute || !m->groups[g].yields)
+			m->groups[g].yields = reg->yields[g];
+		if (absolute || !m->groups[g].rejects)
+			m->groups[g].rejects = reg->rejects[g];
+	}
+	for (unsigned i = 0; i < TALLY_MAX_THREADS; i++) {
+		const struct tally_registry_thread *rt = &reg->threads[i];
+		if (!rt->tid || rt->group >= TALLY_MAX_GROUPS)
+			continue;
+		struct model_thread *t = model_thread(m, rt->tid, true);
+		if (t)
+			t->group = rt->group;
+		m->groups[rt->group].occupied = true;
+	}
+}
+
+void model_stats(const struct model *m, struct tally_stats *out)
+{
+	tally_replay_stats(&m->rp, out);
+}

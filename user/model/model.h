@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What tally knows about its target, rebuilt from the ring buffer's messages:
+ * the byte identity and per-group memory (through the replay), the groups'
+ * names, yields, rejections and CPU, the threads and their groups, and how
+ * much was received and lost. Pure code (house rule 5): messages in, numbers
+ * out; the loader and the views do the I/O.
+ */
+#ifndef TALLY_MODEL_H
+#define TALLY_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../alloc/sdk_registry.h"
+#include "../../bpf/tally_events.h"
+#include "alloc_state.h"
+#include "gpu.h"
+#include "replay.h"
+
+#define MODEL_MAX_RULES 32
+
+struct model_group {
+	char name[TALLY_GROUP_NAME_MAX];
+	bool known;    /* registered, named by a rule, or charged something */
+	bool rule;     /* named by a --group rule (ids from the top) */
+	bool occupied; /* a thread was in it: CPU may be charged to it */
+	uint64_t yields, rejects;
+};
+
+struct model_thread {
+	uint32_t tid;
+	uint32_t group;	    /* current group as the SDK says */
+	int32_t rule_group; /* group given by a --group rule, or -1 */
+	bool alive;
+	char comm[TALLY_COMM_LEN];
+};
+
+/* Per heap: records numbered below `applied` are in the figures already
+ * (read from memory); batches from the ring may come in any order above it. */
+struct model_heap {
+	uint64_t id;
+	uint64_t applied; /* records below are in (from the ring, a read, or pending) */
+	uint64_t done;	  /* every record below came in: pending from here may be applied */
+	uint64_t limit;	  /* records numbered from here on are past the cut */
+	uint64_t wait;	  /* holding: done must reach this (0: nothing awaited) */
+};
+
+/* --group NAME=GLOB: threads whose name matches join group NAME. */
+struct model_rule {
+	char name[TALLY_GROUP_NAME_MAX];
+	char glob[64];
+	uint32_t group;
+};
+
+struct model {
+	struct tally_replay rp;
+	struct gpu_model gpu;
+	struct model_group groups[TALLY_MAX_GROUPS];
+	struct model_thread *threads;
+	size_t nthreads, cap_threads;
+	struct model_heap *heaps;
+	size_t nheaps, cap_heaps;
+	struct model_rule rules[MODEL_MAX_RULES];
+	unsigned nrules;
+	uint64_t received;  /* messages */
+	uint64_t records;   /* allocator records applied */
+	uint64_t skipped;   /* records already in a state read from memory */
+	uint64_t malformed; /* messages or records refused */
+	/* an SDK group registered with the id of a --group rule's group (the SDK
+	 * counts up from 1, rules down from 255): their figures merge */
+	uint32_t collided_id; /* 0: none */
+	/* threads the SDK's registry had no slot for (more than TALLY_MAX_THREADS
+	 * in groups): at a late attach their current groups are unknown */
+	uint32_t registry_threads_dropped;
+	/* the final read of a running target (model_cut): records past each
+	 * heap's position then, and every record of a heap made after it, are
+	 * left out, so that the figures are those of that one moment */
+	bool cut;
+	uint64_t past_cut; /* records left out */
+	/* a view's cut (model_hold): the same limits, but records past them are
+	 * applied at model_release; `held` tells the caller to keep the message
+	 * it just gave, `waiting` counts heaps whose earlier batches are still
+	 * in the ring */
+	bool holding, held;
+	unsigned waiting;
+	char collided_sdk[TALLY_GROUP_NAME_MAX];
+	bool have_inprocess;	     /* the allocator handed over its own figures at exit */
+	bool inprocess_threads_held; /* ... while other threads held records (exit() as they ran) */
+	uint64_t inprocess[TALLY_STATS_FIELDS];
+	uint64_t resident_at_exit;
+	bool exited;	 /* the last thread is gone */
+	int exit_status; /* then: its wait status, as the kernel had it */
+	bool saw_alloc;	 /* any allocator batch or state: the target uses tally's allocator */
+};
+
+void model_init(struct model *m);
+void model_free(struct model *m);
+/* A rule; -EINVAL for a bad NAME=GLOB, -ENOSPC past MODEL_MAX_RULES. The
+ * group's id is the registered one with that name or one from the top. */
+int model_add_rule(struct model *m, const char *spec);
+/* One ring buffer message; -EINVAL (counted) when malformed. */
+int model_apply(struct model *m, const void *data, size_t len);
+/* The record words of one heap, the first numbered seq_first, from `tid`'s
+ * batch (bpf/tally_events.h: struct tally_batch). */
+void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
+			 const __u64 *words, uint32_t count);
+/* Records a live heap has not handed over yet, read from its memory. */
+/* The final cut: heap heap_id's figures end at record number pos. */
+void model_cut(struct model *m, uint64_t heap_id, uint64_t pos);
+/* A view's cut: model_hold, then each heap's position read with its pending
+ * records (seq_first: where they begin); records past it are held back
+ * until model_release. model_hold_reached: that heap's records below pos are
+ * all in. */
+void model_hold(struct model *m);
+void model_hold_at(struct model *m, uint64_t heap_id, uint64_t seq_first, uint64_t pos);
+bool model_hold_reached(const struct model *m, uint64_t heap_id, uint64_t pos);
+void model_release(struct model *m);
+void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
+			 const __u64 *words, uint32_t count);
+/* Start from a state read from memory (late attach): figures, and each
+ * heap's position, below which records are skipped. */
+void model_seed_alloc(struct model *m, const struct remote_alloc *ra);
+/* Group names and counters read from the SDK's registry. absolute: the
+ * counters replace what the messages counted (a final read of a live target). */
+void model_seed_registry(struct model *m, const struct tally_registry *reg, bool absolute);
+/* A thread seen in /proc (late attach) or renamed: its name, for the rules.
+ * Returns the rule group it now belongs to, or -1. */
+int32_t model_thread_named(struct model *m, uint32_t tid, const char *comm);
+struct model_thread *model_thread(struct model *m, uint32_t tid, bool create);
+/* The group a thread's CPU is charged to: its rule's, unless the SDK put it
+ * in another group than root. */
+uint32_t model_thread_group(const struct model_thread *t);
+
+void model_stats(const struct model *m, struct tally_stats *out);
+
+#endif /* TALLY_MODEL_H */

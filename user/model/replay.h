@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The replay: allocator records in, struct tally_stats and per-group counters
+ * out. Pure code, no I/O (house rule 5): the same module rebuilds the figures
+ * in tally from the ring buffer and, in the tests, from the batches the
+ * allocator hands to a sink, where it must equal the allocator's own figures.
+ */
+#ifndef TALLY_REPLAY_H
+#define TALLY_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../alloc/tally_alloc.h"
+#include "../../bpf/tally_events.h"
+
+struct tally_replay {
+	/* signed: records of different threads arrive in any order */
+	int64_t mapped, live, rounding, cache, span_free, returned, virgin, hysteresis,
+		segment_overhead, large_count, spans_assigned;
+	struct {
+		int64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs;
+	} groups[TALLY_MAX_GROUPS];
+	uint64_t records;  /* records applied */
+	uint64_t batches;  /* batches applied */
+	uint64_t rejected; /* malformed batches or records, not applied */
+};
+
+void tally_replay_init(struct tally_replay *r);
+/* One record; -EINVAL (and counted in rejected) for an unknown type or group. */
+int tally_replay_record(struct tally_replay *r, const struct tally_ev *e);
+/* A run of one-word records (alloc, free, foreign free) of one group from
+ * words[pos], summed; where the run ends. rule >= 0: a --group rule's group,
+ * charged what the records charge to root. */
+uint32_t tally_replay_word_run(struct tally_replay *r, const __u64 *words, uint32_t pos,
+			       uint32_t count, int32_t rule);
+/* words[pos..count): runs of one-word records summed, the others one by one
+ * (tally_replay_record); the path of tally's model and of tally_replay_batch.
+ * Adds to *applied and *refused; -EINVAL when a record runs past count. */
+int tally_replay_words(struct tally_replay *r, const __u64 *words, uint32_t pos, uint32_t count,
+		       int32_t rule, uint64_t *applied, uint64_t *refused);
+/* A whole batch as handed over (header and records); -EINVAL when malformed. */
+int tally_replay_batch(struct tally_replay *r, const void *data, size_t bytes);
+void tally_replay_stats(const struct tally_replay *r, struct tally_stats *out);
+int tally_replay_group(const struct tally_replay *r, uint32_t group, struct tally_group_stats *out);
+
+#endif /* TALLY_REPLAY_H */

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What tally reads beside the ring buffer, as plain values: the BPF side's
+ * counters (lost messages, CPU per group, the driver's and glibc's probes),
+ * the target's memory (its allocator's own Stats) and /proc. The core
+ * (session.c) fills a struct figures_sources at each tick; figures_build
+ * (figures.h) reads it with the model. Nothing here does I/O.
+ */
+#ifndef TALLY_SOURCES_H
+#define TALLY_SOURCES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../alloc/tally_alloc.h"
+#include "../../bpf/tally_events.h"
+
+/* glibc mode's figures (glibc.h), from bpf/glibc.bpf.c's counters. */
+struct glibc_figures {
+	/* over blocks allocated since attach and still live */
+	uint64_t live;	      /* requested bytes */
+	uint64_t rounding;    /* malloc_usable_size() - requested, bytes */
+	uint64_t large_count; /* blocks that are mmapped chunks */
+	/* per group, lifetime, requested sizes; a free is charged to the group
+	 * the block was allocated in, realloc is a free and an allocation */
+	uint64_t alloc_bytes[TALLY_MAX_GROUPS], alloc_objs[TALLY_MAX_GROUPS];
+	uint64_t dealloc_bytes[TALLY_MAX_GROUPS], dealloc_objs[TALLY_MAX_GROUPS];
+	uint64_t calls;		/* calls of the family (outermost ones) */
+	uint64_t untracked;	/* blocks the block map could not hold: not exact */
+	uint64_t unknown_frees; /* frees of blocks not allocated since attach (or untracked) */
+	uint64_t nested; /* calls glibc made inside another traced call (not counted twice) */
+	uint64_t lost;	 /* returns or frees the probes missed: not exact */
+};
+
+/* Every block allocated since attach is accounted. */
+static inline bool glibc_figures_exact(const struct glibc_figures *f)
+{
+	return !f->untracked && !f->lost;
+}
+
+/* The CUDA driver's probes' counters (cuda.h). */
+struct cuda_figures {
+	uint64_t untracked;	/* allocations the block map could not hold */
+	uint64_t unknown_frees; /* frees of blocks allocated before the attach */
+	uint64_t os_yields[TALLY_MAX_GROUPS];
+	unsigned entry_points; /* driver entry points probed */
+};
+
+/* Whose figures the memory figures are: libtally_alloc's records, glibc
+ * mode's probes, or nobody's yet. */
+enum figures_allocator { FIGURES_ALLOC_TALLY, FIGURES_ALLOC_GLIBC, FIGURES_ALLOC_NONE };
+
+struct figures_sources {
+	/* the target */
+	pid_t pid;
+	char comm[TALLY_COMM_LEN];
+	bool late;	   /* attached to a running process */
+	bool gone;	   /* it has exited */
+	bool have_exit;	   /* ... and how is known: */
+	int exit_status;   /* its wait status */
+	bool cupti;	   /* started with the CUPTI library injected */
+	uint64_t start_ns; /* CLOCK_MONOTONIC at attach */
+	uint64_t now_ns;   /* ... and at this tick */
+	enum figures_allocator allocator;
+	/* the ring: only what was lost between the state read at attach and
+	 * the cut at the end counts; the rest is in the state read, or past
+	 * the figures */
+	uint64_t lost_msgs, lost_words;
+	uint64_t lost_outside_read;
+	uint64_t malformed_bpf;	   /* batches the BPF side refused */
+	uint64_t deferred_dropped; /* messages past what a late attach keeps aside */
+	bool cut_torn;		   /* a thread's records below this tick's cut were not all in */
+	/* CPU per group (the scheduler's probes), the driver's and glibc's */
+	uint64_t cpu_ns[TALLY_MAX_GROUPS];
+	struct cuda_figures cuda;
+	bool have_glibc;
+	struct glibc_figures glibc;
+	/* the allocator's state read from the target's memory */
+	bool late_consistent;	   /* at attach, no heap moved during the read */
+	bool have_final_inprocess; /* read from a target still running at the end */
+	bool final_consistent;	   /* ... while no heap moved */
+	struct tally_stats final_inprocess;
+	bool have_resident;
+	uint64_t resident; /* resident bytes of the allocator's mappings */
+};
+
+#endif /* TALLY_SOURCES_H */

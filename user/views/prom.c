@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The Prometheus text exposition (prom.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "prom.h"
+
+#define REPLACEMENT "\xef\xbf\xbd" /* U+FFFD */
+
+/* The length of the valid UTF-8 sequence at s (of n bytes), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	size_t len;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	/* no overlong forms, no surrogates, nothing past U+10FFFF */
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (len > n || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return len;
+}
+
+void prom_escape(FILE *f, const char *str, size_t n, bool quote)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	for (size_t i = 0; i < n;) {
+		size_t len = utf8_len(s + i, n - i);
+		unsigned char c = s[i];
+
+		if (c == '\\') {
+			fputs("\\\\", f);
+		} else if (c == '\n') {
+			fputs("\\n", f);
+		} else if (c == '"' && quote) {
+			fputs("\\\"", f);
+		} else if (!len || c < 0x20 || c == 0x7f || (c == 0xc2 && s[i + 1] < 0xa0)) {
+			/* not UTF-8, or a C0/C1 control (terminal escapes): one
+			 * replacement for the byte, or for the control character */
+			fputs(REPLACEMENT, f);
+			i += len ? len : 1;
+			continue;
+		} else {
+			fwrite(s + i, 1, len, f);
+			i += len;
+			continue;
+		}
+		i++;
+	}
+}
+
+/* # HELP and # TYPE of one family. */
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s ", name);
+	prom_escape(f, help, strlen(help), false);
+	fprintf(f, "\n# TYPE %s %s\n", name, type);
+}
+
+static void sample_u64(FILE *f, const char *name, uint64_t v)
+{
+	fprintf(f, "%s %" PRIu64 "\n", name, v);
+}
+
+static void sample_i64(FILE *f, const char *name, int64_t v)
+{
+	fprintf(f, "%s %" PRId64 "\n", name, v);
+}
+
+static void group_labels(FILE *f, const char *name, const struct figures_group *fg)
+{
+	fprintf(f, "%s{id=\"%u\",group=\"", name, fg->id);
+	if (fg->name)
+		prom_escape(f, fg->name, strnlen(fg->name, TALLY_GROUP_NAME_MAX), true);
+	fputs("\"} ", f);
+}
+
+/* Nanoseconds as exact decimal seconds: no rounding through a double. */
+static void seconds(FILE *f, uint64_t ns)
+{
+	fprintf(f, "%" PRIu64 ".%09" PRIu64 "\n", ns / 1000000000u, ns % 1000000000u);
+}
+
+/* The families of a group's own figures; the instance figures follow
+ * (FIGURES_INSTANCE_X). */
+enum group_field { GF_LIVE, GF_CPU, GF_ALLOC_BYTES, GF_DEALLOC_BYTES, GF_ALLOCS, GF_FREES, GF_N };
+
+static const struct {
+	const char *name, *type, *help;
+} group_families[GF_N] = {
+	[GF_LIVE] = { "tally_group_live_bytes", "gauge",
+		      "Bytes requested by the group's allocations and not yet freed" },
+	[GF_CPU] = { "tally_group_cpu_seconds_total", "counter",
+		     "CPU time charged to the group (the innermost current group of a running "
+		     "thread)" },
+	[GF_ALLOC_BYTES] = { "tally_group_allocated_bytes_total", "counter",
+			     "Bytes requested by allocations charged to the group" },
+	[GF_DEALLOC_BYTES] = { "tally_group_deallocated_bytes_total", "counter",
+			       "Bytes freed of allocations charged to the group" },
+	[GF_ALLOCS] = { "tally_group_allocations_total", "counter",
+			"Allocations charged to the group" },
+	[GF_FREES] = { "tally_group_frees_total", "counter",
+		       "Frees of allocations charged to the group" },
+};
+
+static void group_value(FILE *f, enum group_field k, const struct figures_group *fg)
+{
+	const uint64_t counts[] = {
+		[GF_ALLOC_BYTES] = fg->alloc_bytes,
+		[GF_DEALLOC_BYTES] = fg->dealloc_bytes,
+		[GF_ALLOCS] = fg->alloc_objs,
+		[GF_FREES] = fg->dealloc_objs,
+	};
+
+	if (k == GF_LIVE)
+		fprintf(f, "%" PRId64 "\n", fg->live_bytes);
+	else if (k == GF_CPU)
+		seconds(f, fg->cpu_ns);
+	else
+		fprintf(f, "%" PRIu64 "\n", counts[k]);
+}
+
+static void instance_value(FILE *f, const struct figures_instance *in, unsigned i)
+{
+	uint64_t v = figures_instance_get(in, i);
+
+	if (figures_instance_fields[i].is_signed)
+		fprintf(f, "%" PRId64 "\n", (int64_t)v);
+	else
+		fprintf(f, "%" PRIu64 "\n", v);
+}
+
+static void render_groups(FILE *f, const struct figures_process *p)
+{
+	char name[128], help[256];
+
+	for (unsigned k = 0; k < GF_N; k++) {
+		family(f, group_families[k].name, group_families[k].type, group_families[k].help);
+		for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+			if (!p->groups[g].shown)
+				continue;
+			group_labels(f, group_families[k].name, &p->groups[g]);
+			group_value(f, (enum group_field)k, &p->groups[g]);
+		}
+	}
+	/* per-group GPU families only once a GPU source spoke */
+	for (unsigned i = 0; i < FIGURES_INSTANCE_COUNT; i++) {
+		const struct figures_instance_field *fi = &figures_instance_fields[i];
+		if (fi->kind == FIGURES_GPU && !p->gpu_spoke)
+			continue;
+		snprintf(name, sizeof(name), "tally_group_%s", fi->metric);
+		snprintf(help, sizeof(help), "%s, in the group", fi->help);
+		family(f, name, fi->prom_type, help);
+		for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+			if (!p->groups[g].shown)
+				continue;
+			group_labels(f, name, &p->groups[g]);
+			instance_value(f, &p->groups[g].instance, i);
+		}
+	}
+}
+
+static const char *const stat_help[TALLY_STATS_COUNT] = {
+#define STAT_HELP(field, metric, unit, help) help,
+	TALLY_STATS_X(STAT_HELP)
+#undef STAT_HELP
+};
+
+static const char *const stat_metric[TALLY_STATS_COUNT] = {
+#define STAT_METRIC(field, metric, unit, help) "tally_stats_" metric,
+	TALLY_STATS_X(STAT_METRIC)
+#undef STAT_METRIC
+};
+
+static void render_stats(FILE *f, const struct figures_stats *fs)
+{
+	for (unsigned i = 0; i < TALLY_STATS_COUNT; i++) {
+		if (!(fs->known & (1u << i)))
+			continue;
+		family(f, stat_metric[i], "gauge", stat_help[i]);
+		/* signed: after lost records a rebuilt term can be negative */
+		sample_i64(f, stat_metric[i], fs->v[i]);
+	}
+	if (!fs->identity)
+		return;
+	family(f, "tally_stats_accounted_bytes", "gauge",
+	       "The sum of the eight terms that account for every mapped byte");
+	sample_i64(f, "tally_stats_accounted_bytes", fs->accounted);
+	family(f, "tally_stats_balanced", "gauge",
+	       "1 when the accounted bytes equal the mapped bytes (the identity holds)");
+	sample_u64(f, "tally_stats_balanced", fs->balanced);
+	family(f, "tally_stats_predicted_resident_bytes", "gauge",
+	       "Mapped bytes minus virgin and returned: what should be resident");
+	sample_i64(f, "tally_stats_predicted_resident_bytes", fs->predicted_resident);
+	if (fs->have_resident) {
+		family(f, "tally_stats_measured_resident_bytes", "gauge",
+		       "Resident bytes of the allocator's mappings, measured");
+		sample_u64(f, "tally_stats_measured_resident_bytes", fs->resident);
+	}
+}
+
+static void render_process(FILE *f, const struct figures_instance *in)
+{
+	char name[128];
+
+	for (unsigned i = 0; i < FIGURES_INSTANCE_COUNT; i++) {
+		const struct figures_instance_field *fi = &figures_instance_fields[i];
+		snprintf(name, sizeof(name), "tally_%s", fi->metric);
+		family(f, name, fi->prom_type, fi->help);
+		fprintf(f, "%s ", name);
+		instance_value(f, in, i);
+	}
+}
+
+static void render_info(FILE *f, const struct figures_target *t)
+{
+	const char *alloc = figures_allocator_name(t->allocator);
+	const char *cuda = figures_cuda_name(t->cuda);
+
+	family(f, "tally_info", "gauge", "The traced process; the value is always 1");
+	fprintf(f, "tally_info{pid=\"%u\",comm=\"", (unsigned)t->pid);
+	prom_escape(f, t->comm, strnlen(t->comm, TALLY_COMM_LEN), true);
+	fputs("\",allocator=\"", f);
+	prom_escape(f, alloc, strlen(alloc), true);
+	fputs("\",cuda=\"", f);
+	prom_escape(f, cuda, strlen(cuda), true);
+	fputs("\"} 1\n", f);
+}
+
+int prom_render(FILE *f, const struct figures *fig)
+{
+	const struct figures_process *p = &fig->procs[0];
+
+	render_info(f, &p->target);
+	family(f, "tally_target_running", "gauge",
+	       "1 while the traced process runs; 0 once it exited (its final figures)");
+	sample_u64(f, "tally_target_running", !p->target.gone);
+	family(f, "tally_exact", "gauge",
+	       "1 when no event was lost or refused: the figures are exact");
+	sample_u64(f, "tally_exact", p->exact);
+	family(f, "tally_events_received_total", "counter", "Ring buffer messages received");
+	sample_u64(f, "tally_events_received_total", p->events.received);
+	family(f, "tally_events_lost_total", "counter",
+	       "Ring buffer messages lost because the ring was full");
+	sample_u64(f, "tally_events_lost_total", p->events.lost);
+	family(f, "tally_events_lost_record_words_total", "counter",
+	       "Words of allocator records inside the lost messages");
+	sample_u64(f, "tally_events_lost_record_words_total", p->events.lost_record_words);
+	render_stats(f, &p->stats);
+	render_process(f, &p->instance);
+	render_groups(f, p);
+	return ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The Prometheus text exposition (format 0.0.4) of a session's figures, for
+ * `tally serve`'s /metrics. Pure code: figures in (figures.h, the ones the
+ * snapshot shows), text out.
+ *
+ * Names follow Prometheus's conventions: a tally_ prefix, base units
+ * (_bytes, _seconds), _total on counters, every family with its HELP and
+ * TYPE lines. Per-group families carry the labels id="N" and group="NAME";
+ * process-wide families have no labels, so a sum over groups never counts a
+ * process figure twice. A figure that is not known (glibc mode knows only
+ * live, rounding and large mappings) is left out rather than shown as 0.
+ */
+#ifndef TALLY_PROM_H
+#define TALLY_PROM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../model/figures.h"
+
+/* The exposition of fig to f: 0, or -EIO when a write failed. */
+int prom_render(FILE *f, const struct figures *fig);
+
+/* A label value per the format: backslash, double quote and newline
+ * escaped; other control characters and bytes that are not UTF-8 become
+ * U+FFFD, so the text stays valid UTF-8 whatever the target named things.
+ * Also used for HELP text, which escapes only backslash and newline
+ * (quote = false). */
+void prom_escape(FILE *f, const char *s, size_t n, bool quote);
+
+#endif /* TALLY_PROM_H */

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The snapshot document of DESIGN.md §6 (snapshot_doc.h). It is built in
+ * memory and written in one piece, so that a failure never leaves half of
+ * it on stdout.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapshot_doc.h"
+
+/* Signed: a rebuild that lost records can take a term below zero, which
+ * must read as negative, not as 2^64 - x (the allocator's own never are). */
+static void write_stats_terms(struct json_writer *w, const int64_t v[TALLY_STATS_COUNT],
+			      uint32_t known)
+{
+	for (unsigned i = 0; i < TALLY_STATS_COUNT; i++) {
+		if (known & (1u << i))
+			json_kv_i64(w, figures_stat_names[i], v[i]);
+		else
+			json_kv_null(w, figures_stat_names[i]);
+	}
+}
+
+/* The instance figures (DESIGN.md §4): the five of the contract, then
+ * tally's own. */
+static void write_instance(struct json_writer *w, const struct figures_instance *in)
+{
+	for (unsigned i = 0; i < FIGURES_INSTANCE_COUNT; i++) {
+		const struct figures_instance_field *fi = &figures_instance_fields[i];
+		uint64_t v = figures_instance_get(in, i);
+
+		if (fi->is_signed)
+			json_kv_i64(w, fi->name, (int64_t)v);
+		else
+			json_kv_u64(w, fi->name, v);
+	}
+}
+
+static void write_stats(struct json_writer *w, const struct figures_process *p)
+{
+	const struct figures_stats *fs = &p->stats;
+
+	json_key(w, "stats");
+	json_begin_object(w);
+	/* glibc mode knows live, its rounding and its mmapped chunks; the
+	 * other terms have no glibc meaning */
+	write_stats_terms(w, fs->v, fs->known);
+	if (fs->identity) {
+		json_kv_i64(w, "accounted", fs->accounted);
+		json_kv_bool(w, "balanced", fs->balanced);
+		json_kv_i64(w, "predicted_resident", fs->predicted_resident);
+	} else {
+		json_kv_null(w, "accounted");
+		json_kv_null(w, "balanced");
+		json_kv_null(w, "predicted_resident");
+	}
+	if (fs->identity && fs->have_resident)
+		json_kv_u64(w, "measured_resident", fs->resident);
+	else
+		json_kv_null(w, "measured_resident");
+	json_end_object(w);
+	json_key(w, "stats_inprocess");
+	if (p->have_inprocess) {
+		int64_t v[TALLY_STATS_COUNT];
+		for (unsigned i = 0; i < TALLY_STATS_COUNT; i++)
+			v[i] = (int64_t)p->inprocess[i];
+		json_begin_object(w);
+		write_stats_terms(w, v, (1u << TALLY_STATS_COUNT) - 1);
+		json_end_object(w);
+	} else {
+		json_null(w);
+	}
+}
+
+static void write_group(struct json_writer *w, const struct figures_group *fg)
+{
+	json_begin_object(w);
+	json_kv_u64(w, "id", fg->id);
+	if (fg->name)
+		json_kv_str(w, "name", fg->name);
+	else
+		json_kv_null(w, "name");
+	json_kv_u64(w, "allocated_bytes", fg->alloc_bytes);
+	json_kv_u64(w, "allocated_objects", fg->alloc_objs);
+	json_kv_u64(w, "deallocated_bytes", fg->dealloc_bytes);
+	json_kv_u64(w, "deallocated_objects", fg->dealloc_objs);
+	json_kv_i64(w, "live_bytes", fg->live_bytes);
+	json_kv_u64(w, "cpu_ns", fg->cpu_ns);
+	json_key(w, "instance");
+	json_begin_object(w);
+	write_instance(w, &fg->instance);
+	json_end_object(w);
+	json_end_object(w);
+}
+
+/* "target": who, how attached, and how it ended: "exit_code" (null when
+ * killed or still running) and "signal" (null unless killed). */
+static void write_target(struct json_writer *w, const struct figures_target *t)
+{
+	char sig[16];
+
+	json_key(w, "target");
+	json_begin_object(w);
+	json_kv_i64(w, "pid", t->pid);
+	json_kv_str(w, "comm", t->comm);
+	json_kv_str(w, "allocator", figures_allocator_name(t->allocator));
+	json_kv_str(w, "cuda", figures_cuda_name(t->cuda));
+	json_kv_str(w, "attach", t->late ? "running" : "start");
+	if (t->read_known)
+		json_kv_bool(w, "state_read_consistent", t->read_consistent);
+	if (t->exit_code >= 0)
+		json_kv_i64(w, "exit_code", t->exit_code);
+	else
+		json_kv_null(w, "exit_code");
+	if (t->signal) {
+		snprintf(sig, sizeof(sig), "SIG%s",
+			 sigabbrev_np(t->signal) ? sigabbrev_np(t->signal) : "?");
+		json_kv_str(w, "signal", sig);
+	} else {
+		json_kv_null(w, "signal");
+	}
+	json_end_object(w);
+}
+
+static void write_events(struct json_writer *w, const struct figures_events *e)
+{
+	json_key(w, "events");
+	json_begin_object(w);
+	json_kv_u64(w, "received", e->received);
+	json_kv_u64(w, "lost", e->lost);
+	json_kv_u64(w, "lost_record_words", e->lost_record_words);
+	/* lost before the state read at a late attach, or after the final
+	 * cut: their records are in the state read, or past the snapshot */
+	json_kv_u64(w, "lost_outside_read", e->lost_outside_read);
+	json_kv_u64(w, "malformed", e->malformed);
+	json_kv_u64(w, "records", e->records);
+	json_end_object(w);
+}
+
+static void write_process(struct json_writer *w, const struct figures_process *p)
+{
+	json_begin_object(w);
+	write_target(w, &p->target);
+	json_kv_bool(w, "exact", p->exact);
+	if (p->nwhy) {
+		json_key(w, "inexact_why");
+		json_begin_array(w);
+		for (unsigned i = 0; i < p->nwhy; i++)
+			json_string(w, p->why[i]);
+		json_end_array(w);
+	}
+	write_events(w, &p->events);
+	write_stats(w, p);
+	json_key(w, "instance");
+	json_begin_object(w);
+	write_instance(w, &p->instance);
+	json_kv_bool(w, "scheduler", p->instance.yield_count > 0);
+	json_end_object(w);
+	json_key(w, "groups");
+	json_begin_array(w);
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++)
+		if (p->groups[g].shown)
+			write_group(w, &p->groups[g]);
+	json_end_array(w);
+	json_end_object(w);
+}
+
+void snapshot_write(struct json_writer *w, const struct figures *f)
+{
+	write_process(w, &f->procs[0]);
+}
+
+int snapshot_print(FILE *out, const struct figures *f)
+{
+	struct json_writer w;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&buf, &len);
+	int err;
+
+	if (!mem)
+		return -errno;
+	json_init(&w, mem, true);
+	snapshot_write(&w, f);
+	err = json_finish(&w);
+	if (fclose(mem) && !err)
+		err = -EIO;
+	if (!err && (fwrite(buf, 1, len, out) != len || fflush(out)))
+		err = -EIO;
+	free(buf);
+	return err;
+}

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* The snapshot JSON document (DESIGN.md §6) of one tick's figures. */
+#ifndef TALLY_SNAPSHOT_DOC_H
+#define TALLY_SNAPSHOT_DOC_H
+
+#include <stdio.h>
+
+#include "../model/figures.h"
+#include "json.h"
+
+void snapshot_write(struct json_writer *w, const struct figures *f);
+/* The whole document to `out`, or nothing: 0 or -errno. */
+int snapshot_print(FILE *out, const struct figures *f);
+
+#endif /* TALLY_SNAPSHOT_DOC_H */

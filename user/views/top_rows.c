@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The figures of `tally top` (top_rows.h): pure code, no I/O. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "top_rows.h"
+
+/* the identity's eight terms follow mapped in the Stats' order */
+const char *const *const top_term_names = &figures_stat_names[TALLY_STAT_live];
+_Static_assert(TALLY_STAT_segment_overhead - TALLY_STAT_live + 1 == TOP_TERMS, "eight terms");
+/* one letter per term, for the bar where there is no color */
+const char top_term_letters[TOP_TERMS] = { 'L', 'r', 'c', 'f', 'R', 'v', 'h', 'o' };
+
+const char *const top_col_names[TOP_NCOLS] = {
+	"name",	   "cpu",    "live",   "allocs",  "frees",
+	"kernels", "device", "pinned", "rejects", "yields",
+};
+const char *const top_col_titles[TOP_NCOLS] = {
+	"NAME",	   "CPU%",   "LIVE",   "ALLOC/s", "FREE/s",
+	"KERNELS", "DEVICE", "PINNED", "REJECTS", "YIELDS",
+};
+/* not 'p' (pause), 'q', 's', 'r' or 't', which the live view keeps */
+const char top_col_keys[TOP_NCOLS] = { 'n', 'c', 'l', 'a', 'f', 'k', 'd', 'i', 'e', 'y' };
+
+size_t top_sanitize(char *out, size_t size, const char *in, size_t inlen)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	if (!size)
+		return 0;
+	for (size_t i = 0; i < inlen && in[i]; i++) {
+		unsigned char c = (unsigned char)in[i];
+		char e[4];
+		size_t n;
+
+		if (c == '\\') {
+			/* so that "\x1b" in the output always means an escaped byte */
+			e[0] = e[1] = '\\';
+			n = 2;
+		} else if (c >= 0x20 && c < 0x7f) {
+			e[0] = (char)c;
+			n = 1;
+		} else {
+			e[0] = '\\';
+			e[1] = 'x';
+			e[2] = hex[c >> 4];
+			e[3] = hex[c & 15];
+			n = 4;
+		}
+		if (o + n >= size) {
+			if (o + 1 < size)
+				out[o++] = '~';
+			break;
+		}
+		memcpy(out + o, e, n);
+		o += n;
+	}
+	out[o] = 0;
+	return o;
+}
+
+void top_fmt_bytes(char *buf, size_t size, int64_t v)
+{
+	static const char units[] = "BKMGTPE";
+	uint64_t a = v < 0 ? -(uint64_t)v : (uint64_t)v;
+	const char *sign = v < 0 ? "-" : "";
+	unsigned u = 0;
+	double d = (double)a;
+
+	if (a < 1000) {
+		snprintf(buf, size, "%s%lluB", sign, (unsigned long long)a);
+		return;
+	}
+	while (d >= 999.95 && u < sizeof(units) - 2) {
+		d /= 1024;
+		u++;
+	}
+	snprintf(buf, size,
+		 d < 9.995 ? "%s%.2f%c" :
+		 d < 99.95 ? "%s%.1f%c" :
+			     "%s%.0f%c",
+		 sign, d, units[u]);
+}
+
+void top_prev_take(struct top_prev *prev, const struct figures *fig)
+{
+	const struct figures_process *p = &fig->procs[0];
+
+	prev->valid = true;
+	prev->t_ns = p->now_ns;
+	prev->received = p->events.received;
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+		prev->cpu_ns[g] = p->groups[g].cpu_ns;
+		prev->allocs[g] = p->groups[g].alloc_objs;
+		prev->frees[g] = p->groups[g].dealloc_objs;
+	}
+}
+
+/* Per second over dt_s; false when a counter went back (a change of source)
+ * or no time passed. */
+static bool rate(uint64_t now, uint64_t before, double dt_s, double *out)
+{
+	if (now < before || dt_s <= 0)
+		return false;
+	*out = (double)(now - before) / dt_s;
+	return true;
+}
+
+/* The identity's eight terms follow mapped in the Stats' order; a term the
+ * figures do not know (glibc mode knows live and rounding) is shown as "-". */
+static void build_identity(struct top_identity *id, const struct figures_stats *fs)
+{
+	memset(id, 0, sizeof(*id));
+	for (unsigned i = 0; i < TOP_TERMS; i++) {
+		id->known[i] = fs->known & (1u << (TALLY_STAT_live + i));
+		id->term[i] = id->known[i] ? fs->v[TALLY_STAT_live + i] : 0;
+	}
+	id->mapped_known = fs->known & (1u << TALLY_STAT_mapped);
+	id->mapped = id->mapped_known ? fs->v[TALLY_STAT_mapped] : 0;
+	id->balanced = fs->balanced;
+}
+
+static void build_header(struct top_header *h, const struct figures_process *p,
+			 const struct top_prev *prev)
+{
+	const struct figures_target *t = &p->target;
+	double dt_s = prev->valid ? (double)(p->now_ns - prev->t_ns) / 1e9 : 0;
+
+	memset(h, 0, sizeof(*h));
+	top_sanitize(h->comm, sizeof(h->comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
+	h->pid = t->pid;
+	h->late = t->late;
+	h->alloc = t->allocator;
+	h->uptime_s = p->now_ns > p->start_ns ? (double)(p->now_ns - p->start_ns) / 1e9 : 0;
+	h->events_s = -1;
+	if (prev->valid)
+		rate(p->events.received, prev->received, dt_s, &h->events_s);
+	h->received = p->events.received;
+	h->lost_msgs = p->events.lost;
+	h->lost_words = p->events.lost_record_words;
+	h->exact = p->exact;
+	h->gone = t->gone;
+	h->exit_code = t->signal ? 128 + t->signal : t->exit_code;
+}
+
+static void build_row(struct top_row *r, const struct figures_group *fg, bool gpu_known,
+		      const struct top_prev *prev, double dt_s)
+{
+	const struct figures_instance *in = &fg->instance;
+
+	memset(r, 0, sizeof(*r));
+	r->id = fg->id;
+	if (fg->name)
+		top_sanitize(r->name, sizeof(r->name), fg->name, TALLY_GROUP_NAME_MAX);
+	else
+		snprintf(r->name, sizeof(r->name), "#%u", fg->id);
+	if (prev->valid) {
+		double cpu_s = 0;
+		r->rates_known = rate(fg->cpu_ns, prev->cpu_ns[fg->id], dt_s, &cpu_s) &&
+				 rate(fg->alloc_objs, prev->allocs[fg->id], dt_s, &r->allocs_s) &&
+				 rate(fg->dealloc_objs, prev->frees[fg->id], dt_s, &r->frees_s);
+		/* CPU ns per wall ns: cpu_s is ns of CPU a second */
+		r->cpu_pct = cpu_s / 1e9 * 100;
+	}
+	r->live = fg->live_bytes;
+	r->gpu_known = gpu_known;
+	r->kernels = in->kernels_launched;
+	r->device = in->device_bytes_allocated;
+	r->pinned = in->host_pinned_bytes;
+	r->rejects = in->back_pressure_rejections;
+	r->yields = in->yield_count;
+}
+
+static int build_threads(struct top_frame *f, const struct figures_process *p)
+{
+	free(f->threads);
+	f->threads = NULL;
+	f->nthreads = 0;
+	if (!p->nthreads)
+		return 0;
+	f->threads = calloc(p->nthreads, sizeof(*f->threads));
+	if (!f->threads)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->nthreads; i++) {
+		const struct figures_thread *t = &p->threads[i];
+		const struct figures_group *fg = &p->groups[t->group];
+		struct top_thread *o = &f->threads[i];
+
+		o->tid = t->tid;
+		o->group = t->group;
+		top_sanitize(o->name, sizeof(o->name), t->comm, TALLY_COMM_LEN);
+		if (fg->name)
+			top_sanitize(o->group_name, sizeof(o->group_name), fg->name,
+				     TALLY_GROUP_NAME_MAX);
+		else
+			snprintf(o->group_name, sizeof(o->group_name), "#%u", t->group);
+	}
+	f->nthreads = p->nthreads;
+	return 0;
+}
+
+int top_frame_build(struct top_frame *f, const struct figures *fig, struct top_prev *prev)
+{
+	const struct figures_process *p = &fig->procs[0];
+	double dt_s = prev->valid ? (double)(p->now_ns - prev->t_ns) / 1e9 : 0;
+
+	build_header(&f->hdr, p, prev);
+	build_identity(&f->id, &p->stats);
+	f->nrows = 0;
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+		if (!p->groups[g].shown)
+			continue;
+		build_row(&f->rows[f->nrows], &p->groups[g], p->gpu_attached, prev, dt_s);
+		f->nrows++;
+	}
+	top_prev_take(prev, fig);
+	return build_threads(f, p);
+}
+
+void top_frame_free(struct top_frame *f)
+{
+	if (!f)
+		return;
+	free(f->threads);
+	f->threads = NULL;
+	f->nthreads = 0;
+}
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+static int cmp_i64(int64_t a, int64_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+static int cmp_dbl(double a, double b)
+{
+	return a < b ? -1 : a > b;
+}
+
+/* Whether a row's figure in col is known: unknown ones sort last. */
+static bool col_known(const struct top_row *r, enum top_col col)
+{
+	switch (col) {
+	case TOP_COL_CPU:
+	case TOP_COL_ALLOCS:
+	case TOP_COL_FREES:
+		return r->rates_known;
+	case TOP_COL_KERNELS:
+	case TOP_COL_DEVICE:
+	case TOP_COL_PINNED:
+		return r->gpu_known;
+	default:
+		return true;
+	}
+}
+
+/* a before b: < 0; ascending order of the known figures */
+static int cmp_col(const struct top_row *a, const struct top_row *b, enum top_col col)
+{
+	switch (col) {
+	case TOP_COL_NAME:
+		return strcmp(a->name, b->name);
+	case TOP_COL_CPU:
+		return cmp_dbl(a->cpu_pct, b->cpu_pct);
+	case TOP_COL_LIVE:
+		return cmp_i64(a->live, b->live);
+	case TOP_COL_ALLOCS:
+		return cmp_dbl(a->allocs_s, b->allocs_s);
+	case TOP_COL_FREES:
+		return cmp_dbl(a->frees_s, b->frees_s);
+	case TOP_COL_KERNELS:
+		return cmp_u64(a->kernels, b->kernels);
+	case TOP_COL_DEVICE:
+		return cmp_i64(a->device, b->device);
+	case TOP_COL_PINNED:
+		return cmp_i64(a->pinned, b->pinned);
+	case TOP_COL_REJECTS:
+		return cmp_u64(a->rejects, b->rejects);
+	case TOP_COL_YIELDS:
+		return cmp_u64(a->yields, b->yields);
+	default:
+		return 0;
+	}
+}
+
+static bool goes_before(const struct top_row *a, const struct top_row *b, enum top_col col,
+			bool desc)
+{
+	bool ka = col_known(a, col), kb = col_known(b, col);
+
+	if (ka != kb)
+		return ka;
+	if (!ka)
+		return false;
+	int c = cmp_col(a, b, col);
+	return desc ? c > 0 : c < 0;
+}
+
+void top_sort(struct top_row *rows, unsigned n, enum top_col col, bool desc)
+{
+	/* insertion sort: stable, and n is at most 256 */
+	for (unsigned i = 1; i < n; i++) {
+		struct top_row r = rows[i];
+		unsigned j = i;
+
+		while (j > 0 && goes_before(&r, &rows[j - 1], col, desc)) {
+			rows[j] = rows[j - 1];
+			j--;
+		}
+		rows[j] = r;
+	}
+}
+
+bool top_col_default_desc(enum top_col col)
+{
+	return col != TOP_COL_NAME;
+}
+
+int top_col_parse(const char *name, enum top_col *out)
+{
+	for (unsigned c = 0; c < TOP_NCOLS; c++) {
+		if (!strcmp(name, top_col_names[c])) {
+			*out = (enum top_col)c;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int top_col_of_key(int ch)
+{
+	for (unsigned c = 0; c < TOP_NCOLS; c++)
+		if (ch == top_col_keys[c])
+			return (int)c;
+	return -1;
+}
+
+void top_bar_cells(const struct top_identity *id, unsigned width, unsigned cells[TOP_TERMS])
+{
+	unsigned __int128 sum = 0, rem[TOP_TERMS];
+	unsigned given = 0;
+
+	memset(cells, 0, TOP_TERMS * sizeof(cells[0]));
+	if (!id->mapped_known || !width)
+		return;
+	/* over the sum of the terms, not mapped: the bar stays whole while a
+	 * batch in flight leaves the identity briefly unbalanced */
+	for (unsigned i = 0; i < TOP_TERMS; i++)
+		if (id->known[i] && id->term[i] > 0)
+			sum += (uint64_t)id->term[i];
+	if (!sum)
+		return;
+	for (unsigned i = 0; i < TOP_TERMS; i++) {
+		unsigned __int128 t = id->known[i] && id->term[i] > 0 ? (uint64_t)id->term[i] : 0;
+		unsigned __int128 x = t * width;
+
+		cells[i] = (unsigned)(x / sum);
+		rem[i] = x % sum;
+		given += cells[i];
+	}
+	/* the cells left go to the largest remainders, lowest term first on a tie */
+	while (given < width) {
+		unsigned best = 0;
+		for (unsigned i = 1; i < TOP_TERMS; i++)
+			if (rem[i] > rem[best])
+				best = i;
+		cells[best]++;
+		rem[best] = 0;
+		given++;
+	}
+}
+
+void top_order_pick(struct top_order *o, enum top_col col)
+{
+	if (o->col == col) {
+		o->desc = !o->desc;
+		return;
+	}
+	o->col = col;
+	o->desc = top_col_default_desc(col);
+}
+
+void top_order_step(struct top_order *o, int step)
+{
+	int c = ((int)o->col + step % TOP_NCOLS + TOP_NCOLS) % TOP_NCOLS;
+
+	o->col = (enum top_col)c;
+	o->desc = top_col_default_desc(o->col);
+}

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The figures of `tally top`, one frame at a time: pure code (house rule 5)
+ * from a tick's figures (figures.h) and the previous sample, to a header,
+ * the byte identity split into its eight terms and one row per group with
+ * rates. The two views (top_text.c, top_view.c) only lay it out.
+ *
+ * Every string that comes from the target (its comm, group and thread names)
+ * is sanitized here, once, so that neither view can pass a control byte to a
+ * terminal (STYLE.md rule 10).
+ */
+#ifndef TALLY_TOP_ROWS_H
+#define TALLY_TOP_ROWS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../model/figures.h"
+
+/* A sanitized name: every byte may become a four-byte "\xNN". */
+#define TOP_NAME_MAX (4 * TALLY_GROUP_NAME_MAX + 1)
+#define TOP_COMM_MAX (4 * TALLY_COMM_LEN + 1)
+#define TOP_TERMS 8
+
+enum top_col {
+	TOP_COL_NAME,
+	TOP_COL_CPU,
+	TOP_COL_LIVE,
+	TOP_COL_ALLOCS,
+	TOP_COL_FREES,
+	TOP_COL_KERNELS,
+	TOP_COL_DEVICE,
+	TOP_COL_PINNED,
+	TOP_COL_REJECTS,
+	TOP_COL_YIELDS,
+	TOP_NCOLS,
+};
+
+/* The counters rates are computed from, as they were at the last frame. */
+struct top_prev {
+	bool valid;
+	uint64_t t_ns;
+	uint64_t received;
+	uint64_t cpu_ns[TALLY_MAX_GROUPS];
+	uint64_t allocs[TALLY_MAX_GROUPS], frees[TALLY_MAX_GROUPS]; /* objects */
+};
+
+struct top_header {
+	char comm[TOP_COMM_MAX]; /* sanitized */
+	pid_t pid;
+	bool late;
+	enum figures_allocator alloc;
+	double uptime_s;
+	double events_s; /* messages a second since the last frame; < 0: not known yet */
+	uint64_t received, lost_msgs, lost_words;
+	bool exact;
+	bool gone;
+	int exit_code;
+};
+
+/* The byte identity (DESIGN.md §2): mapped and its eight terms, in the order
+ * of top_term_names. A figure whose known bit is clear is shown as "-". */
+struct top_identity {
+	bool mapped_known;
+	int64_t mapped;
+	bool known[TOP_TERMS];
+	/* signed: records of two threads may come in either order, so a term
+	 * can be briefly below zero until the other thread's batch is in */
+	int64_t term[TOP_TERMS];
+	bool balanced; /* meaningful when mapped_known */
+};
+
+/* A figure that may be unknown (the first frame's rates, GPU columns
+ * without a GPU source): shown as "-" and sorted below every known one. */
+struct top_row {
+	uint32_t id;
+	char name[TOP_NAME_MAX]; /* sanitized; "#ID" for a group without a name */
+	bool rates_known;	 /* cpu_pct, allocs_s, frees_s */
+	double cpu_pct;		 /* of one CPU: a group on two busy threads shows 200 */
+	double allocs_s, frees_s;
+	int64_t live; /* requested bytes allocated in the group and not freed */
+	bool gpu_known;
+	uint64_t kernels;
+	int64_t device, pinned; /* device bytes, pinned host bytes */
+	uint64_t rejects, yields;
+};
+
+struct top_thread {
+	uint32_t tid;
+	char name[TOP_COMM_MAX]; /* sanitized */
+	uint32_t group;
+	char group_name[TOP_NAME_MAX]; /* sanitized */
+};
+
+struct top_frame {
+	struct top_header hdr;
+	struct top_identity id;
+	unsigned nrows;
+	struct top_row rows[TALLY_MAX_GROUPS];
+	size_t nthreads; /* live threads, by tid */
+	struct top_thread *threads;
+};
+
+extern const char *const *const top_term_names; /* TOP_TERMS of figures_stat_names */
+extern const char top_term_letters[TOP_TERMS];
+extern const char *const top_col_names[TOP_NCOLS]; /* for -s */
+extern const char *const top_col_titles[TOP_NCOLS];
+extern const char top_col_keys[TOP_NCOLS];
+
+/*
+ * Build a frame of fig's root process at its now_ns and move prev to it.
+ * Rates are over the time since prev (unknown when prev is not valid, or a
+ * counter went back, which happens when the figures switch source). Rows
+ * come in group-id order. 0, or -ENOMEM (the thread list; the rest of the
+ * frame is built).
+ */
+int top_frame_build(struct top_frame *f, const struct figures *fig, struct top_prev *prev);
+void top_frame_free(struct top_frame *f);
+/* The counters of fig, at its now_ns, as the base of the next frame's rates. */
+void top_prev_take(struct top_prev *prev, const struct figures *fig);
+
+/* Stable sort of rows by col; desc: largest first (names: Z first). */
+void top_sort(struct top_row *rows, unsigned n, enum top_col col, bool desc);
+/* The direction a column sorts in when first chosen: numbers largest first. */
+bool top_col_default_desc(enum top_col col);
+/* A column by its -s name ("cpu", "live", ...); 0 or -EINVAL. */
+int top_col_parse(const char *name, enum top_col *out);
+/* The column a key sorts by (top_col_keys); -1 for any other key. */
+int top_col_of_key(int ch);
+
+/* How the rows are ordered: a column's key picks it in its default
+ * direction, or reverses it when it is the column already. */
+struct top_order {
+	enum top_col col;
+	bool desc;
+};
+void top_order_pick(struct top_order *o, enum top_col col);
+/* The next (step 1) or previous (step -1) column, in its default direction. */
+void top_order_step(struct top_order *o, int step);
+
+/*
+ * in[0 .. inlen), up to a NUL, into out as printable ASCII: bytes 0x20..0x7e
+ * as they are, except '\' as "\\"; every other byte as "\xNN". Non-ASCII is
+ * escaped too, valid UTF-8 included: the views align columns by bytes, and
+ * C1 controls and bidi overrides are UTF-8 as well. An escape is never cut:
+ * when out is too small, the text ends before it, with "~" when room is left.
+ * Returns the length written (out is always NUL-terminated when size > 0).
+ */
+size_t top_sanitize(char *out, size_t size, const char *in, size_t inlen);
+
+/* The bar of width cells split between the eight terms in proportion to
+ * mapped, by largest remainder (the cells add up to width). All 0 when
+ * mapped is not known or 0. */
+void top_bar_cells(const struct top_identity *id, unsigned width, unsigned cells[TOP_TERMS]);
+
+/* Bytes as "999B", "1.5K" .. "12.0T" (binary units), at most 6 bytes. */
+void top_fmt_bytes(char *buf, size_t size, int64_t v);
+
+#endif /* TALLY_TOP_ROWS_H */

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Batch frames of `tally top` (top_text.h). Every string in a frame was
+ * sanitized by top_rows.c: nothing here can reach a terminal as a control. */
+#include <errno.h>
+#include <string.h>
+
+#include "top_text.h"
+
+/* names are never cut: a script reads all of it (a sanitized one is 124 bytes at most) */
+#define NAME_MIN 8
+
+static void print_header(FILE *out, const struct top_header *h)
+{
+	fprintf(out, "target: %s, pid %d, %s, up %.1f s, ", h->comm, (int)h->pid,
+		h->late ? "attached" : "started by tally", h->uptime_s);
+	if (!h->gone)
+		fprintf(out, "running\n");
+	else if (h->exit_code >= 0)
+		fprintf(out, "target exited (status %d)\n", h->exit_code);
+	else
+		fprintf(out, "target exited\n");
+	if (h->events_s >= 0)
+		fprintf(out, "events: %.1f/s, ", h->events_s);
+	else
+		fprintf(out, "events: -/s, ");
+	fprintf(out, "%llu received, %llu lost (%llu record words), figures %s\n",
+		(unsigned long long)h->received, (unsigned long long)h->lost_msgs,
+		(unsigned long long)h->lost_words, h->exact ? "exact" : "NOT exact");
+}
+
+static void print_identity(FILE *out, const struct top_identity *id, enum figures_allocator a)
+{
+	unsigned cells[TOP_TERMS], total = 0;
+
+	fprintf(out, "allocator: %s\n", figures_allocator_name(a));
+	if (a == FIGURES_ALLOC_NONE) {
+		fprintf(out, "identity: - (no allocator figures yet)\n");
+		return;
+	}
+	fprintf(out, "identity: mapped ");
+	if (id->mapped_known)
+		fprintf(out, "%lld =", (long long)id->mapped);
+	else
+		fprintf(out, "- =");
+	for (unsigned i = 0; i < TOP_TERMS; i++) {
+		fprintf(out, "%s %s ", i ? " +" : "", top_term_names[i]);
+		if (id->known[i])
+			fprintf(out, "%lld", (long long)id->term[i]);
+		else
+			fputc('-', out);
+	}
+	if (!id->mapped_known)
+		fprintf(out, " (glibc: mapped and the terms shown - are unknown)\n");
+	else
+		fprintf(out, " (%s)\n", id->balanced ? "balanced" : "NOT balanced");
+	if (!id->mapped_known)
+		return;
+	top_bar_cells(id, TOP_TEXT_BAR, cells);
+	for (unsigned i = 0; i < TOP_TERMS; i++)
+		total += cells[i];
+	if (!total) {
+		fprintf(out, "bar: - (nothing mapped)\n");
+		return;
+	}
+	fprintf(out, "bar: [");
+	for (unsigned i = 0; i < TOP_TERMS; i++)
+		for (unsigned c = 0; c < cells[i]; c++)
+			fputc(top_term_letters[i], out);
+	fprintf(out, "]");
+	for (unsigned i = 0; i < TOP_TERMS; i++)
+		fprintf(out, "%s %c %s", i ? "," : "", top_term_letters[i], top_term_names[i]);
+	fputc('\n', out);
+}
+
+static void cell_rate(char *buf, size_t size, bool known, double v)
+{
+	if (known)
+		snprintf(buf, size, "%.1f", v);
+	else
+		snprintf(buf, size, "-");
+}
+
+static void cell_i64(char *buf, size_t size, bool known, int64_t v)
+{
+	if (known)
+		snprintf(buf, size, "%lld", (long long)v);
+	else
+		snprintf(buf, size, "-");
+}
+
+static void print_rows(FILE *out, const struct top_frame *f)
+{
+	/* widths: ID, then from CPU% to YIELDS */
+	static const int w[TOP_NCOLS] = { 0, 7, 12, 11, 11, 9, 12, 12, 9, 9 };
+	int nw = NAME_MIN;
+
+	for (unsigned i = 0; i < f->nrows; i++) {
+		int len = (int)strlen(f->rows[i].name);
+		if (len > nw)
+			nw = len;
+	}
+	fprintf(out, "%4s ", "ID");
+	fprintf(out, "%-*s", nw, top_col_titles[TOP_COL_NAME]);
+	for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++)
+		fprintf(out, " %*s", w[c], top_col_titles[c]);
+	fputc('\n', out);
+	for (unsigned i = 0; i < f->nrows; i++) {
+		const struct top_row *r = &f->rows[i];
+		char v[TOP_NCOLS][32];
+
+		cell_rate(v[TOP_COL_CPU], sizeof(v[0]), r->rates_known, r->cpu_pct);
+		cell_i64(v[TOP_COL_LIVE], sizeof(v[0]), true, r->live);
+		cell_rate(v[TOP_COL_ALLOCS], sizeof(v[0]), r->rates_known, r->allocs_s);
+		cell_rate(v[TOP_COL_FREES], sizeof(v[0]), r->rates_known, r->frees_s);
+		cell_i64(v[TOP_COL_KERNELS], sizeof(v[0]), r->gpu_known, (int64_t)r->kernels);
+		cell_i64(v[TOP_COL_DEVICE], sizeof(v[0]), r->gpu_known, r->device);
+		cell_i64(v[TOP_COL_PINNED], sizeof(v[0]), r->gpu_known, r->pinned);
+		cell_i64(v[TOP_COL_REJECTS], sizeof(v[0]), true, (int64_t)r->rejects);
+		cell_i64(v[TOP_COL_YIELDS], sizeof(v[0]), true, (int64_t)r->yields);
+		fprintf(out, "%4u ", r->id);
+		fprintf(out, "%-*s", nw, r->name);
+		for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++)
+			fprintf(out, " %*s", w[c], v[c]);
+		fputc('\n', out);
+	}
+}
+
+static void print_threads(FILE *out, const struct top_frame *f)
+{
+	int nw = 16;
+
+	for (size_t i = 0; i < f->nthreads; i++) {
+		int len = (int)strlen(f->threads[i].name);
+		if (len > nw)
+			nw = len;
+	}
+	fprintf(out, "threads: %zu\n", f->nthreads);
+	fprintf(out, "%8s %-*s %s\n", "TID", nw, "NAME", "GROUP");
+	for (size_t i = 0; i < f->nthreads; i++) {
+		const struct top_thread *t = &f->threads[i];
+
+		fprintf(out, "%8u %-*s %u %s\n", t->tid, nw, t->name, t->group, t->group_name);
+	}
+}
+
+int top_text_frame(FILE *out, const struct top_frame *f, unsigned long k, bool threads)
+{
+	errno = 0; /* what a failed write leaves is then this frame's */
+	fprintf(out, "--- frame %lu ---\n", k);
+	print_header(out, &f->hdr);
+	print_identity(out, &f->id, f->hdr.alloc);
+	print_rows(out, f);
+	if (threads)
+		print_threads(out, f);
+	fputc('\n', out);
+	if (fflush(out) || ferror(out))
+		return errno ? -errno : -EIO;
+	return 0;
+}
