@@ -54,12 +54,12 @@ static const struct figures_process *build(void)
 /* A balanced identity of 1 MiB mapped: 1000 live, 24 rounding, the rest virgin. */
 static void balanced_heap(void)
 {
-	m.rp.mapped = 1 << 20;
-	m.rp.live = 1000;
-	m.rp.rounding = 24;
-	m.rp.segment_overhead = 4096;
-	m.rp.virgin = (1 << 20) - 1000 - 24 - 4096;
-	m.rp.spans_assigned = 1;
+	m.replay.mapped = 1 << 20;
+	m.replay.live = 1000;
+	m.replay.rounding = 24;
+	m.replay.segment_overhead = 4096;
+	m.replay.virgin = (1 << 20) - 1000 - 24 - 4096;
+	m.replay.spans_assigned = 1;
 	m.saw_alloc = true;
 }
 
@@ -95,7 +95,7 @@ static void tally_mode__every_term_known__identity_derived(void **state)
 static void glibc_mode__live_rounding_large_only__groups_from_probes(void **state)
 {
 	(void)state;
-	m.rp.groups[3].alloc_bytes = 999; /* the model's, not glibc's: not shown */
+	m.replay.groups[3].alloc_bytes = 999; /* the model's, not glibc's: not shown */
 	src.allocator = FIGURES_ALLOC_GLIBC;
 	src.have_glibc = true;
 	src.glibc.live = 700;
@@ -130,7 +130,7 @@ static void no_allocator__nothing_known__nothing_made_up(void **state)
 {
 	(void)state;
 	src.allocator = FIGURES_ALLOC_NONE;
-	m.rp.live = 5; /* not the target's allocator: not shown */
+	m.replay.live = 5; /* not the target's allocator: not shown */
 	const struct figures_process *p = build();
 	assert_int_equal(p->stats.known, 0);
 	assert_int_equal(p->stats.v[TALLY_STAT_live], 0);
@@ -144,9 +144,9 @@ static void groups__shown_when_named_or_charged(void **state)
 	(void)state;
 	strcpy(m.groups[1].name, "ingest");
 	m.groups[1].known = true;
-	src.cpu_ns[4] = 7;		 /* CPU only */
-	m.rp.groups[5].dealloc_objs = 1; /* a free only */
-	src.cuda.os_yields[6] = 2;	 /* sched_yield calls only */
+	src.cpu_ns[4] = 7;		     /* CPU only */
+	m.replay.groups[5].dealloc_objs = 1; /* a free only */
+	src.cuda.os_yields[6] = 2;	     /* sched_yield calls only */
 	const struct figures_process *p = build();
 	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
 		bool want = g == 0 || g == 1 || g == 4 || g == 5 || g == 6;
@@ -210,7 +210,7 @@ static void why__every_reason_in_order(void **state)
 {
 	(void)state;
 	balanced_heap();
-	m.rp.live += 1; /* unbalanced */
+	m.replay.live += 1; /* unbalanced */
 	src.lost_msgs = 1;
 	m.malformed = 1;
 	src.deferred_dropped = 1;
@@ -236,6 +236,13 @@ static void why__every_reason_in_order(void **state)
 	assert_int_equal(p->nwhy, sizeof(want) / sizeof(want[0]));
 	for (unsigned i = 0; i < p->nwhy; i++)
 		assert_true(!strncmp(p->why[i], want[i], strlen(want[i])));
+	/* the limits they name are the constants' */
+	assert_string_equal(p->why[2], "records that came while the state was read at attach were "
+				       "more than tally keeps aside (64 MiB): some dropped");
+	assert_string_equal(p->why[8],
+			    "more threads in groups than the SDK's registry holds (4096) "
+			    "at attach: some threads' groups unknown, their CPU charged "
+			    "to root");
 	assert_false(p->exact);
 }
 
@@ -353,8 +360,8 @@ static void document__tally_mode__every_field_in_order(void **state)
 	balanced_heap();
 	strcpy(m.groups[1].name, "io \"q\"");
 	m.groups[1].known = true;
-	m.rp.groups[1].alloc_bytes = 1000;
-	m.rp.groups[1].alloc_objs = 2;
+	m.replay.groups[1].alloc_bytes = 1000;
+	m.replay.groups[1].alloc_objs = 2;
 	m.groups[1].yields = 1;
 	src.cpu_ns[1] = 5;
 	m.received = 12;

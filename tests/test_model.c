@@ -79,7 +79,7 @@ static void group_msg(struct model *m, uint16_t kind, uint32_t tid, uint32_t g, 
 
 static int64_t group_live(const struct model *m, uint32_t g)
 {
-	return m->rp.groups[g].alloc_bytes - m->rp.groups[g].dealloc_bytes;
+	return m->replay.groups[g].alloc_bytes - m->replay.groups[g].dealloc_bytes;
 }
 
 static void check_balanced(const struct model *m)
@@ -128,7 +128,7 @@ static void model__foreign_free__charged_to_the_allocating_group(void **state)
 	model_stats(&m, &s);
 	assert_int_equal(s.cache, 64);
 	assert_int_equal(group_live(&m, 3), 0);
-	assert_int_equal(m.rp.groups[4].dealloc_objs, 0);
+	assert_int_equal(m.replay.groups[4].dealloc_objs, 0);
 	apply_batch(&m, 1, 5, 21, drain, 1);
 	model_stats(&m, &s);
 	assert_int_equal(s.cache, 0);

@@ -124,8 +124,8 @@ static void fill(struct model *m)
 	m->groups[1].known = true;
 	strcpy(m->groups[2].name, "decode");
 	m->groups[2].known = true;
-	m->rp.groups[7].alloc_objs = 3;
-	m->rp.groups[7].alloc_bytes = 300;
+	m->replay.groups[7].alloc_objs = 3;
+	m->replay.groups[7].alloc_bytes = 300;
 }
 
 /* A tick's input: the model and the sources, through figures_build as in
@@ -210,17 +210,17 @@ static void frame__two_samples__cpu_percent_and_rates_per_second(void **state)
 	(void)state;
 	fill(&m);
 	cpu[1] = 1 * SEC;
-	m.rp.groups[1].alloc_objs = 100;
-	m.rp.groups[1].dealloc_objs = 40;
+	m.replay.groups[1].alloc_objs = 100;
+	m.replay.groups[1].dealloc_objs = 40;
 	m.received = 1000;
 	input(&in, &m, 12 * SEC);
 	take(&prev, &in);
 	/* half a second later: 250 ms of CPU, 500 allocations, 100 frees */
 	cpu[1] += SEC / 4;
-	m.rp.groups[1].alloc_objs += 500;
-	m.rp.groups[1].dealloc_objs += 100;
-	m.rp.groups[1].alloc_bytes = 5000;
-	m.rp.groups[1].dealloc_bytes = 1000;
+	m.replay.groups[1].alloc_objs += 500;
+	m.replay.groups[1].dealloc_objs += 100;
+	m.replay.groups[1].alloc_bytes = 5000;
+	m.replay.groups[1].dealloc_bytes = 1000;
 	m.received += 2000;
 	input(&in, &m, 12 * SEC + SEC / 2);
 	assert_int_equal(build(&f, &in, &prev), 0);
@@ -246,10 +246,10 @@ static void frame__counter_goes_back__rates_unknown_not_huge(void **state)
 	static struct top_frame f;
 	(void)state;
 	fill(&m);
-	m.rp.groups[1].alloc_objs = 100;
+	m.replay.groups[1].alloc_objs = 100;
 	input(&in, &m, 12 * SEC);
 	take(&prev, &in);
-	m.rp.groups[1].alloc_objs = 10; /* the figures switched source */
+	m.replay.groups[1].alloc_objs = 10; /* the figures switched source */
 	input(&in, &m, 13 * SEC);
 	build(&f, &in, &prev);
 	assert_false(row(&f, 1)->rates_known);
@@ -292,7 +292,7 @@ static void frame__groups_shown__known_or_charged_only(void **state)
 	static struct top_frame f;
 	(void)state;
 	fill(&m);
-	m.rp.groups[9].alloc_bytes = 0; /* nothing: not shown */
+	m.replay.groups[9].alloc_bytes = 0; /* nothing: not shown */
 	osy[11] = 2;			/* charged sched_yield calls: shown */
 	input(&in, &m, 12 * SEC);
 	build(&f, &in, &prev);
@@ -476,15 +476,15 @@ static void identity__tally__eight_terms_and_balance(void **state)
 	static struct top_frame f;
 	(void)state;
 	fill(&m);
-	m.rp.live = 100;
-	m.rp.rounding = 20;
-	m.rp.cache = 30;
-	m.rp.span_free = 40;
-	m.rp.returned = 50;
-	m.rp.virgin = 60;
-	m.rp.hysteresis = 70;
-	m.rp.segment_overhead = 80;
-	m.rp.mapped = 450;
+	m.replay.live = 100;
+	m.replay.rounding = 20;
+	m.replay.cache = 30;
+	m.replay.span_free = 40;
+	m.replay.returned = 50;
+	m.replay.virgin = 60;
+	m.replay.hysteresis = 70;
+	m.replay.segment_overhead = 80;
+	m.replay.mapped = 450;
 	input(&in, &m, 12 * SEC);
 	build(&f, &in, &prev);
 	assert_true(f.id.mapped_known);
@@ -494,7 +494,7 @@ static void identity__tally__eight_terms_and_balance(void **state)
 		assert_int_equal(f.id.term[i], i == 0 ? 100 : 10 * (i + 1));
 	}
 	assert_true(f.id.balanced);
-	m.rp.mapped = 451;
+	m.replay.mapped = 451;
 	build(&f, &in, &prev);
 	assert_false(f.id.balanced);
 	top_frame_free(&f);

@@ -82,7 +82,7 @@ static void read_figures(const struct model *m)
 		figures_free(&f);
 	}
 	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++)
-		if (tally_replay_group(&m->rp, g, &gs))
+		if (tally_replay_group(&m->replay, g, &gs))
 			abort();
 	if (m->collided_id &&
 	    strnlen(m->collided_sdk, TALLY_GROUP_NAME_MAX) == TALLY_GROUP_NAME_MAX)

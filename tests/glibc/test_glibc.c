@@ -32,7 +32,7 @@
 #include <linux/types.h>
 
 #include "../../user/core/glibc.h" /* the loader's; bpf/glibc.h is its BPF object's */
-#include "target.h"
+#include "../../user/core/target.h"
 #include "tally_bpf.h"
 #include "tally.skel.h"
 

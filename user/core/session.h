@@ -96,7 +96,7 @@ struct session {
 
 /* The most tally keeps aside while a running target's state is read (the
  * read takes milliseconds; a busy target hands over ~1 GB/s of records). */
-#define SESSION_DEFER_MAX (64ULL << 20)
+#define SESSION_DEFER_MAX ((uint64_t)SOURCES_DEFER_MAX_MB << 20)
 
 extern volatile sig_atomic_t session_exiting;
 void session_install_signals(void);

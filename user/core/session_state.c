@@ -28,6 +28,12 @@
 #define READ_RETRY_US 2000
 /* Tries of a view's cut before it is shown torn (and called inexact). */
 #define CUT_TRIES 3
+/* Rings' worth of messages taken to reach a cut or drain what is there: a
+ * busy target refills the ring while it is taken. */
+#define CUT_RINGS 4
+/* The thread list of a running target: grown from, up to. */
+#define THREADS_CAP_FIRST 4096
+#define THREADS_CAP_MAX (1 << 22)
 /* Torn cuts in a row a view skips before it shows one (flagged). */
 #define CUT_SKIP_MAX 4
 /* The longest the read at attach waits for the ring to be emptied first. */
@@ -197,7 +203,7 @@ static void read_threads(struct session *s)
 		free(reg);
 	}
 	/* every thread, however many: a --group rule names them by their comm */
-	for (int cap = 4096; cap <= (1 << 22); cap *= 2) {
+	for (int cap = THREADS_CAP_FIRST; cap <= THREADS_CAP_MAX; cap *= 2) {
 		pid_t *more = realloc(tids, (size_t)cap * sizeof(*tids));
 		if (!more)
 			break;
@@ -337,7 +343,7 @@ static bool take_cut(struct session *s)
 		model_hold_at(&s->model, ra.heaps[i].id, ra.heaps[i].seq_first, ra.heaps[i].pos);
 	/* on_msg stops a consume once nothing is awaited */
 	s->cutting = true;
-	for (int i = 0; i < 4 && s->model.waiting; i++)
+	for (int i = 0; i < CUT_RINGS && s->model.waiting; i++)
 		if (loader_consume(s->loader) <= 0)
 			break;
 	s->cutting = false;
@@ -368,7 +374,7 @@ static bool cut_plausible(const struct model *m)
 	if (!tally_stats_balanced(&st))
 		return false;
 	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
-		if (m->rp.groups[g].alloc_bytes < m->rp.groups[g].dealloc_bytes)
+		if (m->replay.groups[g].alloc_bytes < m->replay.groups[g].dealloc_bytes)
 			return false;
 	return true;
 }
@@ -479,6 +485,6 @@ void session_read_final(struct session *s)
 void session_drain_ring(struct session *s)
 {
 	/* a ring's size at most per call: what is in it now takes two */
-	for (int i = 0; i < 4 && loader_consume(s->loader) > 0; i++)
+	for (int i = 0; i < CUT_RINGS && loader_consume(s->loader) > 0; i++)
 		;
 }

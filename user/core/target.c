@@ -154,9 +154,9 @@ bool target_alive(pid_t pid)
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = 0;
-	char *rp = strrchr(buf, ')');
-	if (rp && rp[1] == ' ')
-		state = rp[2];
+	char *paren = strrchr(buf, ')');
+	if (paren && paren[1] == ' ')
+		state = paren[2];
 	return state && state != 'Z' && state != 'X';
 }
 
@@ -175,9 +175,9 @@ bool target_is_kthread(pid_t pid)
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = 0;
-	char *rp = strrchr(buf, ')');
+	char *paren = strrchr(buf, ')');
 	/* after ") ": state ppid pgrp session tty_nr tpgid flags */
-	if (!rp || sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+	if (!paren || sscanf(paren + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
 		return false;
 	return flags & 0x00200000UL;
 }

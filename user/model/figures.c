@@ -7,6 +7,10 @@
 
 #include "figures.h"
 
+/* A constant in a text: the text follows the constant. */
+#define STR(x) STR_(x)
+#define STR_(x) #x
+
 _Static_assert(TALLY_STATS_COUNT == TALLY_STATS_FIELDS, "the probe's array is the struct");
 
 const char *const figures_stat_names[TALLY_STATS_COUNT] = {
@@ -169,10 +173,10 @@ static void build_group(struct figures_group *fg, uint32_t g, const struct model
 		fg->dealloc_bytes = src->glibc.dealloc_bytes[g];
 		fg->dealloc_objs = src->glibc.dealloc_objs[g];
 	} else {
-		fg->alloc_bytes = (uint64_t)m->rp.groups[g].alloc_bytes;
-		fg->alloc_objs = (uint64_t)m->rp.groups[g].alloc_objs;
-		fg->dealloc_bytes = (uint64_t)m->rp.groups[g].dealloc_bytes;
-		fg->dealloc_objs = (uint64_t)m->rp.groups[g].dealloc_objs;
+		fg->alloc_bytes = (uint64_t)m->replay.groups[g].alloc_bytes;
+		fg->alloc_objs = (uint64_t)m->replay.groups[g].alloc_objs;
+		fg->dealloc_bytes = (uint64_t)m->replay.groups[g].dealloc_bytes;
+		fg->dealloc_objs = (uint64_t)m->replay.groups[g].dealloc_objs;
 	}
 	fg->live_bytes = (int64_t)(fg->alloc_bytes - fg->dealloc_bytes);
 	fg->cpu_ns = src->cpu_ns[g];
@@ -253,8 +257,10 @@ static void build_why(struct figures_process *p, const struct model *m,
 	if (m->malformed || src->malformed_bpf)
 		p->why[p->nwhy++] = "malformed records refused";
 	if (src->deferred_dropped)
-		p->why[p->nwhy++] = "records that came while the state was read at attach were "
-				    "more than tally keeps aside (64 MiB): some dropped";
+		p->why[p->nwhy++] =
+			"records that came while the state was read at attach were "
+			"more than tally keeps aside (" STR(SOURCES_DEFER_MAX_MB) " MiB): "
+										  "some dropped";
 	if (tally)
 		why_alloc(p, m, src);
 	if (m->collided_id)
@@ -270,9 +276,11 @@ static void build_why(struct figures_process *p, const struct model *m,
 		p->why[p->nwhy++] = "the identity does not balance at this moment: records of "
 				    "other threads still on their way";
 	if (src->late && m->registry_threads_dropped)
-		p->why[p->nwhy++] = "more threads in groups than the SDK's registry holds (4096) "
-				    "at attach: some threads' groups unknown, their CPU charged "
-				    "to root";
+		p->why[p->nwhy++] =
+			"more threads in groups than the SDK's registry holds "
+			"(" STR(TALLY_MAX_THREADS) ") "
+						   "at attach: some threads' groups unknown, their CPU charged "
+						   "to root";
 	if (src->allocator == FIGURES_ALLOC_GLIBC &&
 	    !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late))
 		p->why[p->nwhy++] = "glibc mode: not every call was seen";

@@ -15,7 +15,7 @@
 void model_init(struct model *m)
 {
 	memset(m, 0, sizeof(*m));
-	tally_replay_init(&m->rp);
+	tally_replay_init(&m->replay);
 	gpu_init(&m->gpu);
 	strcpy(m->groups[0].name, "root");
 	m->groups[0].known = true;
@@ -255,7 +255,7 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		}
 	}
 	uint64_t applied = 0, refused = 0;
-	int err = tally_replay_words(&m->rp, words, pos, count, rule, &applied, &refused);
+	int err = tally_replay_words(&m->replay, words, pos, count, rule, &applied, &refused);
 	m->records += applied;
 	m->malformed += refused + (err ? 1 : 0);
 	if (err)
@@ -394,7 +394,7 @@ static int apply_group(struct model *m, const struct tally_msg_group *g)
  */
 static void model_exec(struct model *m)
 {
-	tally_replay_init(&m->rp);
+	tally_replay_init(&m->replay);
 	m->nheaps = 0;
 	m->have_inprocess = false;
 	m->saw_alloc = false;
@@ -499,7 +499,7 @@ out:
 void model_seed_alloc(struct model *m, const struct remote_alloc *ra)
 {
 	const struct tally_stats *s = &ra->stats;
-	struct tally_replay *r = &m->rp;
+	struct tally_replay *r = &m->replay;
 
 	r->mapped = (int64_t)s->mapped;
 	r->live = (int64_t)s->live;
@@ -560,5 +560,5 @@ void model_seed_registry(struct model *m, const struct tally_registry *reg, bool
 
 void model_stats(const struct model *m, struct tally_stats *out)
 {
-	tally_replay_stats(&m->rp, out);
+	tally_replay_stats(&m->replay, out);
 }

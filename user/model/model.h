@@ -55,7 +55,7 @@ struct model_rule {
 };
 
 struct model {
-	struct tally_replay rp;
+	struct tally_replay replay;
 	struct gpu_model gpu;
 	struct model_group groups[TALLY_MAX_GROUPS];
 	struct model_thread *threads;

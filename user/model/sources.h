@@ -47,6 +47,10 @@ struct cuda_figures {
 	unsigned entry_points; /* driver entry points probed */
 };
 
+/* The most a late attach keeps aside while it reads the target's state
+ * (session.h: SESSION_DEFER_MAX); past it, deferred_dropped counts. */
+#define SOURCES_DEFER_MAX_MB 64
+
 /* Whose figures the memory figures are: libtally_alloc's records, glibc
  * mode's probes, or nobody's yet. */
 enum figures_allocator { FIGURES_ALLOC_TALLY, FIGURES_ALLOC_GLIBC, FIGURES_ALLOC_NONE };
