@@ -127,13 +127,13 @@ $(BUILD)/tests/san/%.o: %.c
 	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) -fwrapv $(SAN) -DTALLY_IDENTITY_API= -DTALLY_ALLOC_PREFIX -c $< -o $@
 
 $(BUILD)/tests/test_alloc_unit: $(BUILD)/tests/san/tests/test_alloc_unit.o \
-		$(BUILD)/tests/san/tests/alloc_oracle.o $(BUILD)/tests/san/tests/alloc_stress.o \
+		$(BUILD)/tests/san/tests/expect_abort.o $(BUILD)/tests/san/tests/alloc_oracle.o $(BUILD)/tests/san/tests/alloc_stress.o \
 		$(BUILD)/tests/san/user/model/replay.o $(ALLOC_SAN_OBJS)
 	@echo "  CC $@"; $(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
 # Spans through their states, their bytes checked term by term (the debug
 # build's byte map, alloc/span_check.c), under the sanitizers as the unit tests.
 $(BUILD)/tests/test_span: $(BUILD)/tests/san/tests/test_span.o \
-		$(BUILD)/tests/san/tests/alloc_oracle.o $(BUILD)/tests/san/user/model/replay.o $(ALLOC_SAN_OBJS)
+		$(BUILD)/tests/san/tests/expect_abort.o $(BUILD)/tests/san/tests/alloc_oracle.o $(BUILD)/tests/san/user/model/replay.o $(ALLOC_SAN_OBJS)
 	@echo "  CC $@"; $(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_replay: $(BUILD)/tests/san/tests/test_replay.o \
 		$(BUILD)/tests/san/user/model/replay.o $(BUILD)/tests/san/alloc/stats_identity.o

@@ -22,6 +22,7 @@
 
 #include "../alloc/internal.h"
 #include "alloc_oracle.h"
+#include "expect_abort.h"
 #include "alloc_stress.h"
 
 static int64_t live_now(void)
@@ -505,32 +506,6 @@ static void groups__free_charges_the_allocating_group(void **state)
 	tally_alloc__set_group(0);
 	T(free)(p);
 	oracle_check("groups");
-}
-
-/* Run fn in a child; it must die of SIGABRT with `msg` on stderr. */
-static void expect_abort(void (*fn)(void), const char *msg)
-{
-	int pfd[2];
-	assert_int_equal(pipe(pfd), 0);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(pfd[1], 2);
-		fn();
-		_exit(0);
-	}
-	close(pfd[1]);
-	char buf[512] = "";
-	ssize_t n, got = 0;
-	while ((n = read(pfd[0], buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
-		got += n;
-	close(pfd[0]);
-	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFSIGNALED(status));
-	assert_int_equal(WTERMSIG(status), SIGABRT);
-	if (!strstr(buf, msg))
-		fail_msg("expected \"%s\" on stderr, got \"%s\"", msg, buf);
 }
 
 static void double_free(void)

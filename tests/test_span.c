@@ -37,6 +37,7 @@
 
 #include "../alloc/internal.h"
 #include "alloc_oracle.h"
+#include "expect_abort.h"
 
 void tally_alloc_test_purge_hold(int hold);
 
@@ -340,32 +341,6 @@ static void span__claim_of_a_retired_span_keeps_its_untouched_bytes_returned(voi
 	assert_int_equal(m.held + m.span_free, (uint64_t)sp->bump * sp->size);
 	oracle_check("claimed again");
 	free_n(v, n);
-}
-
-/* Run fn in a child; it must die of SIGABRT with `msg` on stderr. */
-static void expect_abort(void (*fn)(void), const char *msg)
-{
-	int pfd[2];
-	assert_int_equal(pipe(pfd), 0);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(pfd[1], 2);
-		fn();
-		_exit(0);
-	}
-	close(pfd[1]);
-	char buf[512] = "";
-	ssize_t n, got = 0;
-	while ((n = read(pfd[0], buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
-		got += n;
-	close(pfd[0]);
-	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT)
-		fail_msg("expected SIGABRT and \"%s\", got status %d and \"%s\"", msg, status, buf);
-	if (!strstr(buf, msg))
-		fail_msg("expected \"%s\" on stderr, got \"%s\"", msg, buf);
 }
 
 /* A slot taken off the free list and not marked in use: in no term. */

@@ -14,6 +14,7 @@
 
 #include "../../bpf/cuda_api.h"
 #include "cuda.h"
+#include "links.h"
 #include "cuda.skel.h"
 #include "target.h"
 
@@ -107,17 +108,9 @@ fail:
 	return NULL;
 }
 
-/* Keep a link just made: 0, or -errno when it could not be made. */
 static int keep_link(struct cuda_trace *c, struct bpf_link *link)
 {
-	if (!link)
-		return -errno;
-	if (c->nlinks == MAX_LINKS) {
-		bpf_link__destroy(link);
-		return -ENOSPC;
-	}
-	c->links[c->nlinks++] = link;
-	return 0;
+	return links_keep(c->links, &c->nlinks, MAX_LINKS, link);
 }
 
 static int attach_one(struct cuda_trace *c, struct bpf_program *prog, pid_t pid, const char *path,
@@ -132,8 +125,7 @@ static int attach_one(struct cuda_trace *c, struct bpf_program *prog, pid_t pid,
 /* Undo a partial attach: the links made since there were `first`. */
 static void detach_to(struct cuda_trace *c, unsigned first)
 {
-	while (c->nlinks > first)
-		bpf_link__destroy(c->links[--c->nlinks]);
+	links_drop_to(c->links, &c->nlinks, first);
 }
 
 /* 0, or a negative errno and no probe of the driver attached (-EALREADY

@@ -16,6 +16,7 @@
 #include <linux/types.h>
 
 #include "glibc.h"
+#include "links.h"
 #include "target.h"
 #include "tally_events.h"
 
@@ -141,17 +142,9 @@ static struct bpf_program *glibc_prog(struct glibc_bpf *skel, enum glibc_prog p)
 	return NULL;
 }
 
-/* Keep a link just made: 0, or -errno when it could not be made. */
 static int glibc_keep_link(struct glibc_trace *g, struct bpf_link *link)
 {
-	if (!link)
-		return -errno;
-	if (g->nlinks == GLIBC_MAX_LINKS) {
-		bpf_link__destroy(link);
-		return -ENOSPC;
-	}
-	g->links[g->nlinks++] = link;
-	return 0;
+	return links_keep(g->links, &g->nlinks, GLIBC_MAX_LINKS, link);
 }
 
 static int glibc_attach_one(struct glibc_trace *g, struct bpf_program *prog, pid_t pid,
@@ -165,8 +158,7 @@ static int glibc_attach_one(struct glibc_trace *g, struct bpf_program *prog, pid
 /* Undo a partial attach: the links made since there were `first`. */
 static void glibc_detach_to(struct glibc_trace *g, unsigned first)
 {
-	while (g->nlinks > first)
-		bpf_link__destroy(g->links[--g->nlinks]);
+	links_drop_to(g->links, &g->nlinks, first);
 }
 
 int glibc_trace_attach(struct glibc_trace *g, pid_t pid, const char *libc_path)

@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 
 #include "../../bpf/tally_bpf.h"
+#include "links.h"
 #include "loader.h"
 #include "tally.skel.h"
 
@@ -116,14 +117,7 @@ fail:
 
 static int keep_link(struct loader *l, struct bpf_link *link)
 {
-	if (!link)
-		return -errno;
-	if (l->nlinks == MAX_LINKS) {
-		bpf_link__destroy(link);
-		return -ENOSPC;
-	}
-	l->links[l->nlinks++] = link;
-	return 0;
+	return links_keep(l->links, &l->nlinks, MAX_LINKS, link);
 }
 
 int loader_attach_sched(struct loader *l)
@@ -283,8 +277,7 @@ void loader_close(struct loader *l)
 {
 	if (!l)
 		return;
-	while (l->nlinks)
-		bpf_link__destroy(l->links[--l->nlinks]);
+	links_drop_to(l->links, &l->nlinks, 0);
 	ring_buffer__free(l->rb);
 	tally_bpf__destroy(l->skel);
 	free(l);
