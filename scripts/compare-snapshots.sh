@@ -26,13 +26,14 @@ BLANK='walk(if type == "object" then
 	else . end)'
 printf 'b\na\nc\n' >"$tmp/in.txt"
 export PYTHONHASHSEED=0
+SQL="create table t(a); with recursive c(x) as (select 1 union all select x+1 from c"
+SQL+=" limit 50000) insert into t select x from c; select count(*) from t;"
 # workload i: the arguments of tally snapshot
 NWL=8
 workload() {
 	case $1 in
 	0) args=(-- python3 -c 'x=[str(i)*10 for i in range(100000)]') ;;
-	1) args=(-- sqlite3 :memory: "create table t(a); with recursive c(x) as (select 1 union all
-		select x+1 from c limit 50000) insert into t select x from c; select count(*) from t;") ;;
+	1) args=(-- sqlite3 :memory: "$SQL") ;;
 	2) args=(--group 'py=python*' -- python3 -c 'import json; json.dumps(list(range(10000)))') ;;
 	3) args=(--no-preload -- python3 -c 'x=[str(i) for i in range(2000)]') ;;
 	4) args=(-- sort "$tmp/in.txt") ;;
