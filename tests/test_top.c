@@ -293,7 +293,7 @@ static void frame__groups_shown__known_or_charged_only(void **state)
 	(void)state;
 	fill(&m);
 	m.replay.groups[9].alloc_bytes = 0; /* nothing: not shown */
-	osy[11] = 2;			/* charged sched_yield calls: shown */
+	osy[11] = 2;			    /* charged sched_yield calls: shown */
 	input(&in, &m, 12 * SEC);
 	build(&f, &in, &prev);
 	assert_int_equal(f.nrows, 5);
