@@ -40,7 +40,7 @@ CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
 	$(BUILD)/tests/test_alloc_fastpath $(BUILD)/tests/test_alloc_idle $(BUILD)/tests/test_span \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model $(BUILD)/tests/test_figures \
-	$(BUILD)/tests/test_json $(BUILD)/tests/test_cli $(BUILD)/tests/test_target \
+	$(BUILD)/tests/test_json $(BUILD)/tests/test_cli $(BUILD)/tests/test_target $(BUILD)/tests/test_target_ns \
 	$(BUILD)/tests/test_remote $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
@@ -201,8 +201,13 @@ $(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/sa
 $(BUILD)/tests/test_cli: $(BUILD)/tests/san/tests/test_cli.o $(BUILD)/tests/san/user/cmd/cli_parse.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # /proc and ELF parsing, against this test's own process, its libc, and files it writes.
-$(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/tests/san/user/core/target.o
+$(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/tests/san/user/core/target.o \
+		$(BUILD)/tests/san/user/core/target_ns.o
 	$(CC) $(SAN) -pthread -o $@ $^ -lelf $(CMOCKA_LIBS)
+# Namespaces and cgroups: crafted files, and containers built with unshare.
+$(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \
+		$(BUILD)/tests/san/user/core/target_ns.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
 		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -268,9 +273,10 @@ $(BUILD)/tests/fork_workload: tests/fork/workload.c
 
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
 # -z now keeps lazy binding out of the measured sequences.
-$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/core/glibc.o $(BUILD)/user/user/core/target.o | $(SKELS)
+$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/core/glibc.o $(BUILD)/user/user/core/target.o $(BUILD)/user/user/core/target_ns.o | $(SKELS)
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(BUILD)/user/user/core/glibc.o $(BUILD)/user/user/core/target.o \
+		$(BUILD)/user/user/core/target_ns.o \
 		$(USER_LIBS) $(CMOCKA_LIBS)
 $(BUILD)/tests/glibc_workload: tests/glibc/workload.c
 	@mkdir -p $(dir $@)

@@ -58,6 +58,7 @@ run figures 60 "$BUILD/tests/test_figures"
 run json 60 "$BUILD/tests/test_json"
 run cli 60 "$BUILD/tests/test_cli"
 run target 60 "$BUILD/tests/test_target"
+run target_ns 60 "$BUILD/tests/test_target_ns"
 run remote 60 "$BUILD/tests/test_remote"
 run trace 60 "$BUILD/tests/test_trace"
 run prom 60 "$BUILD/tests/test_prom"
@@ -89,6 +90,7 @@ run top_view 300 tests/top/run.sh
 run demo 120 tests/demo/run.sh
 run record 300 tests/record/run.sh
 run serve 300 tests/serve/run.sh
+run container 120 tests/container/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
 
 echo

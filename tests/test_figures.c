@@ -349,6 +349,7 @@ static void assert_doc(char *doc, const char *want)
 	assert_true(same);
 }
 
+#define ID64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define ZERO_INSTANCE                                                                              \
 	"\"kernels_launched\":0,\"bytes_pinned\":0,\"back_pressure_rejections\":0,"                \
 	"\"yield_count\":0,\"device_bytes_allocated\":0,\"graph_launches\":0,"                     \
@@ -370,10 +371,17 @@ static void document__tally_mode__every_field_in_order(void **state)
 	src.gone = src.have_exit = true;
 	m.have_inprocess = true;
 	m.inprocess[TALLY_STAT_mapped] = 1 << 20;
+	/* in a container: its PID namespace, cgroup and id */
+	src.ns_pid = 7;
+	src.ppid = 1;
+	strcpy(src.cgroup, "/system.slice/docker-" ID64 ".scope");
+	strcpy(src.container, ID64);
 	char *doc = document();
 	const char *want =
-		"{\"target\":{\"pid\":42,\"comm\":\"app\",\"allocator\":\"tally\",\"cuda\":\"none\","
-		"\"attach\":\"start\",\"exit_code\":0,\"signal\":null},"
+		"{\"target\":{\"pid\":42,\"ns_pid\":7,\"ppid\":1,\"comm\":\"app\","
+		"\"allocator\":\"tally\",\"cuda\":\"none\",\"attach\":\"start\",\"exit_code\":0,"
+		"\"signal\":null,\"cgroup\":\"/system.slice/docker-" ID64 ".scope\","
+		"\"container\":\"" ID64 "\"},"
 		"\"exact\":true,"
 		"\"events\":{\"received\":12,\"lost\":0,\"lost_record_words\":0,"
 		"\"lost_outside_read\":4,\"malformed\":0,\"records\":30},"
@@ -412,8 +420,9 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 	src.exit_status = 9;
 	char *doc = document();
 	const char *want =
-		"{\"target\":{\"pid\":42,\"comm\":\"app\",\"allocator\":\"glibc\",\"cuda\":\"none\","
-		"\"attach\":\"running\",\"exit_code\":null,\"signal\":\"SIGKILL\"},"
+		"{\"target\":{\"pid\":42,\"ns_pid\":42,\"ppid\":0,\"comm\":\"app\","
+		"\"allocator\":\"glibc\",\"cuda\":\"none\",\"attach\":\"running\","
+		"\"exit_code\":null,\"signal\":\"SIGKILL\",\"cgroup\":null,\"container\":null},"
 		"\"exact\":false,\"inexact_why\":[\"glibc mode: not every call was seen\"],"
 		"\"events\":{\"received\":0,\"lost\":0,\"lost_record_words\":0,"
 		"\"lost_outside_read\":0,\"malformed\":0,\"records\":0},"

@@ -418,6 +418,25 @@ static void prom__measured_resident__when_known(void **state)
 	free(p);
 }
 
+static void prom__info__cgroup_and_container_labels(void **state)
+{
+	struct figures_process *p = figures();
+	char *doc;
+
+	(void)state;
+	doc = render(p);
+	/* outside a container: empty values, which Prometheus reads as no label */
+	assert_non_null(strstr(doc, ",cgroup=\"\",container=\"\"} 1\n"));
+	free(doc);
+	p->target.cgroup = "/system.slice/docker-0123.scope";
+	p->target.container = "0123";
+	doc = render(p);
+	assert_non_null(
+		strstr(doc, ",cgroup=\"/system.slice/docker-0123.scope\",container=\"0123\"} 1\n"));
+	free(doc);
+	free(p);
+}
+
 static void prom__write_error__reported(void **state)
 {
 	struct figures_process *p = figures();
@@ -446,6 +465,7 @@ int main(void)
 		cmocka_unit_test(prom__escape__c1_controls_and_help_text),
 		cmocka_unit_test(prom__glibc_mode__only_known_terms),
 		cmocka_unit_test(prom__measured_resident__when_known),
+		cmocka_unit_test(prom__info__cgroup_and_container_labels),
 		cmocka_unit_test(prom__write_error__reported),
 	};
 

@@ -17,7 +17,8 @@ enum { OPT_RING_MB = 1000, OPT_NO_PRELOAD, OPT_GROUP, OPT_VERBOSE };
 
 static const struct argp_option target_options[] = {
 	{ NULL, 0, NULL, 0, "Which process:", 1 },
-	{ "pid", 'p', "PID", 0, "Attach to a running process", 1 },
+	{ "pid", 'p', "PID", 0, "Attach to a running process (its host PID, in a container too)",
+	  1 },
 	{ "duration", 'd', "SECS", 0, "Stop after SECS seconds (default: when the target exits)",
 	  1 },
 	{ "group", OPT_GROUP, "NAME=GLOB", 0,

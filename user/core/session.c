@@ -149,6 +149,20 @@ static void sources_lost(struct session *s)
 	src->malformed_bpf = lost.bad;
 }
 
+/* Where the target lives: its PID in its namespace, its parent, cgroup and
+ * container; the last known when it has just gone. */
+void session_place(struct session *s)
+{
+	struct figures_sources *src = &s->src;
+	pid_t ppid;
+
+	src->ns_pid = target_ns_pid(s->pid);
+	if (!target_ppid(s->pid, &ppid))
+		src->ppid = ppid;
+	target_cgroup(s->pid, src->cgroup, sizeof(src->cgroup), src->container,
+		      sizeof(src->container));
+}
+
 void session_refresh(struct session *s)
 {
 	struct figures_sources *src = &s->src;
@@ -166,6 +180,8 @@ void session_refresh(struct session *s)
 	src->have_glibc =
 		src->allocator == FIGURES_ALLOC_GLIBC && !glibc_trace_read(s->glibc, &src->glibc);
 	src->pid = s->pid;
+	if (!s->gone) /* where it lives may change (a move to another cgroup) */
+		session_place(s);
 	memcpy(src->comm, s->comm, sizeof(src->comm));
 	src->late = s->late;
 	src->gone = s->gone;

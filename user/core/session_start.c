@@ -395,6 +395,7 @@ int session_start(struct session *s, const struct session_opts *o)
 	if (rc)
 		return rc;
 	target_comm(s->pid, s->pid, s->comm, sizeof(s->comm));
+	session_place(s);
 	if (o->verbose)
 		fprintf(stderr, "tally: attached to %d (%s)\n", s->pid, s->comm);
 	return TALLY_EXIT_OK;

@@ -33,5 +33,7 @@ void session_deliver(struct session *s, const void *data, size_t len);
 /* The loader's callback: a message delivered, or kept aside while a state
  * read runs; LOADER_STOP where the taking must stop. */
 int session_on_msg(void *ctx, const void *data, size_t len);
+/* Where the target lives (PID namespace, parent, cgroup) into s->src. */
+void session_place(struct session *s);
 
 #endif /* TALLY_SESSION_STATE_H */

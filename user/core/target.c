@@ -187,7 +187,8 @@ int target_find_lib(pid_t pid, const char *name, char *path, size_t len, uint64_
 	char maps[64];
 
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
-	return target_maps_find_lib(maps, name, path, len, bias);
+	int err = target_maps_find_lib(maps, name, path, len, bias);
+	return err ? err : target_reach(pid, path, len);
 }
 
 int target_maps_find_lib(const char *maps, const char *name, char *path, size_t len, uint64_t *bias)

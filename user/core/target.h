@@ -37,12 +37,36 @@ void target_abort(struct target_child *c);
 bool target_alive(pid_t pid);
 bool target_is_kthread(pid_t pid);
 /* The file a mapping of the target comes from, whose name is `name` (e.g.
- * "libtally_alloc.so"); its load bias in *bias. -ENOENT when not mapped. */
+ * "libtally_alloc.so"), as tally can open it (target_reach); its load bias
+ * in *bias. -ENOENT when not mapped. */
 int target_find_lib(pid_t pid, const char *name, char *path, size_t len, uint64_t *bias);
 /* The same from a file in /proc/PID/maps's format at `maps` (for tests). */
 int target_maps_find_lib(const char *maps, const char *name, char *path, size_t len,
 			 uint64_t *bias);
 int target_comm(pid_t pid, pid_t tid, char *buf, size_t len);
+
+/* target_ns.c: where the target lives. */
+/* The target sees the files tally sees (one mount namespace). */
+bool target_same_mount_ns(pid_t pid);
+/* A path as the target sees it (from its maps), made one tally can open:
+ * through /proc/PID/root when the target is in a mount namespace of its own
+ * (a container). 0, or -ENAMETOOLONG. */
+int target_reach(pid_t pid, char *path, size_t len);
+/* Its parent: 0 or -errno. */
+int target_ppid(pid_t pid, pid_t *ppid);
+/* Its PID inside its own PID namespace (the last of NSpid); pid when the
+ * same, or not known. */
+pid_t target_ns_pid(pid_t pid);
+/* The container id a cgroup path carries (64 hex digits in a component, as
+ * Docker, containerd, CRI-O and podman name them); false when none. out
+ * takes 65 bytes. */
+#define TARGET_CONTAINER_MAX 65
+bool target_container_id(const char *path, char *out, size_t len);
+/* Its cgroup v2 path (the "0::" line of /proc/PID/cgroup) and container id
+ * ("" when none): 0, -ENOENT without a v2 path, or -errno. _file: the same
+ * from a file of that format. */
+int target_cgroup(pid_t pid, char *cgroup, size_t len, char *container, size_t clen);
+int target_cgroup_file(const char *file, char *cgroup, size_t len, char *container, size_t clen);
 /* The target's thread ids; returns how many (at most max) or -errno. */
 int target_threads(pid_t pid, pid_t *tids, int max);
 /* Rss of the allocator's mappings: those whose VmFlags carry both "nh" and

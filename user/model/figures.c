@@ -92,7 +92,11 @@ static void build_target(struct figures_target *t, const struct model *m,
 	int st = src->exit_status;
 
 	t->pid = src->pid;
+	t->ns_pid = src->ns_pid ? src->ns_pid : src->pid;
+	t->ppid = src->ppid;
 	t->comm = src->comm;
+	t->cgroup = src->cgroup[0] ? src->cgroup : NULL;
+	t->container = src->container[0] ? src->container : NULL;
 	t->allocator = src->allocator;
 	t->cuda = m->gpu.seen[GPU_SRC_CUPTI]				? FIGURES_CUDA_CUPTI :
 		  m->gpu.seen[GPU_SRC_DRIVER] || src->cuda.entry_points ? FIGURES_CUDA_DRIVER :

@@ -88,7 +88,11 @@ const char *figures_cuda_name(enum figures_cuda c);	      /* "none", "driver", "
 
 struct figures_target {
 	pid_t pid;
-	const char *comm; /* from the target: unescaped */
+	pid_t ns_pid; /* in its own PID namespace */
+	pid_t ppid;
+	const char *comm;      /* from the target: unescaped */
+	const char *cgroup;    /* its cgroup v2 path, or NULL */
+	const char *container; /* the container id its cgroup names, or NULL */
 	enum figures_allocator allocator;
 	enum figures_cuda cuda;
 	bool late;	       /* attached to a running process */

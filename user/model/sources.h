@@ -55,9 +55,17 @@ struct cuda_figures {
  * mode's probes, or nobody's yet. */
 enum figures_allocator { FIGURES_ALLOC_TALLY, FIGURES_ALLOC_GLIBC, FIGURES_ALLOC_NONE };
 
+/* A cgroup path, and a container id (64 hex digits). */
+#define SOURCES_CGROUP_MAX 4096
+#define SOURCES_CONTAINER_MAX 65
+
 struct figures_sources {
 	/* the target */
 	pid_t pid;
+	pid_t ns_pid; /* in its own PID namespace (pid when the same) */
+	pid_t ppid;
+	char cgroup[SOURCES_CGROUP_MAX];       /* its cgroup v2 path, or "" */
+	char container[SOURCES_CONTAINER_MAX]; /* the id its cgroup names, or "" */
 	char comm[TALLY_COMM_LEN];
 	bool late;	   /* attached to a running process */
 	bool gone;	   /* it has exited */

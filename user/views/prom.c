@@ -238,13 +238,21 @@ static void render_info(FILE *f, const struct figures_target *t)
 	const char *alloc = figures_allocator_name(t->allocator);
 	const char *cuda = figures_cuda_name(t->cuda);
 
-	family(f, "tally_info", "gauge", "The traced process; the value is always 1");
+	family(f, "tally_info", "gauge",
+	       "The traced process, its cgroup v2 path and container id; the value is always 1");
 	fprintf(f, "tally_info{pid=\"%u\",comm=\"", (unsigned)t->pid);
 	prom_escape(f, t->comm, strnlen(t->comm, TALLY_COMM_LEN), true);
 	fputs("\",allocator=\"", f);
 	prom_escape(f, alloc, strlen(alloc), true);
 	fputs("\",cuda=\"", f);
 	prom_escape(f, cuda, strlen(cuda), true);
+	/* an empty value is no label: a process outside any container */
+	fputs("\",cgroup=\"", f);
+	if (t->cgroup)
+		prom_escape(f, t->cgroup, strlen(t->cgroup), true);
+	fputs("\",container=\"", f);
+	if (t->container)
+		prom_escape(f, t->container, strlen(t->container), true);
 	fputs("\"} 1\n", f);
 }
 

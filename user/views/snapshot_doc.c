@@ -104,6 +104,9 @@ static void write_target(struct json_writer *w, const struct figures_target *t)
 	json_key(w, "target");
 	json_begin_object(w);
 	json_kv_i64(w, "pid", t->pid);
+	/* the same process as its own PID namespace numbers it (a container) */
+	json_kv_i64(w, "ns_pid", t->ns_pid);
+	json_kv_i64(w, "ppid", t->ppid);
 	json_kv_str(w, "comm", t->comm);
 	json_kv_str(w, "allocator", figures_allocator_name(t->allocator));
 	json_kv_str(w, "cuda", figures_cuda_name(t->cuda));
@@ -121,6 +124,14 @@ static void write_target(struct json_writer *w, const struct figures_target *t)
 	} else {
 		json_kv_null(w, "signal");
 	}
+	if (t->cgroup)
+		json_kv_str(w, "cgroup", t->cgroup);
+	else
+		json_kv_null(w, "cgroup");
+	if (t->container)
+		json_kv_str(w, "container", t->container);
+	else
+		json_kv_null(w, "container");
 	json_end_object(w);
 }
 

@@ -132,6 +132,9 @@ static void build_header(struct top_header *h, const struct figures_process *p,
 	memset(h, 0, sizeof(*h));
 	top_sanitize(h->comm, sizeof(h->comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
 	h->pid = t->pid;
+	h->ns_pid = t->ns_pid;
+	if (t->container)
+		snprintf(h->container, sizeof(h->container), "%s", t->container);
 	h->late = t->late;
 	h->alloc = t->allocator;
 	h->uptime_s = p->now_ns > p->start_ns ? (double)(p->now_ns - p->start_ns) / 1e9 : 0;

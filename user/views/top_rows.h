@@ -23,6 +23,7 @@
 #define TOP_NAME_MAX (4 * TALLY_GROUP_NAME_MAX + 1)
 #define TOP_COMM_MAX (4 * TALLY_COMM_LEN + 1)
 #define TOP_TERMS 8
+#define TOP_CONTAINER_MAX 13 /* a container's id as docker ps shows it */
 
 enum top_col {
 	TOP_COL_NAME,
@@ -50,6 +51,8 @@ struct top_prev {
 struct top_header {
 	char comm[TOP_COMM_MAX]; /* sanitized */
 	pid_t pid;
+	pid_t ns_pid;			   /* in its own PID namespace */
+	char container[TOP_CONTAINER_MAX]; /* its short id (hex digits), or "" */
 	bool late;
 	enum figures_allocator alloc;
 	double uptime_s;

@@ -11,8 +11,12 @@
 
 static void print_header(FILE *out, const struct top_header *h)
 {
-	fprintf(out, "target: %s, pid %d, %s, up %.1f s, ", h->comm, (int)h->pid,
-		h->late ? "attached" : "started by tally", h->uptime_s);
+	fprintf(out, "target: %s, pid %d, ", h->comm, (int)h->pid);
+	if (h->ns_pid != h->pid)
+		fprintf(out, "pid %d in its namespace, ", (int)h->ns_pid);
+	if (h->container[0])
+		fprintf(out, "container %s, ", h->container);
+	fprintf(out, "%s, up %.1f s, ", h->late ? "attached" : "started by tally", h->uptime_s);
 	if (!h->gone)
 		fprintf(out, "running\n");
 	else if (h->exit_code >= 0)

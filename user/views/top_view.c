@@ -149,8 +149,12 @@ static void draw_header(const struct top_frame *f, const struct top_ui *ui)
 
 	fmt_uptime(up, sizeof(up), h->uptime_s);
 	x = put(0, 0, pair_or(PAIR_TITLE, A_BOLD) | A_BOLD, "tally top");
-	x = put(0, x, A_NORMAL, "  %s (pid %d, %s)  up %s", h->comm, (int)h->pid,
-		h->late ? "attached" : "started", up);
+	x = put(0, x, A_NORMAL, "  %s (pid %d", h->comm, (int)h->pid);
+	if (h->ns_pid != h->pid)
+		x = put(0, x, A_NORMAL, ", %d in its namespace", (int)h->ns_pid);
+	if (h->container[0])
+		x = put(0, x, A_NORMAL, ", container %s", h->container);
+	x = put(0, x, A_NORMAL, ", %s)  up %s", h->late ? "attached" : "started", up);
 	if (h->gone && h->exit_code >= 0)
 		snprintf(status, sizeof(status), "target exited (status %d)", h->exit_code);
 	else if (h->gone)
