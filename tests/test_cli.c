@@ -43,9 +43,9 @@ static void number__takes_decimals_and_exponents_in_range(void **state)
 
 static void number__refuses_blanks_junk_and_out_of_range(void **state)
 {
-	static const char *const bad[] = { "",	  " 1",	 "\t1", "1 ",  "1x",  "x1",
-					   "abc", "3",	 "-1",	"nan", "inf", "1e999",
-					   "0x",  "--1", "2.1", ".",   "e3" };
+	static const char *const bad[] = { "",	  " 1", "\t1", "1 ",  "1x",    "x1", "abc",
+					   "3",	  "-1", "nan", "inf", "1e999", "0x", "--1",
+					   "2.1", ".",	"e3",  "0x1", "0x1p0", "0X1" };
 	double v = UNTOUCHED;
 
 	(void)state;

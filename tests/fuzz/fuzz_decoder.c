@@ -5,7 +5,8 @@
  * figures the views render (figures_build). The input is a flags byte and a run of
  * chunks, each a little-endian u16 header and a payload:
  *
- *   byte 0        bit 0: two --group rules ("work=work*", "io=io[0-9]*")
+ *   byte 0        bit 0: two --group rules ("work=work*", "io=io[0-9]*");
+ *                 bits 1-2: the allocator mode of the figures (figures.h), mod 3
  *   header >> 14  0 or 3: the payload is one message (model_apply)
  *                 1: records read from a live heap's memory
  *                    (model_apply_pending): heap id u64, seq_first u64,
@@ -52,20 +53,19 @@ static void apply_pending(struct model *m, const uint8_t *p, size_t len)
 
 /* What the views read: the figures (snapshot, top, trace and prom render
  * them and nothing else), with the contracts they rely on: names they print
- * as strings are terminated. In both modes the figures can be in: the
- * replayed allocator, and glibc mode beside a model fed the same messages. */
-static void read_figures(const struct model *m)
+ * as strings are terminated. In the allocator mode the input's flags byte
+ * says: the replayed allocator, glibc mode beside a model fed the same
+ * messages, or none. */
+static void read_figures(const struct model *m, enum figures_allocator mode)
 {
 	static struct figures_sources src;
 	struct figures f = { 0 };
 	volatile uint64_t sink = 0;
 	struct tally_group_stats gs;
 
-	for (int mode = FIGURES_ALLOC_TALLY; mode <= FIGURES_ALLOC_NONE; mode++) {
-		src.allocator = (enum figures_allocator)mode;
-		src.have_glibc = mode == FIGURES_ALLOC_GLIBC;
-		if (figures_build(&f, m, &src))
-			continue; /* out of memory: nothing to read */
+	src.allocator = mode;
+	src.have_glibc = mode == FIGURES_ALLOC_GLIBC;
+	if (!figures_build(&f, m, &src)) { /* else out of memory: nothing to read */
 		const struct figures_process *p = &f.procs[0];
 		sink += (uint64_t)p->stats.v[TALLY_STAT_live] + p->exact + p->nwhy;
 		for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
@@ -138,7 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		free(p);
 	}
-	read_figures(m);
+	read_figures(m, (enum figures_allocator)((data[0] >> 1) % (FIGURES_ALLOC_NONE + 1)));
 	model_free(m);
 	free(m);
 	return 0;

@@ -25,7 +25,8 @@ artifacts=$BUILD/tests/fuzz/artifacts
 mkdir -p "$artifacts"
 for name in "${TARGETS[@]}"; do
 	bin=$BUILD/tests/fuzz/fuzz_$name
-	if [ ! -x "$bin" ] && ! make -s BUILD="$BUILD" "$bin" >"$tmp/build.log" 2>&1; then
+	# make, not only when missing: run alone, the script must not fuzz a stale build
+	if ! make -s BUILD="$BUILD" "$bin" >"$tmp/build.log" 2>&1; then
 		check "fuzz_$name: builds" 1 "$(tail -n 5 "$tmp/build.log")"
 		continue
 	fi

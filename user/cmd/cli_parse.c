@@ -50,8 +50,9 @@ int cli_number(const char *arg, double lo, double hi, double *out)
 {
 	char *end;
 
-	/* strtod would skip leading blanks: ' 9464' is no number */
-	if (isspace((unsigned char)arg[0]))
+	/* strtod would skip leading blanks (' 9464' is no number) and read
+	 * hexadecimal ('-d 0x10' is not 10 seconds, nor 16) */
+	if (isspace((unsigned char)arg[0]) || strpbrk(arg, "xXpP"))
 		return -EINVAL;
 	errno = 0;
 	double v = strtod(arg, &end);
