@@ -172,10 +172,11 @@ static void json__kv__helpers_write_key_and_value(void **state)
 	json_kv_bool(&s->w, "b", false);
 	json_kv_double(&s->w, "d", 0.25);
 	json_kv_null(&s->w, "n");
+	json_kv_str(&s->w, "z", NULL); /* a string that is not there */
 	json_end_object(&s->w);
 	assert_int_equal(json_finish(&s->w), 0);
-	assert_string_equal(output(s),
-			    "{\"u\":7,\"i\":-7,\"s\":\"v\",\"b\":false,\"d\":0.25,\"n\":null}\n");
+	assert_string_equal(output(s), "{\"u\":7,\"i\":-7,\"s\":\"v\",\"b\":false,\"d\":0.25,"
+				       "\"n\":null,\"z\":null}\n");
 }
 
 static void json__string__escapes_quote_and_backslash(void **state)

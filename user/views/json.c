@@ -334,7 +334,10 @@ void json_kv_i64(struct json_writer *w, const char *key, int64_t v)
 void json_kv_str(struct json_writer *w, const char *key, const char *s)
 {
 	json_key(w, key);
-	json_string(w, s);
+	if (s)
+		json_string(w, s);
+	else
+		json_null(w);
 }
 
 void json_kv_bool(struct json_writer *w, const char *key, bool v)

@@ -59,6 +59,7 @@ void json_null(struct json_writer *w);
 
 void json_kv_u64(struct json_writer *w, const char *key, uint64_t v);
 void json_kv_i64(struct json_writer *w, const char *key, int64_t v);
+/* s NULL: null (a name or path that is not known) */
 void json_kv_str(struct json_writer *w, const char *key, const char *s);
 void json_kv_bool(struct json_writer *w, const char *key, bool v);
 void json_kv_double(struct json_writer *w, const char *key, double v);

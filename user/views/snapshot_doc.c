@@ -78,10 +78,7 @@ static void write_group(struct json_writer *w, const struct figures_group *fg)
 {
 	json_begin_object(w);
 	json_kv_u64(w, "id", fg->id);
-	if (fg->name)
-		json_kv_str(w, "name", fg->name);
-	else
-		json_kv_null(w, "name");
+	json_kv_str(w, "name", fg->name);
 	json_kv_u64(w, "allocated_bytes", fg->alloc_bytes);
 	json_kv_u64(w, "allocated_objects", fg->alloc_objs);
 	json_kv_u64(w, "deallocated_bytes", fg->dealloc_bytes);
@@ -99,7 +96,7 @@ static void write_group(struct json_writer *w, const struct figures_group *fg)
  * killed or still running) and "signal" (null unless killed). */
 static void write_target(struct json_writer *w, const struct figures_target *t)
 {
-	char sig[16];
+	char sig[16] = "";
 
 	json_key(w, "target");
 	json_begin_object(w);
@@ -117,21 +114,12 @@ static void write_target(struct json_writer *w, const struct figures_target *t)
 		json_kv_i64(w, "exit_code", t->exit_code);
 	else
 		json_kv_null(w, "exit_code");
-	if (t->signal) {
+	if (t->signal)
 		snprintf(sig, sizeof(sig), "SIG%s",
 			 sigabbrev_np(t->signal) ? sigabbrev_np(t->signal) : "?");
-		json_kv_str(w, "signal", sig);
-	} else {
-		json_kv_null(w, "signal");
-	}
-	if (t->cgroup)
-		json_kv_str(w, "cgroup", t->cgroup);
-	else
-		json_kv_null(w, "cgroup");
-	if (t->container)
-		json_kv_str(w, "container", t->container);
-	else
-		json_kv_null(w, "container");
+	json_kv_str(w, "signal", t->signal ? sig : NULL);
+	json_kv_str(w, "cgroup", t->cgroup);
+	json_kv_str(w, "container", t->container);
 	json_end_object(w);
 }
 
