@@ -60,7 +60,7 @@ static int tick(struct session *s, void *arg)
 
 	if (err)
 		return err;
-	trace_sample(rc->trace, &rc->fig, session_now_ns());
+	trace_sample(rc->trace, &rc->fig, clock_now_ns());
 	/* on disk at each tick: a reader sees the file grow, a SIGKILL loses
 	 * one interval */
 	errno = 0;
@@ -78,8 +78,8 @@ static int record_finish(struct record_run *r, const char *path, bool said)
 
 	err = figures_build(&r->rc.fig, &s->model, &s->src);
 	if (!err) {
-		trace_sample(r->rc.trace, &r->rc.fig, session_now_ns());
-		err = trace_end(r->rc.trace, &s->model, session_now_ns(), &r->rc.fig);
+		trace_sample(r->rc.trace, &r->rc.fig, clock_now_ns());
+		err = trace_end(r->rc.trace, &s->model, clock_now_ns(), &r->rc.fig);
 	}
 	if (!err)
 		err = outfile_commit(&r->out);

@@ -166,7 +166,7 @@ static void serve_linger(struct session *s, const struct cli_target *t)
 		"tally serve: process %d exited; serving its final figures until SIGINT or "
 		"SIGTERM%s\n",
 		s->pid, deadline ? " or the end of -d" : "");
-	while (!session_exiting && (!deadline || session_now_ns() < deadline))
+	while (!session_exiting && (!deadline || clock_now_ns() < deadline))
 		usleep(50 * 1000);
 }
 
@@ -228,7 +228,7 @@ static int run_serve(struct serve_opts *o)
 	serve_render(&s, ctx);
 	if (s.gone && !session_exiting &&
 	    !(o->target.secs > 0 &&
-	      session_now_ns() >= s.start_ns + (uint64_t)(o->target.secs * 1e9)))
+	      clock_now_ns() >= s.start_ns + (uint64_t)(o->target.secs * 1e9)))
 		serve_linger(&s, &o->target);
 	serve_gate_stop(gate); /* closes the listening socket */
 	MHD_stop_daemon(d);

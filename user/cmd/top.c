@@ -211,7 +211,7 @@ static int run_live(struct top_run *r)
 {
 	struct session *s = &r->s;
 	uint64_t interval = (uint64_t)r->o->interval_ms * 1000000;
-	uint64_t next = session_now_ns() + interval;
+	uint64_t next = clock_now_ns() + interval;
 	uint64_t deadline = r->o->t.secs > 0 ? s->start_ns + (uint64_t)(r->o->t.secs * 1e9) : 0;
 	struct top_ui ui = { .order = r->o->order, .threads = r->o->threads };
 	struct top_prev none = { 0 };
@@ -236,7 +236,7 @@ static int run_live(struct top_run *r)
 		ev = top_view_input(&ui, s->gone ? TOP_IDLE_WAIT_MS : 0);
 		if (ev == TOP_VIEW_QUIT)
 			break;
-		now = session_now_ns();
+		now = clock_now_ns();
 		if (!final && now >= next) {
 			next = now + interval;
 			if (live_tick(r, &ui))

@@ -7,20 +7,19 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "../../bpf/tally_bpf.h"
+#include "clock.h"
 #include "links.h"
 #include "loader.h"
 #include "tally.skel.h"
 
 #define MAX_LINKS 32
 #define RING_MAX_BYTES (1ULL << 40) /* ring_size's bound: no loop past it */
-#define NSEC_PER_SEC 1000000000ULL
 
 struct loader {
 	struct tally_bpf *skel;
@@ -123,11 +122,9 @@ static int keep_link(struct loader *l, struct bpf_link *link)
 int loader_attach_sched(struct loader *l)
 {
 	struct tally_bpf *s = l->skel;
-	struct timespec ts;
 	int err;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	s->bss->attach_ns = (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+	s->bss->attach_ns = clock_now_ns();
 	err = keep_link(l, bpf_program__attach(s->progs.tally_switch));
 	if (!err)
 		err = keep_link(l, bpf_program__attach(s->progs.tally_fork));

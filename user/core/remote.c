@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
-#include <time.h>
 
 #include "../../alloc/stats_walk.h"
+#include "clock.h"
 #include "remote.h"
 
 /* The target's memory through process_vm_readv: ctx points at its pid. */
@@ -111,20 +111,12 @@ static bool seen_add(uint64_t *seen, uint64_t addr)
 
 uint64_t remote_read_max_ns = 5000000000ULL;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* The bounds above still allow a read of minutes (65536 segments of 16 KiB
  * headers and their metadata, each a system call): past this, a target is
  * not read at all. */
 static bool over_time(uint64_t deadline, uint32_t n)
 {
-	return (n & 63) == 0 && now_ns() > deadline;
+	return (n & 63) == 0 && clock_now_ns() > deadline;
 }
 
 /* The fields a position read copies: the heap list's link, id, thread, seq
@@ -205,7 +197,7 @@ static int read_begin(struct remote_read *r, const struct remote_mem *mem, bool 
 	r->w = calloc(1, sizeof(*r->w));
 	r->seen = spans ? calloc(SEEN_SLOTS, sizeof(*r->seen)) : NULL;
 	r->last_id = UINT64_MAX;
-	r->deadline = now_ns() + remote_read_max_ns;
+	r->deadline = clock_now_ns() + remote_read_max_ns;
 	if (!r->h || !r->seg || !r->meta || !r->w || (spans && !r->seen))
 		return -ENOMEM;
 	return 0;

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "serve_gate.h"
 
 #define GATE_MAX 64	      /* connections waiting for their first line */
@@ -45,10 +45,7 @@ struct serve_gate {
 
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return clock_now_ns() / NSEC_PER_MSEC;
 }
 
 enum verdict { LINE_WAIT, LINE_PASS, LINE_BAD, LINE_GONE };

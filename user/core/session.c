@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "session.h"
@@ -38,14 +37,6 @@ void session_install_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-}
-
-uint64_t session_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 int session_fail(int status, const char *fmt, ...)
@@ -169,7 +160,7 @@ void session_refresh(struct session *s)
 	int st;
 
 	sources_lost(s);
-	src->now_ns = session_now_ns();
+	src->now_ns = clock_now_ns();
 	loader_group_cpu(s->loader, src->cpu_ns);
 	if (!s->gone)
 		loader_running_cpu(s->loader, src->now_ns, src->cpu_ns);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "clock.h"
 #include "cuda.h"
 #include "target_lock.h"
 #include "glibc.h"
@@ -127,6 +128,5 @@ bool session_exit_status(const struct session *s, int *status);
 /* One line on stderr when the target was killed by a signal. */
 void session_report_end(const struct session *s, const char *who);
 void session_close(struct session *s);
-uint64_t session_now_ns(void);
 
 #endif /* TALLY_SESSION_H */

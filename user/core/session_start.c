@@ -18,7 +18,6 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "session.h"
@@ -322,7 +321,7 @@ static int session_load(struct session *s, const struct session_opts *o)
 	if (err)
 		return session_fail(TALLY_EXIT_FAIL, "cannot attach to the scheduler: %s",
 				    strerror(-err));
-	s->start_ns = session_now_ns();
+	s->start_ns = clock_now_ns();
 	return TALLY_EXIT_OK;
 }
 
