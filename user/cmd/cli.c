@@ -3,11 +3,16 @@
  * command-line parsers are in cli_parse.c. */
 #include "cli.h"
 
+uint64_t cli_deadline(const struct session *s, const struct cli_target *t)
+{
+	return t->secs > 0 ? s->start_ns + (uint64_t)(t->secs * NSEC_PER_SEC) : 0;
+}
+
 int cli_run(struct session *s, const struct cli_target *t, int tick_ms,
 	    int (*tick)(struct session *s, void *ctx), void *ctx)
 {
-	uint64_t deadline = t->secs > 0 ? s->start_ns + (uint64_t)(t->secs * 1e9) : 0;
-	uint64_t next_tick = tick_ms > 0 ? clock_now_ns() + (uint64_t)tick_ms * 1000000 : 0;
+	uint64_t deadline = cli_deadline(s, t);
+	uint64_t next_tick = tick_ms > 0 ? clock_now_ns() + (uint64_t)tick_ms * NSEC_PER_MSEC : 0;
 	int rc = 0;
 
 	while (!session_exiting) {
@@ -18,7 +23,7 @@ int cli_run(struct session *s, const struct cli_target *t, int tick_ms,
 		if (deadline && now >= deadline)
 			break;
 		if (next_tick && now >= next_tick) {
-			next_tick = now + (uint64_t)tick_ms * 1000000;
+			next_tick = now + (uint64_t)tick_ms * NSEC_PER_MSEC;
 			session_cut_begin(s);
 			session_refresh(s);
 			rc = session_cut_shown(s) ? tick(s, ctx) : 0;

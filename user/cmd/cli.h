@@ -46,6 +46,8 @@ int cli_uint(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out);
  * 0 or -EINVAL. */
 int cli_parse_listen(const char *arg, struct sockaddr_storage *ss, socklen_t *len);
 
+/* When -d ends the session (CLOCK_MONOTONIC ns), or 0: it does not. */
+uint64_t cli_deadline(const struct session *s, const struct cli_target *t);
 /*
  * Poll the session every poll_ms until the target exits, -d passes or a
  * signal comes; tick(ctx) every tick_ms (0: never) after a refresh of the

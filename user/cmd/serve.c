@@ -157,11 +157,10 @@ static int tick(struct session *s, void *arg)
 	return 0;
 }
 
-/* After the target exited: its final figures until a signal or -d. */
-static void serve_linger(struct session *s, const struct cli_target *t)
+/* After the target exited: its final figures until a signal or the
+ * deadline of -d (0: none). */
+static void serve_linger(const struct session *s, uint64_t deadline)
 {
-	uint64_t deadline = t->secs > 0 ? s->start_ns + (uint64_t)(t->secs * 1e9) : 0;
-
 	fprintf(stderr,
 		"tally serve: process %d exited; serving its final figures until SIGINT or "
 		"SIGTERM%s\n",
@@ -226,10 +225,9 @@ static int run_serve(struct serve_opts *o)
 	session_finish(&s);
 	session_report_end(&s, "tally serve");
 	serve_render(&s, ctx);
-	if (s.gone && !session_exiting &&
-	    !(o->target.secs > 0 &&
-	      clock_now_ns() >= s.start_ns + (uint64_t)(o->target.secs * 1e9)))
-		serve_linger(&s, &o->target);
+	uint64_t deadline = cli_deadline(&s, &o->target);
+	if (s.gone && !session_exiting && !(deadline && clock_now_ns() >= deadline))
+		serve_linger(&s, deadline);
 	serve_gate_stop(gate); /* closes the listening socket */
 	MHD_stop_daemon(d);
 	rc = TALLY_EXIT_OK;

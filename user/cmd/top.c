@@ -210,9 +210,9 @@ static void live_final(struct top_run *r, struct top_ui *ui)
 static int run_live(struct top_run *r)
 {
 	struct session *s = &r->s;
-	uint64_t interval = (uint64_t)r->o->interval_ms * 1000000;
+	uint64_t interval = (uint64_t)r->o->interval_ms * NSEC_PER_MSEC;
 	uint64_t next = clock_now_ns() + interval;
-	uint64_t deadline = r->o->t.secs > 0 ? s->start_ns + (uint64_t)(r->o->t.secs * 1e9) : 0;
+	uint64_t deadline = cli_deadline(s, &r->o->t);
 	struct top_ui ui = { .order = r->o->order, .threads = r->o->threads };
 	struct top_prev none = { 0 };
 	bool final = false;
