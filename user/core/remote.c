@@ -176,11 +176,13 @@ static int walk_heap_segments(const struct remote_mem *mem, uint64_t at, const s
 struct remote_read {
 	const struct remote_mem *mem;
 	bool spans;	     /* walk the segments too: the figures */
-	struct heap *h;	     /* the heap being read */
+	struct heap *h; /* the heap being read */
+	/* with the figures (spans) only: */
 	struct segment *seg; /* one segment header of it */
 	uint16_t *meta;	     /* one span's slot metadata, SPAN_MAX_SLOTS entries */
 	struct stats_walk *w;
-	uint64_t *seen;	 /* segments seen, SEEN_SLOTS (spans only) */
+	uint64_t *seen; /* segments seen, SEEN_SLOTS */
+	/* without (a position read) only: */
 	uint64_t *addrs; /* each heap's address in the target, as out->heaps */
 	uint32_t cap;	 /* entries of out->heaps and addrs */
 	uint32_t nsegs;
@@ -192,15 +194,17 @@ static int read_begin(struct remote_read *r, const struct remote_mem *mem, bool 
 {
 	*r = (struct remote_read){ .mem = mem, .spans = spans };
 	r->h = malloc(sizeof(*r->h));
+	r->last_id = UINT64_MAX;
+	r->deadline = clock_now_ns() + remote_read_max_ns;
+	if (!r->h)
+		return -ENOMEM;
+	if (!spans) /* a view's cut, at every tick: nothing more to set up */
+		return 0;
 	r->seg = malloc(sizeof(*r->seg));
 	r->meta = malloc(SPAN_MAX_SLOTS * sizeof(uint16_t));
 	r->w = calloc(1, sizeof(*r->w));
-	r->seen = spans ? calloc(SEEN_SLOTS, sizeof(*r->seen)) : NULL;
-	r->last_id = UINT64_MAX;
-	r->deadline = clock_now_ns() + remote_read_max_ns;
-	if (!r->h || !r->seg || !r->meta || !r->w || (spans && !r->seen))
-		return -ENOMEM;
-	return 0;
+	r->seen = calloc(SEEN_SLOTS, sizeof(*r->seen));
+	return r->seg && r->meta && r->w && r->seen ? 0 : -ENOMEM;
 }
 
 static void read_end(struct remote_read *r)
@@ -243,19 +247,22 @@ static int heap_copy(struct remote_read *r, uint64_t at, uint32_t nheaps)
 	return 0;
 }
 
-/* Room for one more heap in out->heaps and r->addrs. */
+/* Room for one more heap in out->heaps, and in r->addrs for a position read. */
 static int heaps_reserve(struct remote_read *r, struct remote_alloc *out)
 {
 	if (out->nheaps != r->cap)
 		return 0;
 	r->cap = r->cap ? r->cap * 2 : 16;
 	struct remote_heap *n = realloc(out->heaps, r->cap * sizeof(*n));
-	uint64_t *a = realloc(r->addrs, r->cap * sizeof(*a));
 	if (n)
 		out->heaps = n;
-	if (a)
+	if (n && !r->spans) {
+		uint64_t *a = realloc(r->addrs, r->cap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
 		r->addrs = a;
-	return n && a ? 0 : -ENOMEM;
+	}
+	return n ? 0 : -ENOMEM;
 }
 
 /* The heap copied in r->h, at `at`, appended to out: its position and room
@@ -268,7 +275,8 @@ static int heap_add(struct remote_read *r, uint64_t at, struct remote_alloc *out
 
 	if (err)
 		return err;
-	r->addrs[out->nheaps] = at;
+	if (!r->spans)
+		r->addrs[out->nheaps] = at;
 	struct remote_heap *rh = &out->heaps[out->nheaps];
 	uint32_t count = h->batch.count;
 	*rh = (struct remote_heap){ .id = h->id,
@@ -344,7 +352,7 @@ int remote_alloc_read_mem(const struct remote_mem *mem, uint64_t heaps_addr, boo
 	}
 	if (!err && !spans)
 		err = pending_words_read(&r, out);
-	if (!err)
+	if (!err && spans)
 		figures_finish(r.w, out);
 out:
 	if (err)
