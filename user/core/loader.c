@@ -186,11 +186,6 @@ int loader_consume(struct loader *l)
 	return (int)l->taken;
 }
 
-uint64_t loader_ring_bytes(const struct loader *l)
-{
-	return l->ring_bytes;
-}
-
 bool loader_more(const struct loader *l)
 {
 	return l->more;

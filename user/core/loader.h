@@ -38,7 +38,6 @@ int loader_attach_batch(struct loader *l, pid_t pid, const char *path);
 int loader_consume(struct loader *l);
 /* The last loader_consume stopped at its bound, records still in the ring. */
 bool loader_more(const struct loader *l);
-uint64_t loader_ring_bytes(const struct loader *l);
 void loader_lost(struct loader *l, struct tally_lost *sum);
 int loader_group_cpu(struct loader *l, uint64_t cpu[TALLY_MAX_GROUPS]);
 /* Add to cpu[] the intervals running threads are in now (not charged yet). */
