@@ -175,7 +175,7 @@ static int walk_heap_segments(const struct remote_mem *mem, uint64_t at, const s
 /* One read's working copies (each malloc'd once, not per heap) and state. */
 struct remote_read {
 	const struct remote_mem *mem;
-	bool spans;	     /* walk the segments too: the figures */
+	bool spans;	/* walk the segments too: the figures */
 	struct heap *h; /* the heap being read */
 	/* with the figures (spans) only: */
 	struct segment *seg; /* one segment header of it */
