@@ -11,6 +11,16 @@
 #define STR(x) STR_(x)
 #define STR_(x) #x
 
+/* Two reasons that name a limit, said with the limit's constant. */
+#define WHY_DEFERRED                                                                               \
+	"records that came while the state was read at attach were more than tally keeps "         \
+	"aside (" STR(SOURCES_DEFER_MAX_MB) " MiB): some dropped"
+#define WHY_REGISTRY_LIMIT STR(TALLY_MAX_THREADS)
+#define WHY_REGISTRY                                                                               \
+	"more threads in groups than the SDK's registry holds (" WHY_REGISTRY_LIMIT                \
+	") at attach: "                                                                            \
+	"some threads' groups unknown, their CPU charged to root"
+
 _Static_assert(TALLY_STATS_COUNT == TALLY_STATS_FIELDS, "the probe's array is the struct");
 
 const char *const figures_stat_names[TALLY_STATS_COUNT] = {
@@ -127,22 +137,20 @@ static void build_events(struct figures_events *e, const struct model *m,
  * say (live, rounding, large mappings); the other terms have no glibc
  * meaning. */
 static void build_stats(struct figures_process *p, const struct model *m,
-			const struct figures_sources *src)
+			const struct figures_sources *src, const struct tally_stats *st)
 {
 	struct figures_stats *fs = &p->stats;
-	struct tally_stats st;
 	uint64_t v[TALLY_STATS_COUNT];
 
 	if (src->allocator == FIGURES_ALLOC_TALLY) {
-		model_stats(m, &st);
-		tally_stats_to_array(&st, v);
+		tally_stats_to_array(st, v);
 		for (unsigned i = 0; i < TALLY_STATS_COUNT; i++)
 			fs->v[i] = (int64_t)v[i];
 		fs->known = (1u << TALLY_STATS_COUNT) - 1;
 		fs->identity = true;
-		fs->accounted = (int64_t)tally_stats_accounted(&st);
-		fs->balanced = tally_stats_balanced(&st);
-		fs->predicted_resident = (int64_t)tally_stats_predicted_resident(&st);
+		fs->accounted = (int64_t)tally_stats_accounted(st);
+		fs->balanced = tally_stats_balanced(st);
+		fs->predicted_resident = (int64_t)tally_stats_predicted_resident(st);
 		fs->have_resident = src->have_resident;
 		fs->resident = src->resident;
 		/* the allocator's own: read at the end from a running target, or
@@ -224,11 +232,8 @@ static int build_threads(struct figures_process *p, const struct model *m)
 
 /* Why the figures of a libtally_alloc target are not exact. */
 static void why_alloc(struct figures_process *p, const struct model *m,
-		      const struct figures_sources *src)
+		      const struct figures_sources *src, const struct tally_stats *st)
 {
-	struct tally_stats st;
-
-	model_stats(m, &st);
 	if (src->late && !src->late_consistent)
 		p->why[p->nwhy++] = "the allocator's state moved while it was read at attach";
 	/* a target still running at the end: its own figures were read while
@@ -236,7 +241,7 @@ static void why_alloc(struct figures_process *p, const struct model *m,
 	 * the two disagree, and then neither is exact */
 	if (src->have_final_inprocess && !src->final_consistent)
 		p->why[p->nwhy++] = "the allocator's state moved while it was read at the end";
-	else if (src->have_final_inprocess && memcmp(&st, &src->final_inprocess, sizeof(st)))
+	else if (src->have_final_inprocess && memcmp(st, &src->final_inprocess, sizeof(*st)))
 		p->why[p->nwhy++] = "the target was running: tally's figures and the allocator's "
 				    "own, read as its threads ran, differ";
 	/* ended without the allocator's exit hand-over (killed, or _exit): what
@@ -250,10 +255,9 @@ static void why_alloc(struct figures_process *p, const struct model *m,
 
 /* Why the figures are not exact (none: they are), in the snapshot's order. */
 static void build_why(struct figures_process *p, const struct model *m,
-		      const struct figures_sources *src)
+		      const struct figures_sources *src, const struct tally_stats *st)
 {
 	bool tally = src->allocator == FIGURES_ALLOC_TALLY;
-	struct tally_stats st;
 
 	p->nwhy = 0;
 	if (src->lost_msgs || src->lost_words)
@@ -261,12 +265,9 @@ static void build_why(struct figures_process *p, const struct model *m,
 	if (m->malformed || src->malformed_bpf)
 		p->why[p->nwhy++] = "malformed records refused";
 	if (src->deferred_dropped)
-		p->why[p->nwhy++] =
-			"records that came while the state was read at attach were "
-			"more than tally keeps aside (" STR(SOURCES_DEFER_MAX_MB) " MiB): "
-										  "some dropped";
+		p->why[p->nwhy++] = WHY_DEFERRED;
 	if (tally)
-		why_alloc(p, m, src);
+		why_alloc(p, m, src, st);
 	if (m->collided_id)
 		p->why[p->nwhy++] =
 			"an SDK group got the id of a --group rule's group: their figures merged";
@@ -275,16 +276,11 @@ static void build_why(struct figures_process *p, const struct model *m,
 			"a thread's records from before this moment were still on their way";
 	/* a view's tick while threads run: one thread's records (a foreign
 	 * free) may be in before another's (the allocation) */
-	model_stats(m, &st);
-	if (tally && !tally_stats_balanced(&st))
+	if (tally && !tally_stats_balanced(st))
 		p->why[p->nwhy++] = "the identity does not balance at this moment: records of "
 				    "other threads still on their way";
 	if (src->late && m->registry_threads_dropped)
-		p->why[p->nwhy++] =
-			"more threads in groups than the SDK's registry holds "
-			"(" STR(TALLY_MAX_THREADS) ") "
-						   "at attach: some threads' groups unknown, their CPU charged "
-						   "to root";
+		p->why[p->nwhy++] = WHY_REGISTRY;
 	if (src->allocator == FIGURES_ALLOC_GLIBC &&
 	    !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late))
 		p->why[p->nwhy++] = "glibc mode: not every call was seen";
@@ -295,13 +291,15 @@ static int build_process(struct figures_process *p, const struct model *m,
 			 const struct figures_sources *src)
 {
 	struct figures_thread *threads = p->threads;
+	struct tally_stats st; /* the replayed identity, read once */
 
 	memset(p, 0, sizeof(*p));
 	p->threads = threads;
+	model_stats(m, &st);
 	build_target(&p->target, m, src);
-	build_why(p, m, src);
+	build_why(p, m, src, &st);
 	build_events(&p->events, m, src);
-	build_stats(p, m, src);
+	build_stats(p, m, src, &st);
 	instance_of(&p->instance, m, src, 0, TALLY_MAX_GROUPS);
 	p->gpu_spoke = m->gpu.seen[GPU_SRC_CUPTI] || m->gpu.seen[GPU_SRC_DRIVER];
 	p->gpu_attached = p->gpu_spoke || src->cupti || src->cuda.entry_points;
