@@ -206,8 +206,8 @@ $(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/test
 	$(CC) $(SAN) -pthread -o $@ $^ -lelf $(CMOCKA_LIBS)
 # Namespaces and cgroups: crafted files, and containers built with unshare.
 $(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \
-		$(BUILD)/tests/san/user/core/target_ns.o
-	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+		$(BUILD)/tests/san/user/core/target_ns.o $(BUILD)/tests/san/user/core/target.o
+	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
 		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)

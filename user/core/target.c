@@ -140,23 +140,33 @@ void target_abort(struct target_child *c)
 	c->gate_fd = c->status_fd = -1;
 }
 
-bool target_alive(pid_t pid)
+const char *target_stat(pid_t pid, char *buf, size_t len)
 {
-	char path[64], state = 0;
+	char path[64];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
+	f = fopen(path, "re");
 	if (!f)
-		return false;
-	/* "pid (comm) S ...": comm may hold spaces and parentheses */
-	char buf[512];
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		return NULL;
+	size_t n = fread(buf, 1, len - 1, f);
 	fclose(f);
 	buf[n] = 0;
+	/* "pid (comm) S ...": comm may hold spaces and parentheses */
 	char *paren = strrchr(buf, ')');
-	if (paren && paren[1] == ' ')
-		state = paren[2];
+	if (!paren || paren[1] != ' ') {
+		errno = EPROTO;
+		return NULL;
+	}
+	return paren + 1;
+}
+
+bool target_alive(pid_t pid)
+{
+	char buf[TARGET_STAT_MAX];
+	const char *rest = target_stat(pid, buf, sizeof(buf));
+	char state = rest ? rest[1] : 0;
+
 	return state && state != 'Z' && state != 'X';
 }
 
@@ -164,20 +174,12 @@ bool target_alive(pid_t pid)
  * no user memory, nothing for tally to trace. */
 bool target_is_kthread(pid_t pid)
 {
-	char path[64], buf[512];
+	char buf[TARGET_STAT_MAX];
+	const char *rest = target_stat(pid, buf, sizeof(buf));
 	unsigned long flags = 0;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	char *paren = strrchr(buf, ')');
 	/* after ") ": state ppid pgrp session tty_nr tpgid flags */
-	if (!paren || sscanf(paren + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+	if (!rest || sscanf(rest, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
 		return false;
 	return flags & 0x00200000UL;
 }

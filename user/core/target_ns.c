@@ -132,20 +132,14 @@ int target_cgroup(pid_t pid, char *cgroup, size_t len, char *container, size_t c
 
 int target_ppid(pid_t pid, pid_t *ppid)
 {
-	char path[64], buf[512];
+	char buf[TARGET_STAT_MAX];
+	const char *rest = target_stat(pid, buf, sizeof(buf));
 	int parent;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
+	if (!rest)
 		return -errno;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	/* "pid (comm) S ppid ...": comm may hold spaces and parentheses */
-	char *paren = strrchr(buf, ')');
-	if (!paren || sscanf(paren + 1, " %*c %d", &parent) != 1)
+	/* after ") ": state ppid */
+	if (sscanf(rest, " %*c %d", &parent) != 1)
 		return -EPROTO;
 	*ppid = parent;
 	return 0;
