@@ -36,7 +36,7 @@ void session_install_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	target_ignore_sigpipe();
 }
 
 int session_fail(int status, const char *fmt, ...)

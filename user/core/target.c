@@ -19,6 +19,19 @@
 
 extern char **environ;
 
+/* SIGPIPE as tally found it, before it ignored it for itself (target.h). */
+static struct sigaction sigpipe_at_start;
+static bool sigpipe_saved;
+
+void target_ignore_sigpipe(void)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN };
+
+	sigemptyset(&ign.sa_mask);
+	if (!sigaction(SIGPIPE, &ign, sigpipe_saved ? NULL : &sigpipe_at_start))
+		sigpipe_saved = true;
+}
+
 /* In the child between fork and exec. tally has no other thread yet when it
  * forks (the command starts before anything else), so setenv's allocation is
  * safe here; the environment is built in the child, tally's own left as it was. */
@@ -31,6 +44,10 @@ static void child_run(char *const argv[], const char *preload, char *const env_e
 	if (read(gate, &c, 1) != 1)
 		_exit(127); /* tally gave up before releasing us */
 	close(gate);
+	/* an ignored signal stays ignored across exec: the command gets SIGPIPE
+	 * as tally got it, or `a | head` in it would end in write errors */
+	if (sigpipe_saved)
+		sigaction(SIGPIPE, &sigpipe_at_start, NULL);
 	if (stdio) {
 		int fd = open(stdio, O_RDWR);
 		if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)

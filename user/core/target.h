@@ -27,6 +27,9 @@ struct target_child {
  * for the child's stdin, stdout and stderr, or NULL for tally's own;
  * out_to_err: the child's stdout is tally's stderr (tally's stdout carries a
  * document). */
+/* tally ignores SIGPIPE (a reader that goes away is a write error it
+ * reports); a command it starts after this gets SIGPIPE as tally got it. */
+void target_ignore_sigpipe(void);
 int target_spawn(char *const argv[], const char *preload, char *const env_extra[],
 		 const char *stdio, bool out_to_err, struct target_child *c);
 /* Let the child exec; -errno (the exec's) when CMD could not be run. */
