@@ -21,9 +21,10 @@ void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes);
 TALLY_SEMAPHORE_REF(batch);
 TALLY_SEMAPHORE(stats);
 
-/* A child drops the records it inherited: its parent hands them over itself
- * (probe_guard.c). Single-threaded in glibc's fork; after a raw fork, other
- * threads see the semaphore at 0 already. */
+/* A child nobody can trace (probe_guard.c) drops the records it inherited:
+ * its parent hands them over itself. Single-threaded in glibc's fork; after
+ * a raw fork, other threads see the semaphore at 0 already. A child that can
+ * be traced keeps them: a tracer that follows it counts them in it too. */
 static void ev_drop_inherited(void)
 {
 	for (struct heap *h = tally_heaps; h; h = h->all_next) {

@@ -15,19 +15,31 @@
  * semaphore counts that the kernel raised for its parent's tracer, not for
  * it, so it does pass the sites (the allocator's exit hand-over, at least).
  *
- * So a child starts as a process nobody traces: its semaphores 0, every site
- * its 5-byte nop again, and what the library holds for a tracer (pending
- * records, which its parent hands over itself) dropped. glibc's fork does it
- * in an atfork child handler, before the child runs anything else. A child
- * of a raw fork or clone system call runs no handler: it is caught at its
- * first probe, because the guard word lives in a MADV_WIPEONFORK page, which
- * reads 0 in any child however made. vfork and posix_spawn children share the
- * parent's memory, trampoline included, and need nothing. A tracer that
- * follows a child attaches to it anew, and the kernel raises its semaphores.
+ * So a child starts with its semaphores 0 and the pages of its sites mapped
+ * afresh from the library's file: the kernel puts in the probes that are
+ * registered on the file then, and raises their semaphores, as for any
+ * process that maps it (a tracer following the tree registers them for
+ * every process and keeps the tree's; one that traces the parent alone
+ * filters the child out and nothing is put in). The records its copy of the
+ * heaps holds stay: they are numbered, and a tracer that follows the child
+ * counts them once in each (DESIGN.md §5). Where the file cannot be mapped
+ * again (gone, replaced) every site goes back to its 5-byte nop: a child
+ * nobody traces. glibc's fork does this in an atfork child handler, before
+ * the child runs anything else. A child of a raw fork or clone system call
+ * runs no handler: it is caught at its first probe, because the guard word
+ * lives in a MADV_WIPEONFORK page, which reads 0 in any child however made.
+ * vfork and posix_spawn children share the parent's memory, trampoline
+ * included, and need nothing.
  */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "probes.h"
 
@@ -56,13 +68,89 @@ static int guard_static = PROBE_GUARD_LIVE;
 static void (*guard_on_child)(void);
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 
+/* The library's file and its loaded segments, for re-arming a child
+ * (guard_setup reads them, while the loader's lock may be taken). */
+#define GUARD_MAX_LOADS 6
+static struct {
+	char path[PATH_MAX];
+	dev_t dev;
+	ino_t ino;
+	uintptr_t bias;
+	unsigned nloads;
+	struct {
+		uintptr_t vaddr, memsz, offset;
+	} loads[GUARD_MAX_LOADS];
+} lib;
+
+static int find_loads(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	(void)data;
+	if (info->dlpi_addr != lib.bias)
+		return 0;
+	for (unsigned i = 0; i < info->dlpi_phnum && lib.nloads < GUARD_MAX_LOADS; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		lib.loads[lib.nloads].vaddr = ph->p_vaddr;
+		lib.loads[lib.nloads].memsz = ph->p_memsz;
+		lib.loads[lib.nloads].offset = ph->p_offset;
+		lib.nloads++;
+	}
+	return 1;
+}
+
+static void lib_setup(void)
+{
+	Dl_info dl;
+	struct stat st;
+
+	if (!dladdr((void *)lib_setup, &dl) || !dl.dli_fname || dl.dli_fname[0] != '/' ||
+	    strlen(dl.dli_fname) >= sizeof(lib.path) || stat(dl.dli_fname, &st))
+		return;
+	strcpy(lib.path, dl.dli_fname);
+	lib.dev = st.st_dev;
+	lib.ino = st.st_ino;
+	lib.bias = (uintptr_t)dl.dli_fbase;
+	dl_iterate_phdr(find_loads, NULL);
+}
+
+/* Where the page at addr lies in the library's file, or -1. */
+static off_t page_offset(uintptr_t page)
+{
+	for (unsigned i = 0; i < lib.nloads; i++) {
+		uintptr_t lo = lib.bias + lib.loads[i].vaddr;
+		if (page + GUARD_PAGE <= (lo & ~(GUARD_PAGE - 1)) || page >= lo + lib.loads[i].memsz)
+			continue;
+		if (page < lo && (lo & (GUARD_PAGE - 1)) != (lib.loads[i].offset & (GUARD_PAGE - 1)))
+			return -1;
+		return (off_t)(lib.loads[i].offset - (lo - page));
+	}
+	return -1;
+}
+
 /*
- * Put one site back to its 5-byte nop, if the kernel rewrote it: an int3 over
- * the first byte (a uprobe installed) or a call (an optimized one). Anything
- * else was not written by the kernel's uprobes and is left alone. No thread
- * of this process can be at the site meanwhile: it runs before the guard
- * says LIVE, and every path to a site asks the guard first.
+ * Map the page of a site afresh from the library's file, as it was loaded:
+ * its text is the file's, with the probes that are registered now put in by
+ * the kernel itself (uprobe_mmap), their semaphores raised with them, so a
+ * child is traced by whoever traces the file, from here on, and by nobody
+ * once they detach. The kernel orders this against a tracer that attaches or
+ * detaches meanwhile, which writing an int3 by hand would not be.
  */
+static bool page_remap(int fd, uintptr_t page)
+{
+	off_t off = page_offset(page);
+
+	if (off < 0)
+		return false;
+	void *p = mmap((void *)page, GUARD_PAGE, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd,
+		       off);
+	return p == (void *)page;
+}
+
+/* Put one site back to its 5-byte nop, if the kernel rewrote it: an int3 over
+ * the first byte (a uprobe installed) or a call (an optimized one). Anything
+ * else was not written by the kernel's uprobes and is left alone. */
 static void site_restore(uint8_t *site)
 {
 	static const uint8_t nop5[] = TALLY_PROBE_NOP5;
@@ -81,23 +169,74 @@ static void site_restore(uint8_t *site)
 	mprotect((void *)lo, len, PROT_READ | PROT_EXEC);
 }
 
-/* Make this process one that nobody traces (the header comment says why). */
-static void guard_untrace(void)
+static bool site_touched(const uint8_t *site)
+{
+	static const uint8_t nop5[] = TALLY_PROBE_NOP5;
+
+	return memcmp(site, nop5, sizeof(nop5)) != 0;
+}
+
+/* Every page with a site the kernel touched, mapped afresh; false when one
+ * could not be (the file is gone or replaced): then the sites go back to
+ * their nops and the child is one that nobody traces. */
+static bool sites_rearm(void)
+{
+	const uintptr_t *p;
+	struct stat st;
+	bool ok = true;
+	int fd = -1;
+
+	for (p = __start_tally_probe_sites; p < __stop_tally_probe_sites; p++)
+		if (site_touched((const uint8_t *)*p))
+			break;
+	if (p == __stop_tally_probe_sites)
+		return true; /* nobody has touched them: nothing to undo */
+	if (!lib.path[0])
+		return false;
+	fd = open(lib.path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) || st.st_dev != lib.dev || st.st_ino != lib.ino)
+		ok = false;
+	for (p = __start_tally_probe_sites; ok && p < __stop_tally_probe_sites; p++) {
+		uintptr_t site = *p, page = site & ~(GUARD_PAGE - 1);
+		/* a site across two pages: both */
+		uintptr_t last = (site + 4) & ~(GUARD_PAGE - 1);
+		if (!site_touched((const uint8_t *)site))
+			continue;
+		ok = page_remap(fd, page) && (last == page || page_remap(fd, last));
+	}
+	close(fd);
+	return ok;
+}
+
+/*
+ * A child: its semaphores 0 (the kernel raised its parent's, not its own),
+ * its sites as the file has them, and the kernel's probes put back by the
+ * kernel where a tracer follows it (the header comment says why). Where the
+ * pages cannot be mapped afresh, the child is made one nobody traces.
+ */
+static bool guard_child(void)
 {
 	for (unsigned short *const *s = __start_tally_probe_sems; s < __stop_tally_probe_sems; s++)
 		if (__atomic_load_n(*s, __ATOMIC_RELAXED))
 			__atomic_store_n(*s, 0, __ATOMIC_RELAXED);
+	if (sites_rearm())
+		return true;
+	for (unsigned short *const *s = __start_tally_probe_sems; s < __stop_tally_probe_sems; s++)
+		__atomic_store_n(*s, 0, __ATOMIC_RELAXED);
 	for (const uintptr_t *p = __start_tally_probe_sites; p < __stop_tally_probe_sites; p++)
 		site_restore((uint8_t *)*p);
 	if (guard_on_child)
 		guard_on_child();
+	return false;
 }
 
 static void guard_atfork_child(void)
 {
 	int *g = tally_probe_guard;
 
-	guard_untrace();
+	(void)guard_child();
 	if (g)
 		__atomic_store_n(g, PROBE_GUARD_LIVE, __ATOMIC_RELEASE);
 }
@@ -113,6 +252,7 @@ static void guard_setup(void)
 	if (g == MAP_FAILED)
 		g = &guard_static;
 	*g = PROBE_GUARD_LIVE;
+	lib_setup();
 	pthread_atfork(NULL, NULL, guard_atfork_child);
 	__atomic_store_n(&tally_probe_guard, g, __ATOMIC_RELEASE);
 }
@@ -139,8 +279,10 @@ bool probe_guard_slow(void)
 	}
 	if (__atomic_compare_exchange_n(g, &expect, PROBE_GUARD_FIXING, false, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE)) {
-		guard_untrace();
+		/* a child traced from here on fires this probe too */
+		bool traced = guard_child();
 		__atomic_store_n(g, PROBE_GUARD_LIVE, __ATOMIC_RELEASE);
+		return traced;
 	}
 	return false;
 }

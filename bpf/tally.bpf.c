@@ -26,39 +26,85 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* CPU nanoseconds per group, all threads together. */
+/* The processes of the traced tree (key: tgid, value: its parent's tgid):
+ * the root, seeded by the loader, and with `follow` every process one of
+ * them starts, added at its fork. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, TALLY_MAX_GROUPS);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TALLY_BPF_MAX_PROCS);
 	__type(key, __u32);
+	__type(value, __u32);
+} procs SEC(".maps");
+
+/* CPU nanoseconds per process and group, all threads together. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TALLY_BPF_MAX_CPU_KEYS);
+	__type(key, struct tally_bpf_cpu_key);
 	__type(value, __u64);
-} group_cpu SEC(".maps");
+} proc_cpu SEC(".maps");
 
 /* Set by the loader when the sched programs are attached: intervals of
  * threads first seen switching out start here. */
 __u64 attach_ns = 0;
 
-static __always_inline void count_lost(__u64 words, bool bad)
+/* Follow the processes the tree starts (-- CMD, or -p PID -f). */
+const volatile bool follow = false;
+
+static __always_inline bool tgid_in_tree(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&procs, &tgid) != NULL;
+}
+
+/* The probe fired in a process of the tree. The probes sit on the files,
+ * for every process that maps them: the map says which are ours. */
+static __always_inline bool in_tree(void)
+{
+	return tgid_in_tree((__u32)(bpf_get_current_pid_tgid() >> 32));
+}
+
+enum lost_what { LOST_MSG, LOST_BAD, LOST_PROC, LOST_CPU };
+
+static __always_inline void count_lost(__u64 words, enum lost_what what)
 {
 	__u32 zero = 0;
 	struct tally_lost *l = bpf_map_lookup_elem(&lost, &zero);
 
 	if (!l)
 		return;
-	if (bad) {
+	switch (what) {
+	case LOST_BAD:
 		l->bad++;
-		return;
+		break;
+	case LOST_PROC:
+		l->procs++;
+		break;
+	case LOST_CPU:
+		l->cpu++;
+		break;
+	default:
+		l->msgs++;
+		l->words += words;
 	}
-	l->msgs++;
-	l->words += words;
 }
 
-static __always_inline void fill_hdr(struct tally_msg *m, __u16 kind, __u32 tid, __u64 now)
+static __always_inline void fill_hdr(struct tally_msg *m, __u16 kind, __u32 tid, __u32 pid,
+				     __u64 now)
 {
 	m->kind = kind;
 	m->flags = 0;
 	m->tid = tid;
 	m->ts_ns = now;
+	m->pid = pid;
+	m->pad = 0;
+}
+
+/* The calling thread's tid and tgid, as the header has them. */
+static __always_inline void fill_hdr_current(struct tally_msg *m, __u16 kind, __u64 now)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	fill_hdr(m, kind, (__u32)id, (__u32)(id >> 32), now);
 }
 
 SEC("usdt")
@@ -68,48 +114,54 @@ int BPF_USDT(tally_batch, void *batch, long bytes)
 	struct tally_msg_batch *m;
 	__u32 n;
 
-	if (!in_target())
+	if (!in_tree())
 		return 0;
 	if (bytes < (long)hdr || bytes > (long)sizeof(struct tally_batch)) {
-		count_lost(0, true);
+		count_lost(0, LOST_BAD);
 		return 0;
 	}
 	/* a fixed size, so that the verifier knows the copy fits */
 	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 	if (!m) {
-		count_lost(((__u64)bytes - hdr) / sizeof(__u64), false);
+		count_lost(((__u64)bytes - hdr) / sizeof(__u64), LOST_MSG);
 		return 0;
 	}
-	fill_hdr(&m->hdr, TALLY_MSG_BATCH, (__u32)bpf_get_current_pid_tgid(), bpf_ktime_get_ns());
+	fill_hdr_current(&m->hdr, TALLY_MSG_BATCH, bpf_ktime_get_ns());
 	n = (__u32)bytes;
 	m->bytes = n;
 	m->pad = 0;
 	if (n > sizeof(struct tally_batch) || bpf_probe_read_user(&m->batch, n, batch)) {
 		bpf_ringbuf_discard(m, BPF_RB_NO_WAKEUP);
-		count_lost(0, true);
+		count_lost(0, LOST_BAD);
 		return 0;
 	}
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 
-/* Charge the interval since `t->last_ns` to the thread's group. */
+/* Charge the interval since `t->last_ns` to the thread's process and group. */
 static __always_inline void charge(struct tally_bpf_thread *t, __u64 now)
 {
 	if (t->running && now > t->last_ns && t->group < TALLY_MAX_GROUPS) {
-		__u32 g = t->group;
-		__u64 *c = bpf_map_lookup_elem(&group_cpu, &g);
+		struct tally_bpf_cpu_key k = { .pid = t->pid, .group = t->group };
+		__u64 zero = 0;
+		__u64 *c = map_lookup_or_init(&proc_cpu, &k, &zero);
 		if (c)
 			__sync_fetch_and_add(c, now - t->last_ns);
+		else
+			count_lost(0, LOST_CPU);
 	}
 	t->last_ns = now;
 }
 
-/* A thread of the target we have no entry for yet: it runs now (it is in a
+/* A thread of the tree we have no entry for yet: it runs now (it is in a
  * probe), in the group the probe says it was in. */
-static __always_inline struct tally_bpf_thread *thread_get(__u32 tid, __u32 group, __u64 now)
+static __always_inline struct tally_bpf_thread *thread_get(__u32 tid, __u32 pid, __u32 group,
+							   __u64 now)
 {
-	struct tally_bpf_thread fresh = { .last_ns = now, .group = group, .running = 1 };
+	struct tally_bpf_thread fresh = {
+		.last_ns = now, .group = group, .running = 1, .pid = pid
+	};
 
 	return map_lookup_or_init(&threads, &tid, &fresh);
 }
@@ -117,12 +169,13 @@ static __always_inline struct tally_bpf_thread *thread_get(__u32 tid, __u32 grou
 static __always_inline int group_msg(__u16 kind, __u32 group, __u32 other, const char *name)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
 	struct tally_msg_group *m;
 
 	if (kind == TALLY_MSG_GROUP_ENTER || kind == TALLY_MSG_GROUP_EXIT) {
 		/* enter: other is the group left; exit: other is the group left too */
-		struct tally_bpf_thread *t = thread_get(tid, other, now);
+		struct tally_bpf_thread *t = thread_get(tid, (__u32)(id >> 32), other, now);
 		if (t) {
 			charge(t, now);
 			t->running = 1;
@@ -131,10 +184,10 @@ static __always_inline int group_msg(__u16 kind, __u32 group, __u32 other, const
 	}
 	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 	if (!m) {
-		count_lost(0, false);
+		count_lost(0, LOST_MSG);
 		return 0;
 	}
-	fill_hdr(&m->hdr, kind, tid, now);
+	fill_hdr(&m->hdr, kind, tid, (__u32)(id >> 32), now);
 	m->group = group;
 	m->other = other;
 	m->name[0] = 0;
@@ -147,7 +200,7 @@ static __always_inline int group_msg(__u16 kind, __u32 group, __u32 other, const
 SEC("usdt")
 int BPF_USDT(tally_group_register, unsigned int id, const char *name)
 {
-	if (!in_target())
+	if (!in_tree())
 		return 0;
 	return group_msg(TALLY_MSG_GROUP_REGISTER, id, 0, name);
 }
@@ -155,7 +208,7 @@ int BPF_USDT(tally_group_register, unsigned int id, const char *name)
 SEC("usdt")
 int BPF_USDT(tally_group_enter, unsigned int id, unsigned int prev)
 {
-	if (!in_target())
+	if (!in_tree())
 		return 0;
 	return group_msg(TALLY_MSG_GROUP_ENTER, id, prev, NULL);
 }
@@ -163,7 +216,7 @@ int BPF_USDT(tally_group_enter, unsigned int id, unsigned int prev)
 SEC("usdt")
 int BPF_USDT(tally_group_exit, unsigned int restored, unsigned int left)
 {
-	if (!in_target())
+	if (!in_tree())
 		return 0;
 	return group_msg(TALLY_MSG_GROUP_EXIT, restored, left, NULL);
 }
@@ -171,7 +224,7 @@ int BPF_USDT(tally_group_exit, unsigned int restored, unsigned int left)
 SEC("usdt")
 int BPF_USDT(tally_yield, unsigned int group)
 {
-	if (!in_target())
+	if (!in_tree())
 		return 0;
 	return group_msg(TALLY_MSG_YIELD, group, 0, NULL);
 }
@@ -179,7 +232,7 @@ int BPF_USDT(tally_yield, unsigned int group)
 SEC("usdt")
 int BPF_USDT(tally_reject, unsigned int group)
 {
-	if (!in_target())
+	if (!in_tree())
 		return 0;
 	return group_msg(TALLY_MSG_REJECT, group, 0, NULL);
 }
@@ -189,17 +242,17 @@ int BPF_USDT(tally_stats, const __u64 *stats, __u64 resident, __u64 flags)
 {
 	struct tally_msg_stats *m;
 
-	if (!in_target())
+	if (!in_tree())
 		return 0;
 	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 	if (!m) {
-		count_lost(0, false);
+		count_lost(0, LOST_MSG);
 		return 0;
 	}
-	fill_hdr(&m->hdr, TALLY_MSG_STATS, (__u32)bpf_get_current_pid_tgid(), bpf_ktime_get_ns());
+	fill_hdr_current(&m->hdr, TALLY_MSG_STATS, bpf_ktime_get_ns());
 	if (bpf_probe_read_user(m->stats, sizeof(m->stats), stats)) {
 		bpf_ringbuf_discard(m, BPF_RB_NO_WAKEUP);
-		count_lost(0, true);
+		count_lost(0, LOST_BAD);
 		return 0;
 	}
 	m->resident = resident;
@@ -212,21 +265,22 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	__u64 now = bpf_ktime_get_ns();
+	__u32 prev_pid = BPF_CORE_READ(prev, tgid), next_pid = BPF_CORE_READ(next, tgid);
 
-	if (BPF_CORE_READ(prev, tgid) == target_tgid) {
+	if (tgid_in_tree(prev_pid)) {
 		__u32 tid = BPF_CORE_READ(prev, pid);
 		/* running since before we looked: from the attach on, in root
 		 * unless the loader seeded another group */
-		struct tally_bpf_thread fresh = { .last_ns = attach_ns, .running = 1 };
+		struct tally_bpf_thread fresh = { .last_ns = attach_ns, .running = 1, .pid = prev_pid };
 		struct tally_bpf_thread *t = map_lookup_or_init(&threads, &tid, &fresh);
 		if (t) {
 			charge(t, now);
 			t->running = 0;
 		}
 	}
-	if (BPF_CORE_READ(next, tgid) == target_tgid) {
+	if (tgid_in_tree(next_pid)) {
 		__u32 tid = BPF_CORE_READ(next, pid);
-		struct tally_bpf_thread fresh = { .last_ns = now, .running = 1 };
+		struct tally_bpf_thread fresh = { .last_ns = now, .running = 1, .pid = next_pid };
 		struct tally_bpf_thread *t = map_lookup_or_init(&threads, &tid, &fresh);
 		if (t) {
 			t->last_ns = now;
@@ -236,50 +290,84 @@ int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_s
 	return 0;
 }
 
+/* kind about task; hdr.pid its process, m->pid: `pid` */
 static __always_inline void thread_msg(__u16 kind, __u16 flags, struct task_struct *task,
-				       __u32 parent)
+				       __u32 pid, __u32 parent)
 {
 	struct tally_msg_thread *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 
 	if (!m) {
-		count_lost(0, false);
+		count_lost(0, LOST_MSG);
 		return;
 	}
-	fill_hdr(&m->hdr, kind, BPF_CORE_READ(task, pid), bpf_ktime_get_ns());
+	fill_hdr(&m->hdr, kind, BPF_CORE_READ(task, pid), BPF_CORE_READ(task, tgid),
+		 bpf_ktime_get_ns());
 	m->hdr.flags = flags;
-	m->pid = BPF_CORE_READ(task, tgid);
+	m->pid = pid;
 	m->parent_tid = parent;
 	BPF_CORE_READ_STR_INTO(&m->comm, task, comm);
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
 }
 
+/*
+ * A new process of the tree: in the map before it runs its first
+ * instruction (this runs in the parent, before the child is woken), so that
+ * every probe it passes counts. Its first thread starts in the group of the
+ * thread that forked it, as the SDK's copy in its memory says.
+ */
+static __always_inline void proc_forked(struct task_struct *parent, struct task_struct *child,
+					__u32 ppid)
+{
+	__u32 pid = BPF_CORE_READ(child, tgid), tid = BPF_CORE_READ(child, pid);
+	__u32 ptid = BPF_CORE_READ(parent, pid);
+	struct tally_bpf_thread *pt = bpf_map_lookup_elem(&threads, &ptid);
+	struct tally_bpf_thread fresh = { .group = pt ? pt->group : 0, .pid = pid };
+	bool shared = BPF_CORE_READ(child, mm) == BPF_CORE_READ(parent, mm);
+
+	if (bpf_map_update_elem(&procs, &pid, &ppid, BPF_NOEXIST)) {
+		count_lost(0, LOST_PROC);
+		return;
+	}
+	bpf_map_update_elem(&threads, &tid, &fresh, BPF_ANY);
+	thread_msg(TALLY_MSG_PROC_FORK, shared ? TALLY_PROC_SHARED_VM : 0, child, ppid, ptid);
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(tally_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (BPF_CORE_READ(child, tgid) != target_tgid)
+	__u32 ppid = BPF_CORE_READ(parent, tgid);
+
+	if (!tgid_in_tree(ppid))
 		return 0;
-	thread_msg(TALLY_MSG_THREAD_NEW, 0, child, BPF_CORE_READ(parent, pid));
+	if (BPF_CORE_READ(child, tgid) == ppid)
+		thread_msg(TALLY_MSG_THREAD_NEW, 0, child, ppid, BPF_CORE_READ(parent, pid));
+	else if (follow)
+		proc_forked(parent, child, ppid);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(tally_exit, struct task_struct *p, bool group_dead)
 {
-	__u32 tid;
+	__u32 tid, pid = BPF_CORE_READ(p, tgid);
 
-	if (BPF_CORE_READ(p, tgid) != target_tgid)
+	if (!tgid_in_tree(pid))
 		return 0;
 	tid = BPF_CORE_READ(p, pid);
-	/* the exiting thread is on CPU: its last interval ends here */
+	/* the exiting thread is on CPU: its last interval ends here, and its
+	 * entry goes (a tree of short-lived processes must not fill the map) */
 	struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	if (t) {
 		charge(t, bpf_ktime_get_ns());
 		t->running = 0;
+		bpf_map_delete_elem(&threads, &tid);
 	}
 	/* the last thread carries the process's wait status (exit code << 8, or
 	 * the signal), which an attached tally cannot wait for */
-	thread_msg(TALLY_MSG_THREAD_EXIT, group_dead ? TALLY_THREAD_GROUP_DEAD : 0, p,
+	thread_msg(TALLY_MSG_THREAD_EXIT, group_dead ? TALLY_THREAD_GROUP_DEAD : 0, p, pid,
 		   group_dead ? (__u32)BPF_CORE_READ(p, exit_code) : 0);
+	if (group_dead)
+		bpf_map_delete_elem(&procs, &pid);
 	return 0;
 }
 
@@ -287,16 +375,17 @@ SEC("tp_btf/task_rename")
 int BPF_PROG(tally_rename, struct task_struct *task, const char *comm)
 {
 	struct tally_msg_thread *m;
+	__u32 pid = BPF_CORE_READ(task, tgid);
 
-	if (BPF_CORE_READ(task, tgid) != target_tgid)
+	if (!tgid_in_tree(pid))
 		return 0;
 	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 	if (!m) {
-		count_lost(0, false);
+		count_lost(0, LOST_MSG);
 		return 0;
 	}
-	fill_hdr(&m->hdr, TALLY_MSG_THREAD_NAME, BPF_CORE_READ(task, pid), bpf_ktime_get_ns());
-	m->pid = BPF_CORE_READ(task, tgid);
+	fill_hdr(&m->hdr, TALLY_MSG_THREAD_NAME, BPF_CORE_READ(task, pid), pid, bpf_ktime_get_ns());
+	m->pid = pid;
 	m->parent_tid = 0;
 	bpf_probe_read_kernel_str(m->comm, sizeof(m->comm), comm);
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
@@ -306,8 +395,17 @@ int BPF_PROG(tally_rename, struct task_struct *task, const char *comm)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(tally_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	if (BPF_CORE_READ(p, tgid) != target_tgid)
+	__u32 pid = BPF_CORE_READ(p, tgid), tid = BPF_CORE_READ(p, pid);
+	struct tally_bpf_thread *t;
+
+	if (!tgid_in_tree(pid))
 		return 0;
-	thread_msg(TALLY_MSG_THREAD_NAME, TALLY_THREAD_EXEC, p, 0);
+	/* a new image starts in root: its SDK has no groups yet */
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (t) {
+		charge(t, bpf_ktime_get_ns());
+		t->group = 0;
+	}
+	thread_msg(TALLY_MSG_THREAD_NAME, TALLY_THREAD_EXEC, p, pid, 0);
 	return 0;
 }

@@ -238,6 +238,10 @@ enum tally_msg_kind {
 	TALLY_MSG_THREAD_NAME = 9,    /* struct tally_msg_thread: comm after a rename or exec */
 	TALLY_MSG_STATS = 10,	      /* struct tally_msg_stats: the allocator's figures at exit */
 	TALLY_MSG_GPU = 11, /* struct tally_msg_gpu: one GPU record from the driver probes */
+	/* struct tally_msg_thread: a new process of the followed tree (fork,
+	 * vfork, clone without CLONE_THREAD); hdr.pid and hdr.tid the child's,
+	 * `pid` its parent, `parent_tid` the forking thread */
+	TALLY_MSG_PROC_FORK = 12,
 };
 
 struct tally_msg {
@@ -245,8 +249,10 @@ struct tally_msg {
 	__u16 flags; /* per kind */
 	__u32 tid;   /* the thread the message is about */
 	__u64 ts_ns; /* CLOCK_MONOTONIC */
+	__u32 pid;   /* its process (thread group): which model of the tree it feeds */
+	__u32 pad;
 };
-_Static_assert(sizeof(struct tally_msg) == 16, "tally_msg is 16 bytes");
+_Static_assert(sizeof(struct tally_msg) == 24, "tally_msg is 24 bytes");
 
 struct tally_msg_batch {
 	struct tally_msg hdr;
@@ -261,25 +267,27 @@ struct tally_msg_group {
 	__u32 other;
 	char name[TALLY_GROUP_NAME_MAX]; /* GROUP_REGISTER only */
 };
-_Static_assert(sizeof(struct tally_msg_group) == 56, "tally_msg_group layout");
+_Static_assert(sizeof(struct tally_msg_group) == 64, "tally_msg_group layout");
 
 #define TALLY_COMM_LEN 16
 #define TALLY_THREAD_GROUP_DEAD 1 /* flags of THREAD_EXIT: the whole process is gone */
 #define TALLY_THREAD_EXEC 2	  /* flags of THREAD_NAME: the process exec'd a new image */
+#define TALLY_PROC_SHARED_VM 4	  /* flags of PROC_FORK: the child shares its parent's memory
+				   * (vfork, posix_spawn) until it execs */
 struct tally_msg_thread {
 	struct tally_msg hdr;
 	__u32 pid;	  /* thread group */
 	__u32 parent_tid; /* THREAD_NEW: the creator; THREAD_EXIT | GROUP_DEAD: the wait status */
 	char comm[TALLY_COMM_LEN];
 };
-_Static_assert(sizeof(struct tally_msg_thread) == 40, "tally_msg_thread layout");
+_Static_assert(sizeof(struct tally_msg_thread) == 48, "tally_msg_thread layout");
 
 /* One GPU record (TALLY_EV_GPU_*) from the uprobes on libcuda. */
 struct tally_msg_gpu {
 	struct tally_msg hdr;
 	struct tally_ev ev;
 };
-_Static_assert(sizeof(struct tally_msg_gpu) == 32, "tally_msg_gpu layout");
+_Static_assert(sizeof(struct tally_msg_gpu) == 40, "tally_msg_gpu layout");
 
 /* The allocator's own figures as it hands them over at exit (probe
  * tally:stats): struct tally_stats's eleven fields in order, and the bytes
@@ -293,13 +301,15 @@ struct tally_msg_stats {
 	__u64 stats[TALLY_STATS_FIELDS];
 	__u64 resident;
 };
-_Static_assert(sizeof(struct tally_msg_stats) == 16 + 8 * 12, "tally_msg_stats layout");
+_Static_assert(sizeof(struct tally_msg_stats) == 24 + 8 * 12, "tally_msg_stats layout");
 
 /* Per-CPU counters of what the BPF side could not carry (map `lost`). */
 struct tally_lost {
 	__u64 msgs;  /* messages whose ring reservation failed */
 	__u64 words; /* words of allocator records inside lost batches */
 	__u64 bad;   /* malformed batches refused by the BPF program */
+	__u64 procs; /* new processes of the tree not followed: the map of processes was full */
+	__u64 cpu;   /* CPU intervals not charged: the map of CPU per process was full */
 };
 
 #endif /* TALLY_EVENTS_H */

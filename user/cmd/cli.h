@@ -26,7 +26,10 @@ struct cli_target {
 	struct session_opts o;
 	double secs; /* -d: 0 = until the target exits or a signal */
 	const char *rules[CLI_MAX_RULES];
+	unsigned follow; /* CLI_FOLLOW (-f), CLI_NO_FOLLOW (--no-follow) as given */
 };
+#define CLI_FOLLOW 1u
+#define CLI_NO_FOLLOW 2u
 
 /* An argp child: include it in a command's argp with &cli_target_argp and
  * the command's struct cli_target as its input. */

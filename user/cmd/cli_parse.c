@@ -13,12 +13,17 @@
 
 #include "cli.h"
 
-enum { OPT_RING_MB = 1000, OPT_NO_PRELOAD, OPT_GROUP, OPT_VERBOSE };
+enum { OPT_RING_MB = 1000, OPT_NO_PRELOAD, OPT_GROUP, OPT_VERBOSE, OPT_NO_FOLLOW };
 
 static const struct argp_option target_options[] = {
 	{ NULL, 0, NULL, 0, "Which process:", 1 },
 	{ "pid", 'p', "PID", 0, "Attach to a running process (its host PID, in a container too)",
 	  1 },
+	{ "follow", 'f', NULL, 0,
+	  "With -p: its running descendants too, and every process it starts from now on "
+	  "(-- CMD follows the processes it starts already)",
+	  1 },
+	{ "no-follow", OPT_NO_FOLLOW, NULL, 0, "Only the process itself, not those it starts", 1 },
 	{ "duration", 'd', "SECS", 0, "Stop after SECS seconds (default: when the target exits)",
 	  1 },
 	{ "group", OPT_GROUP, "NAME=GLOB", 0,
@@ -174,6 +179,12 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 	case 'v':
 		c->o.verbose = true;
 		break;
+	case 'f':
+		c->follow |= CLI_FOLLOW;
+		break;
+	case OPT_NO_FOLLOW:
+		c->follow |= CLI_NO_FOLLOW;
+		break;
 	case ARGP_KEY_ARGS:
 		c->o.cmd = state->argv + state->next;
 		state->next = state->argc;
@@ -183,6 +194,12 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 			cli_usage_error(state, "say which process: -p PID or -- CMD [ARGS...]");
 		if (c->o.pid && c->o.cmd)
 			cli_usage_error(state, "-p PID and -- CMD exclude each other");
+		if (c->follow == (CLI_FOLLOW | CLI_NO_FOLLOW))
+			cli_usage_error(state, "-f and --no-follow exclude each other");
+		/* a command's processes are followed unless said otherwise; a
+		 * running process's only with -f */
+		c->o.follow = c->follow == CLI_FOLLOW || (c->o.cmd && !c->follow);
+		break;
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;

@@ -56,7 +56,7 @@ static int tick(struct session *s, void *arg)
 {
 	struct record_ctx *rc = arg;
 
-	int err = figures_build(&rc->fig, &s->model, &s->src);
+	int err = session_figures(s, &rc->fig);
 
 	if (err)
 		return err;
@@ -76,7 +76,7 @@ static int record_finish(struct record_run *r, const char *path, bool said)
 	const struct figures_process *p;
 	int err;
 
-	err = figures_build(&r->rc.fig, &s->model, &s->src);
+	err = session_figures(s, &r->rc.fig);
 	if (!err) {
 		trace_sample(r->rc.trace, &r->rc.fig, clock_now_ns());
 		err = trace_end(r->rc.trace, &s->model, clock_now_ns(), &r->rc.fig);

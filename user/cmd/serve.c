@@ -129,7 +129,7 @@ static void serve_render(struct session *s, struct serve_ctx *ctx)
 	int err = mem ? 0 : -errno;
 
 	if (!err) {
-		err = figures_build(&ctx->fig, &s->model, &s->src);
+		err = session_figures(s, &ctx->fig);
 		if (!err)
 			err = prom_render(mem, &ctx->fig);
 		if (fclose(mem) && !err)

@@ -95,7 +95,7 @@ static int run_snapshot(struct snapshot_opts *so)
 	}
 	cli_run(&s, c, 0, NULL, NULL);
 	session_finish(&s);
-	err = figures_build(&fig, &s.model, &s.src);
+	err = session_figures(&s, &fig);
 	if (!err)
 		err = snapshot_print(so->out ? of.f : stdout, &fig);
 	if (so->out && !err)

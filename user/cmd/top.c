@@ -116,7 +116,7 @@ static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
  * still worth showing. */
 static void build(struct top_run *r, struct top_prev *prev, const struct top_order *order)
 {
-	if (figures_build(&r->fig, &r->s.model, &r->s.src))
+	if (session_figures(&r->s, &r->fig))
 		return;
 	top_frame_build(&r->frame, &r->fig, prev);
 	top_sort(r->frame.rows, r->frame.nrows, order->col, order->desc);
@@ -154,7 +154,7 @@ static int run_batch(struct top_run *r)
 	if (!r->err && r->o->final_snapshot) {
 		if (!r->s.gone || session_exiting)
 			session_finish(&r->s);
-		r->err = figures_build(&r->fig, &r->s.model, &r->s.src);
+		r->err = session_figures(&r->s, &r->fig);
 		if (!r->err)
 			r->err = snapshot_print(stdout, &r->fig);
 	}
@@ -185,7 +185,7 @@ static bool live_tick(struct top_run *r, struct top_ui *ui)
 	session_refresh(s);
 	shown = session_cut_shown(s); /* a torn cut: the next tick */
 	if (shown && ui->paused) {
-		if (!figures_build(&r->fig, &s->model, &s->src))
+		if (!session_figures(s, &r->fig))
 			top_prev_take(&r->prev, &r->fig);
 	} else if (shown) {
 		build(r, &r->prev, &ui->order);
@@ -290,7 +290,7 @@ static int run_top(struct top_opts *o)
 		goto out;
 	/* the base of the first frame's rates: the counters at attach */
 	session_refresh(&r->s);
-	if (!figures_build(&r->fig, &r->s.model, &r->s.src))
+	if (!session_figures(&r->s, &r->fig))
 		top_prev_take(&r->prev, &r->fig);
 	if (!batch && top_view_open(no_color())) {
 		const char *term = getenv("TERM");

@@ -29,6 +29,7 @@ struct loader {
 	loader_msg_fn fn;
 	void *ctx;
 	uint64_t ring_bytes;
+	bool follow; /* the probes fire in every process: the map says which are ours */
 	uint64_t budget; /* bytes this consume may still take */
 	unsigned taken;
 	bool more; /* the last consume stopped with records left */
@@ -77,7 +78,8 @@ void loader_libbpf_messages(bool verbose)
 	libbpf_set_print(libbpf_print);
 }
 
-int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg_fn fn, void *ctx)
+int loader_open(struct loader **out, pid_t tgid, bool follow, uint64_t ring_bytes,
+		loader_msg_fn fn, void *ctx)
 {
 	struct loader *l = calloc(1, sizeof(*l));
 	int err;
@@ -91,7 +93,8 @@ int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg
 		err = -errno;
 		goto fail;
 	}
-	l->skel->rodata->target_tgid = (uint32_t)tgid;
+	l->skel->rodata->follow = follow;
+	l->follow = follow;
 	l->ring_bytes = ring_size(ring_bytes);
 	err = bpf_map__set_max_entries(l->skel->maps.events, (uint32_t)l->ring_bytes);
 	if (err)
@@ -100,6 +103,8 @@ int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg
 	struct bpf_program *prog;
 	bpf_object__for_each_program(prog, l->skel->obj) bpf_program__set_autoattach(prog, false);
 	err = tally_bpf__load(l->skel);
+	if (!err)
+		err = loader_add_proc(l, tgid, 0);
 	if (err)
 		goto fail;
 	l->rb = ring_buffer__new(bpf_map__fd(l->skel->maps.events), on_ring, l, NULL);
@@ -112,6 +117,15 @@ int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg
 fail:
 	loader_close(l);
 	return err;
+}
+
+int loader_add_proc(struct loader *l, pid_t pid, pid_t ppid)
+{
+	uint32_t k = (uint32_t)pid, v = (uint32_t)ppid;
+
+	if (bpf_map__update_elem(l->skel->maps.procs, &k, sizeof(k), &v, sizeof(v), BPF_ANY))
+		return -errno;
+	return 0;
 }
 
 static int keep_link(struct loader *l, struct bpf_link *link)
@@ -140,7 +154,11 @@ int loader_attach_sched(struct loader *l)
 static int attach_usdt(struct loader *l, struct bpf_program *prog, pid_t pid, const char *path,
 		       const char *name)
 {
-	return keep_link(l, bpf_program__attach_usdt(prog, pid, path, "tally", name, NULL));
+	/* following, on the file for every process that maps it: a child is
+	 * probed from its first instruction, an exec'd image as it maps the
+	 * library; the BPF side keeps what comes from the tree */
+	return keep_link(l, bpf_program__attach_usdt(prog, l->follow ? -1 : pid, path, "tally",
+						     name, NULL));
 }
 
 int loader_attach_alloc(struct loader *l, pid_t pid, const char *path)
@@ -208,22 +226,44 @@ void loader_lost(struct loader *l, struct tally_lost *sum)
 			sum->msgs += v[i].msgs;
 			sum->words += v[i].words;
 			sum->bad += v[i].bad;
+			sum->procs += v[i].procs;
+			sum->cpu += v[i].cpu;
 		}
 	}
 	free(v);
 }
 
-int loader_group_cpu(struct loader *l, uint64_t cpu[TALLY_MAX_GROUPS])
+int loader_group_cpu(struct loader *l, pid_t pid, uint64_t cpu[TALLY_MAX_GROUPS])
 {
-	int fd = bpf_map__fd(l->skel->maps.group_cpu);
+	int fd = bpf_map__fd(l->skel->maps.proc_cpu);
+	struct tally_bpf_cpu_key key, next;
+	bool first = true;
 
-	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++)
-		if (bpf_map_lookup_elem(fd, &g, &cpu[g]))
-			return -errno;
+	memset(cpu, 0, TALLY_MAX_GROUPS * sizeof(cpu[0]));
+	while (!bpf_map_get_next_key(fd, first ? NULL : &key, &next)) {
+		uint64_t ns;
+		first = false;
+		key = next;
+		if (key.pid != (uint32_t)pid || key.group >= TALLY_MAX_GROUPS ||
+		    bpf_map_lookup_elem(fd, &key, &ns))
+			continue;
+		cpu[key.group] = ns;
+	}
 	return 0;
 }
 
-void loader_running_cpu(struct loader *l, uint64_t now_ns, uint64_t cpu[TALLY_MAX_GROUPS])
+void loader_forget_proc(struct loader *l, pid_t pid)
+{
+	int fd = bpf_map__fd(l->skel->maps.proc_cpu);
+
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+		struct tally_bpf_cpu_key key = { .pid = (uint32_t)pid, .group = g };
+		bpf_map_delete_elem(fd, &key);
+	}
+}
+
+void loader_running_cpu(struct loader *l, pid_t pid, uint64_t now_ns,
+			uint64_t cpu[TALLY_MAX_GROUPS])
 {
 	int fd = bpf_map__fd(l->skel->maps.threads);
 	uint32_t key, next;
@@ -235,21 +275,23 @@ void loader_running_cpu(struct loader *l, uint64_t now_ns, uint64_t cpu[TALLY_MA
 		struct tally_bpf_thread t;
 		first = false;
 		key = next;
-		if (bpf_map_lookup_elem(fd, &key, &t) || !t.running ||
+		if (bpf_map_lookup_elem(fd, &key, &t) || !t.running || t.pid != (uint32_t)pid ||
 		    t.group >= TALLY_MAX_GROUPS || now_ns <= t.last_ns)
 			continue;
 		cpu[t.group] += now_ns - t.last_ns;
 	}
 }
 
-int loader_set_thread_group(struct loader *l, uint32_t tid, uint32_t group)
+int loader_set_thread_group(struct loader *l, pid_t pid, uint32_t tid, uint32_t group)
 {
 	int fd = bpf_map__fd(l->skel->maps.threads);
 	struct tally_bpf_thread t;
 
 	if (bpf_map_lookup_elem(fd, &tid, &t)) {
 		/* not seen yet: from the attach on, as if it had run since */
-		t = (struct tally_bpf_thread){ .last_ns = l->skel->bss->attach_ns, .running = 1 };
+		t = (struct tally_bpf_thread){ .last_ns = l->skel->bss->attach_ns,
+					       .running = 1,
+					       .pid = (uint32_t)pid };
 	}
 	/* a racing update by the BPF side is lost at worst for one interval */
 	t.group = group;

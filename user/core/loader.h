@@ -24,10 +24,15 @@ typedef int (*loader_msg_fn)(void *ctx, const void *data, size_t len);
 /* ring_bytes is rounded up to a power of two of at least a page. */
 /* libbpf's messages on stderr only when verbose (-v). */
 void loader_libbpf_messages(bool verbose);
-int loader_open(struct loader **out, pid_t tgid, uint64_t ring_bytes, loader_msg_fn fn, void *ctx);
+/* tgid: the root of the traced tree; follow: every process it starts too. */
+int loader_open(struct loader **out, pid_t tgid, bool follow, uint64_t ring_bytes,
+		loader_msg_fn fn, void *ctx);
+/* One more process of the tree (a running descendant, with -f). */
+int loader_add_proc(struct loader *l, pid_t pid, pid_t ppid);
 int loader_attach_sched(struct loader *l);
 /* USDT probes of libtally_alloc.so (batch, stats) and libtally.so (groups,
- * yields, rejects) in the file at `path`, for `pid` only. */
+ * yields, rejects) in the file at `path`: for `pid` only, or when following
+ * for every process that maps it (the BPF side keeps the tree's). */
 int loader_attach_alloc(struct loader *l, pid_t pid, const char *path);
 int loader_attach_sdk(struct loader *l, pid_t pid, const char *path);
 /* tally:batch alone, in another producer (libtally_cupti.so). */
@@ -39,11 +44,15 @@ int loader_consume(struct loader *l);
 /* The last loader_consume stopped at its bound, records still in the ring. */
 bool loader_more(const struct loader *l);
 void loader_lost(struct loader *l, struct tally_lost *sum);
-int loader_group_cpu(struct loader *l, uint64_t cpu[TALLY_MAX_GROUPS]);
-/* Add to cpu[] the intervals running threads are in now (not charged yet). */
-void loader_running_cpu(struct loader *l, uint64_t now_ns, uint64_t cpu[TALLY_MAX_GROUPS]);
+/* A process's CPU per group, charged so far. */
+int loader_group_cpu(struct loader *l, pid_t pid, uint64_t cpu[TALLY_MAX_GROUPS]);
+/* An ended process's CPU entries go (once its figures are final). */
+void loader_forget_proc(struct loader *l, pid_t pid);
+/* Add to cpu[] the intervals pid's running threads are in now (not charged yet). */
+void loader_running_cpu(struct loader *l, pid_t pid, uint64_t now_ns,
+			uint64_t cpu[TALLY_MAX_GROUPS]);
 /* The group a thread's CPU is charged to from now on. */
-int loader_set_thread_group(struct loader *l, uint32_t tid, uint32_t group);
+int loader_set_thread_group(struct loader *l, pid_t pid, uint32_t tid, uint32_t group);
 /* The ring buffer, lost counters and thread map, for objects that share them. */
 void loader_shared_fds(struct loader *l, int *events_fd, int *lost_fd, int *threads_fd);
 void loader_close(struct loader *l);

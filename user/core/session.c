@@ -57,6 +57,12 @@ void session_deliver(struct session *s, const void *data, size_t len)
 {
 	const struct tally_msg *h = data;
 
+	if (len >= sizeof(*h) && h->pid && (pid_t)h->pid != s->pid) {
+		session_deliver_tree(s, data, len);
+		if (s->observer)
+			s->observer(s->observer_ctx, data, len);
+		return;
+	}
 	model_apply(&s->model, data, len);
 	if (s->model.held) { /* past a view's cut: the rest comes at its end */
 		s->model.held = false;
@@ -77,7 +83,7 @@ void session_deliver(struct session *s, const void *data, size_t len)
 	    (h->kind == TALLY_MSG_THREAD_NEW || h->kind == TALLY_MSG_THREAD_NAME)) {
 		struct model_thread *t = model_thread(&s->model, h->tid, false);
 		if (t && t->rule_group >= 0 && t->group == 0)
-			loader_set_thread_group(s->loader, t->tid, (uint32_t)t->rule_group);
+			loader_set_thread_group(s->loader, s->pid, t->tid, (uint32_t)t->rule_group);
 	}
 }
 
@@ -125,21 +131,6 @@ int session_poll(struct session *s, int timeout_ms)
 	return s->gone ? 1 : 0;
 }
 
-/* Only what was lost between the state read at attach and the cut at the
- * end counts: the rest is in the state read, or past the cut. */
-static void sources_lost(struct session *s)
-{
-	struct figures_sources *src = &s->src;
-	struct tally_lost lost;
-
-	loader_lost(s->loader, &lost);
-	const struct tally_lost *end = s->have_lost_cut ? &s->lost_cut : &lost;
-	src->lost_msgs = end->msgs - s->lost_base.msgs;
-	src->lost_words = end->words - s->lost_base.words;
-	src->lost_outside_read = lost.msgs - src->lost_msgs;
-	src->malformed_bpf = lost.bad;
-}
-
 /* Where the target lives: its PID in its namespace, its parent, cgroup and
  * container; the last known when it has just gone. */
 void session_place(struct session *s)
@@ -159,11 +150,14 @@ void session_refresh(struct session *s)
 	struct figures_sources *src = &s->src;
 	int st;
 
-	sources_lost(s);
+	/* only what was lost between the state read at attach and the cut at
+	 * the end counts: the rest is in the state read, or past the cut */
+	session_sources_lost(s, src);
+	src->strays = s->tree.strays;
 	src->now_ns = clock_now_ns();
-	loader_group_cpu(s->loader, src->cpu_ns);
+	loader_group_cpu(s->loader, s->pid, src->cpu_ns);
 	if (!s->gone)
-		loader_running_cpu(s->loader, src->now_ns, src->cpu_ns);
+		loader_running_cpu(s->loader, s->pid, src->now_ns, src->cpu_ns);
 	cuda_trace_read(s->cuda, &src->cuda);
 	src->allocator = s->model.saw_alloc ? FIGURES_ALLOC_TALLY :
 			 s->glibc	    ? FIGURES_ALLOC_GLIBC :
@@ -253,4 +247,6 @@ void session_close(struct session *s)
 	target_unlock(&s->lock);
 	session_state_free(s);
 	model_free(&s->model);
+	tree_free(&s->tree);
+	figures_process_free(&s->pscratch);
 }

@@ -20,8 +20,10 @@
 #include "target_lock.h"
 #include "glibc.h"
 #include "loader.h"
+#include "../model/figures.h"
 #include "../model/model.h"
 #include "../model/sources.h"
+#include "../model/tree.h"
 #include "target.h"
 
 /* Exit statuses: each failure class its own, so that scripts can tell them apart. */
@@ -41,6 +43,7 @@ struct session_opts {
 	char **cmd;		   /* or start this command */
 	bool no_preload;	   /* start CMD as it is, without tally's libraries */
 	bool verbose;		   /* say when attached */
+	bool follow;		   /* the processes the target starts too (-- CMD, -f) */
 	const char *cmd_stdio;	   /* a started CMD's stdin, stdout and stderr, or NULL: tally's */
 	bool cmd_stdout_to_stderr; /* a started CMD's stdout is tally's stderr */
 	uint64_t ring_bytes;	   /* ring buffer size */
@@ -49,7 +52,12 @@ struct session_opts {
 };
 
 struct session {
-	struct model model;
+	struct model model; /* the root's */
+	struct tree tree;   /* the other processes of the tree */
+	bool follow;
+	struct figures_sources psrc;	   /* scratch: one process's sources */
+	struct figures_process pscratch; /* scratch: an ended process's figures */
+	struct deferred *tree_held, **tree_held_tail;
 	struct loader *loader;
 	struct glibc_trace *glibc;
 	struct cuda_trace *cuda;
@@ -120,6 +128,9 @@ void session_cut_end(struct session *s);
 /* Whether the view shows this tick: a torn cut (one thread's records in
  * before another's it depends on) is skipped, up to a few in a row. */
 bool session_cut_shown(struct session *s);
+/* The figures of every process of the tree, root first (after
+ * session_refresh): 0 or -ENOMEM. */
+int session_figures(struct session *s, struct figures *f);
 /* Everything that is still to be had, for the final figures. */
 void session_finish(struct session *s);
 /* How the target ended: false while it runs (or nobody knows); else its wait

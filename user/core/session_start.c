@@ -262,6 +262,8 @@ static int session_prepare(struct session *s, const struct session_opts *o)
 	s->lock.fd = s->lock.dir_fd = -1;
 	s->child.gate_fd = s->child.status_fd = -1;
 	s->held_tail = &s->held;
+	s->tree_held_tail = &s->tree_held;
+	tree_init(&s->tree);
 	model_init(&s->model);
 	for (unsigned i = 0; i < o->nrules; i++) {
 		if (model_add_rule(&s->model, o->rules[i]))
@@ -313,7 +315,8 @@ static int session_load(struct session *s, const struct session_opts *o)
 	if (s->pidfd < 0 && !s->spawned)
 		return session_fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
 	loader_libbpf_messages(o->verbose);
-	err = loader_open(&s->loader, s->pid, o->ring_bytes, session_on_msg, s);
+	s->follow = o->follow;
+	err = loader_open(&s->loader, s->pid, o->follow, o->ring_bytes, session_on_msg, s);
 	if (err)
 		return session_fail(err == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL,
 				    "cannot load the BPF programs: %s", strerror(-err));

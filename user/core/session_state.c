@@ -197,7 +197,7 @@ static void read_threads(struct session *s)
 			model_seed_registry(&s->model, reg, false);
 			for (unsigned i = 0; i < TALLY_MAX_THREADS; i++)
 				if (reg->threads[i].tid && reg->threads[i].group)
-					loader_set_thread_group(s->loader, reg->threads[i].tid,
+					loader_set_thread_group(s->loader, s->pid, reg->threads[i].tid,
 								reg->threads[i].group);
 		}
 		free(reg);
@@ -219,7 +219,7 @@ static void read_threads(struct session *s)
 		int32_t g = model_thread_named(&s->model, (uint32_t)tids[i], comm);
 		struct model_thread *t = model_thread(&s->model, (uint32_t)tids[i], false);
 		if (g >= 0 && t && t->group == 0)
-			loader_set_thread_group(s->loader, (uint32_t)tids[i], (uint32_t)g);
+			loader_set_thread_group(s->loader, s->pid, (uint32_t)tids[i], (uint32_t)g);
 	}
 	free(tids);
 }
@@ -427,6 +427,24 @@ void session_hold_keep(struct session *s, const void *data, size_t len)
 	s->held_tail = &d->next;
 }
 
+/* A message of another process of the tree, while the root's figures are
+ * held at a view's cut with some of its messages kept aside: its fork, or
+ * what its child said since, waits for them (session_cut_end delivers it). */
+void session_hold_tree(struct session *s, const void *data, size_t len)
+{
+	struct deferred *d = node_get(s, len);
+
+	if (!d) {
+		s->tree.strays++; /* counted: the figures say they are not exact */
+		return;
+	}
+	d->next = NULL;
+	d->len = len;
+	memcpy(d->data, data, len);
+	*s->tree_held_tail = d;
+	s->tree_held_tail = &d->next;
+}
+
 void session_cut_end(struct session *s)
 {
 	struct deferred *d = s->held;
@@ -441,6 +459,16 @@ void session_cut_end(struct session *s)
 		/* the rest of a message the model and the observer had already */
 		s->model.received--;
 		model_apply(&s->model, d->data, d->len);
+		node_put(s, d);
+		d = next;
+	}
+	/* then what the tree's other processes said meanwhile, in order */
+	d = s->tree_held;
+	s->tree_held = NULL;
+	s->tree_held_tail = &s->tree_held;
+	while (d) {
+		struct deferred *next = d->next;
+		session_deliver(s, d->data, d->len);
 		node_put(s, d);
 		d = next;
 	}

@@ -23,6 +23,9 @@ void session_drain_ring(struct session *s);
 void session_state_free(struct session *s);
 /* Keep a message the model held back in part (a view's cut). */
 void session_hold_keep(struct session *s, const void *data, size_t len);
+/* A message of the tree's other processes that must wait for the root's
+ * held ones (session_tree.c). */
+void session_hold_tree(struct session *s, const void *data, size_t len);
 /* A message that comes while session_read_attach reads. */
 void session_defer(struct session *s, const void *data, size_t len);
 
@@ -35,5 +38,11 @@ void session_deliver(struct session *s, const void *data, size_t len);
 int session_on_msg(void *ctx, const void *data, size_t len);
 /* Where the target lives (PID namespace, parent, cgroup) into s->src. */
 void session_place(struct session *s);
+
+/* session_tree.c */
+/* A message of another process of the tree than the root. */
+void session_deliver_tree(struct session *s, const void *data, size_t len);
+/* The lost counts of the ring into src (every process's figures share them). */
+void session_sources_lost(struct session *s, struct figures_sources *src);
 
 #endif /* TALLY_SESSION_STATE_H */

@@ -279,6 +279,17 @@ static void build_why(struct figures_process *p, const struct model *m,
 	if (tally && !tally_stats_balanced(st))
 		p->why[p->nwhy++] = "the identity does not balance at this moment: records of "
 				    "other threads still on their way";
+	if (src->procs_unfollowed)
+		p->why[p->nwhy++] = "processes of the tree not followed: tally's map of processes "
+				    "was full";
+	if (src->cpu_lost)
+		p->why[p->nwhy++] = "CPU not charged: tally's map of CPU per process was full";
+	if (src->strays)
+		p->why[p->nwhy++] = "messages of processes tally did not know were dropped";
+	if (src->not_read)
+		p->why[p->nwhy++] = "found running at attach: what it did before was not read";
+	if (src->held_unread)
+		p->why[p->nwhy++] = "still running: records its threads held were not read";
 	if (src->late && m->registry_threads_dropped)
 		p->why[p->nwhy++] = WHY_REGISTRY;
 	if (src->allocator == FIGURES_ALLOC_GLIBC &&
@@ -287,14 +298,18 @@ static void build_why(struct figures_process *p, const struct model *m,
 	p->exact = p->nwhy == 0;
 }
 
-static int build_process(struct figures_process *p, const struct model *m,
-			 const struct figures_sources *src)
+int figures_build_process(struct figures_process *p, const struct model *m,
+			  const struct figures_sources *src)
 {
 	struct figures_thread *threads = p->threads;
+	struct figures_group *groups = p->groups;
 	struct tally_stats st; /* the replayed identity, read once */
 
 	memset(p, 0, sizeof(*p));
 	p->threads = threads;
+	p->groups = groups ? groups : calloc(TALLY_MAX_GROUPS, sizeof(*groups));
+	if (!p->groups)
+		return -ENOMEM;
 	model_stats(m, &st);
 	build_target(&p->target, m, src);
 	build_why(p, m, src, &st);
@@ -305,9 +320,102 @@ static int build_process(struct figures_process *p, const struct model *m,
 	p->gpu_attached = p->gpu_spoke || src->cupti || src->cuda.entry_points;
 	p->start_ns = src->start_ns;
 	p->now_ns = src->now_ns;
-	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++)
-		build_group(&p->groups[g], g, m, src);
+	p->born_ns = src->born_ns;
+	p->ended_ns = src->ended_ns;
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+		build_group(&p->groups[p->ngroups], g, m, src);
+		p->ngroups += p->groups[p->ngroups].shown;
+	}
 	return build_threads(p, m);
+}
+
+const struct figures_group *figures_group_of(const struct figures_process *p, uint32_t id)
+{
+	for (unsigned i = 0; i < p->ngroups; i++)
+		if (p->groups[i].id == id)
+			return &p->groups[i];
+	return NULL;
+}
+
+/* s copied to *at (NULL stays NULL). */
+static const char *keep_str(char **at, const char *s)
+{
+	if (!s)
+		return NULL;
+	char *d = *at;
+	size_t n = strlen(s) + 1;
+	memcpy(d, s, n);
+	*at += n;
+	return d;
+}
+
+int figures_keep(struct figures_process *out, const struct figures_process *p)
+{
+	size_t strs = 0;
+	const struct figures_target *t = &p->target;
+
+	for (unsigned i = 0; i < p->ngroups; i++)
+		strs += p->groups[i].name ? strlen(p->groups[i].name) + 1 : 0;
+	strs += (t->comm ? strlen(t->comm) : 0) + (t->cgroup ? strlen(t->cgroup) : 0) +
+		(t->container ? strlen(t->container) : 0) + 3;
+	/* one block: the groups, then their names and the target's strings */
+	struct figures_group *g = malloc(p->ngroups * sizeof(*g) + strs);
+	if (!g)
+		return -ENOMEM;
+	char *at = (char *)(g + p->ngroups);
+	*out = *p;
+	out->groups = g;
+	out->threads = NULL;
+	out->nthreads = 0;
+	for (unsigned i = 0; i < p->ngroups; i++) {
+		g[i] = p->groups[i];
+		g[i].name = keep_str(&at, p->groups[i].name);
+	}
+	out->target.comm = keep_str(&at, t->comm);
+	out->target.cgroup = keep_str(&at, t->cgroup);
+	out->target.container = keep_str(&at, t->container);
+	return 0;
+}
+
+void figures_process_free(struct figures_process *p)
+{
+	if (p->borrowed) {
+		memset(p, 0, sizeof(*p));
+		return;
+	}
+	free(p->threads);
+	free(p->groups);
+	p->threads = NULL;
+	p->groups = NULL;
+	p->nthreads = p->ngroups = 0;
+}
+
+void figures_sum_tree(struct figures *f)
+{
+	struct figures_tree *t = &f->tree;
+
+	memset(t, 0, sizeof(*t));
+	t->processes = f->nprocs;
+	for (unsigned i = 0; i < f->nprocs; i++) {
+		const struct figures_process *p = &f->procs[i];
+		if (p->target.gone)
+			continue;
+		t->alive++;
+		if (p->stats.known & (1u << TALLY_STAT_live))
+			t->live += p->stats.v[TALLY_STAT_live];
+		if (p->stats.known & (1u << TALLY_STAT_mapped))
+			t->mapped += p->stats.v[TALLY_STAT_mapped];
+		for (unsigned g = 0; g < p->ngroups; g++)
+			t->cpu_ns += p->groups[g].cpu_ns;
+		for (unsigned k = 0; k < FIGURES_INSTANCE_COUNT; k++) {
+			size_t off = figures_instance_fields[k].offset;
+			uint64_t a, b;
+			memcpy(&a, (char *)&t->instance + off, sizeof(a));
+			memcpy(&b, (const char *)&p->instance + off, sizeof(b));
+			a += b; /* a signed gauge sums in two's complement alike */
+			memcpy((char *)&t->instance + off, &a, sizeof(a));
+		}
+	}
 }
 
 int figures_build(struct figures *f, const struct model *m, const struct figures_sources *src)
@@ -318,19 +426,22 @@ int figures_build(struct figures *f, const struct model *m, const struct figures
 		f->procs = calloc(1, sizeof(*f->procs));
 		if (!f->procs)
 			return -ENOMEM;
+		f->cap = 1;
 	}
 	f->nprocs = 1;
-	err = build_process(&f->procs[0], m, src);
+	err = figures_build_process(&f->procs[0], m, src);
 	if (err)
 		figures_free(f);
+	else
+		figures_sum_tree(f);
 	return err;
 }
 
 void figures_free(struct figures *f)
 {
-	for (unsigned i = 0; f->procs && i < f->nprocs; i++)
-		free(f->procs[i].threads);
+	for (unsigned i = 0; f->procs && i < f->cap; i++)
+		figures_process_free(&f->procs[i]);
 	free(f->procs);
 	f->procs = NULL;
-	f->nprocs = 0;
+	f->nprocs = f->cap = 0;
 }

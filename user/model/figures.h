@@ -135,7 +135,7 @@ struct figures_thread {
 	const char *comm; /* the model's, unescaped */
 };
 
-#define FIGURES_MAX_WHY 16
+#define FIGURES_MAX_WHY 24
 
 struct figures_process {
 	struct figures_target target;
@@ -150,19 +150,49 @@ struct figures_process {
 	bool gpu_attached;		  /* a GPU source is attached, even if silent */
 	bool gpu_spoke;			  /* ... and has spoken */
 	uint64_t start_ns, now_ns;
-	struct figures_group groups[TALLY_MAX_GROUPS]; /* by id; `shown` says which to list */
-	size_t nthreads;			       /* live threads, by tid */
+	unsigned ngroups;	      /* the groups a view lists (named, or charged */
+	struct figures_group *groups; /* something), by id */
+	size_t nthreads;	      /* live threads, by tid */
 	struct figures_thread *threads;
+	/* a process of the tree: when it began (CLOCK_MONOTONIC) and ended */
+	uint64_t born_ns, ended_ns;
+	bool borrowed; /* groups and strings belong to whoever kept them (figures_keep) */
+};
+
+/* Sums over the processes of the tree alive at the end (or at this tick). */
+struct figures_tree {
+	unsigned processes, alive;
+	int64_t live, mapped; /* of the processes whose allocator is known */
+	uint64_t cpu_ns;
+	struct figures_instance instance;
 };
 
 struct figures {
-	unsigned nprocs; /* root first */
+	unsigned nprocs; /* root first, then the tree's other processes by birth */
+	unsigned cap;	 /* of procs */
 	struct figures_process *procs;
+	struct figures_tree tree;
+	/* ended processes whose figures were folded into `folded` (more of
+	 * them than tally keeps one by one) */
+	uint64_t folded;
+	uint64_t strays; /* messages of processes the tree did not know */
 };
+
+/* The group with this id, or NULL when the process lists none. */
+const struct figures_group *figures_group_of(const struct figures_process *p, uint32_t id);
 
 /* The figures of this tick: 0, or -ENOMEM (then f is empty). f starts
  * zeroed; a later build reuses what the last one allocated. */
 int figures_build(struct figures *f, const struct model *m, const struct figures_sources *src);
 void figures_free(struct figures *f);
+/* One process's figures into p (zeroed, or reused from an earlier call). */
+int figures_build_process(struct figures_process *p, const struct model *m,
+			  const struct figures_sources *src);
+/* p's figures, self-contained (names and strings copied into one block that
+ * `out` owns), for a process that has ended: small, kept for the snapshot. */
+int figures_keep(struct figures_process *out, const struct figures_process *p);
+void figures_process_free(struct figures_process *p);
+/* The tree's sums over f->procs. */
+void figures_sum_tree(struct figures *f);
 
 #endif /* TALLY_FIGURES_H */

@@ -96,6 +96,11 @@ struct model {
 };
 
 void model_init(struct model *m);
+/* Another process's model: empty, with like's --group rules (like may be NULL). */
+int model_init_like(struct model *m, const struct model *like);
+/* A forked child's: parent's figures and heap positions as they are now, one
+ * thread (tid) in the group of parent's parent_tid. -ENOMEM. */
+int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid, uint32_t tid);
 void model_free(struct model *m);
 /* A rule; -EINVAL for a bad NAME=GLOB, -ENOSPC past MODEL_MAX_RULES. The
  * group's id is the registered one with that name or one from the top. */

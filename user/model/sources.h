@@ -73,6 +73,8 @@ struct figures_sources {
 	int exit_status;   /* its wait status */
 	bool cupti;	   /* started with the CUPTI library injected */
 	uint64_t start_ns; /* CLOCK_MONOTONIC at attach */
+	uint64_t born_ns;  /* a process of the tree: its fork (0: before the attach) */
+	uint64_t ended_ns; /* ... and its end (0: running) */
 	uint64_t now_ns;   /* ... and at this tick */
 	enum figures_allocator allocator;
 	/* the ring: only what was lost between the state read at attach and
@@ -81,6 +83,12 @@ struct figures_sources {
 	uint64_t lost_msgs, lost_words;
 	uint64_t lost_outside_read;
 	uint64_t malformed_bpf;	   /* batches the BPF side refused */
+	uint64_t procs_unfollowed; /* new processes of the tree the BPF side had no room for */
+	uint64_t cpu_lost;	   /* CPU intervals it had no room to charge */
+	uint64_t strays;	   /* messages of processes the tree did not know */
+	/* a process of the tree other than the root */
+	bool not_read;	   /* found running at attach (-f): its state then was not read */
+	bool held_unread;  /* running: records its threads hold were not read */
 	uint64_t deferred_dropped; /* messages past what a late attach keeps aside */
 	bool cut_torn;		   /* a thread's records below this tick's cut were not all in */
 	/* CPU per group (the scheduler's probes), the driver's and glibc's */

@@ -157,9 +157,7 @@ static void render_groups(FILE *f, const struct figures_process *p)
 
 	for (unsigned k = 0; k < GF_N; k++) {
 		family(f, group_families[k].name, group_families[k].type, group_families[k].help);
-		for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
-			if (!p->groups[g].shown)
-				continue;
+		for (unsigned g = 0; g < p->ngroups; g++) {
 			group_labels(f, group_families[k].name, &p->groups[g]);
 			group_value(f, (enum group_field)k, &p->groups[g]);
 		}
@@ -172,9 +170,7 @@ static void render_groups(FILE *f, const struct figures_process *p)
 		snprintf(name, sizeof(name), "tally_group_%s", fi->metric);
 		snprintf(help, sizeof(help), "%s, in the group", fi->help);
 		family(f, name, fi->prom_type, help);
-		for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
-			if (!p->groups[g].shown)
-				continue;
+		for (unsigned g = 0; g < p->ngroups; g++) {
 			group_labels(f, name, &p->groups[g]);
 			instance_value(f, &p->groups[g].instance, i);
 		}

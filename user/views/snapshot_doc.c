@@ -94,8 +94,11 @@ static void write_group(struct json_writer *w, const struct figures_group *fg)
 
 /* "target": who, how attached, and how it ended: "exit_code" (null when
  * killed or still running) and "signal" (null unless killed). */
-static void write_target(struct json_writer *w, const struct figures_target *t)
+static void write_lifetime(struct json_writer *w, const struct figures_process *p);
+
+static void write_target(struct json_writer *w, const struct figures_process *p)
 {
+	const struct figures_target *t = &p->target;
 	char sig[16] = "";
 
 	json_key(w, "target");
@@ -120,7 +123,23 @@ static void write_target(struct json_writer *w, const struct figures_target *t)
 	json_kv_str(w, "signal", t->signal ? sig : NULL);
 	json_kv_str(w, "cgroup", t->cgroup);
 	json_kv_str(w, "container", t->container);
+	write_lifetime(w, p);
 	json_end_object(w);
+}
+
+/* When a process of the tree began and how long it lived, in seconds from
+ * tally's start (null: before it). */
+static void write_lifetime(struct json_writer *w, const struct figures_process *p)
+{
+	uint64_t end = p->ended_ns ? p->ended_ns : p->now_ns;
+
+	if (p->born_ns && p->born_ns >= p->start_ns) {
+		json_kv_double(w, "born_s", (double)(p->born_ns - p->start_ns) / 1e9);
+		json_kv_double(w, "lifetime_s", end > p->born_ns ? (double)(end - p->born_ns) / 1e9 : 0);
+	} else {
+		json_kv_null(w, "born_s");
+		json_kv_null(w, "lifetime_s");
+	}
 }
 
 static void write_events(struct json_writer *w, const struct figures_events *e)
@@ -138,10 +157,9 @@ static void write_events(struct json_writer *w, const struct figures_events *e)
 	json_end_object(w);
 }
 
-static void write_process(struct json_writer *w, const struct figures_process *p)
+static void write_process_fields(struct json_writer *w, const struct figures_process *p)
 {
-	json_begin_object(w);
-	write_target(w, &p->target);
+	write_target(w, p);
 	json_kv_bool(w, "exact", p->exact);
 	if (p->nwhy) {
 		json_key(w, "inexact_why");
@@ -159,16 +177,46 @@ static void write_process(struct json_writer *w, const struct figures_process *p
 	json_end_object(w);
 	json_key(w, "groups");
 	json_begin_array(w);
-	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++)
-		if (p->groups[g].shown)
-			write_group(w, &p->groups[g]);
+	for (unsigned g = 0; g < p->ngroups; g++)
+		write_group(w, &p->groups[g]);
 	json_end_array(w);
+}
+
+/* Sums over the processes alive at the end. */
+static void write_tree(struct json_writer *w, const struct figures *f)
+{
+	const struct figures_tree *t = &f->tree;
+
+	json_key(w, "tree");
+	json_begin_object(w);
+	json_kv_u64(w, "processes", t->processes + f->folded);
+	json_kv_u64(w, "alive", t->alive);
+	/* ended processes past what tally keeps one by one: counted, not listed */
+	json_kv_u64(w, "not_listed", f->folded);
+	json_kv_i64(w, "live", t->live);
+	json_kv_i64(w, "mapped", t->mapped);
+	json_kv_u64(w, "cpu_ns", t->cpu_ns);
+	json_key(w, "instance");
+	json_begin_object(w);
+	write_instance(w, &t->instance);
+	json_end_object(w);
 	json_end_object(w);
 }
 
 void snapshot_write(struct json_writer *w, const struct figures *f)
 {
-	write_process(w, &f->procs[0]);
+	json_begin_object(w);
+	write_process_fields(w, &f->procs[0]);
+	json_key(w, "processes");
+	json_begin_array(w);
+	for (unsigned i = 0; i < f->nprocs; i++) {
+		json_begin_object(w);
+		write_process_fields(w, &f->procs[i]);
+		json_end_object(w);
+	}
+	json_end_array(w);
+	write_tree(w, f);
+	json_end_object(w);
 }
 
 int snapshot_print(FILE *out, const struct figures *f)

@@ -92,10 +92,11 @@ void top_prev_take(struct top_prev *prev, const struct figures *fig)
 	prev->valid = true;
 	prev->t_ns = p->now_ns;
 	prev->received = p->events.received;
-	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
-		prev->cpu_ns[g] = p->groups[g].cpu_ns;
-		prev->allocs[g] = p->groups[g].alloc_objs;
-		prev->frees[g] = p->groups[g].dealloc_objs;
+	for (unsigned i = 0; i < p->ngroups; i++) {
+		uint32_t g = p->groups[i].id;
+		prev->cpu_ns[g] = p->groups[i].cpu_ns;
+		prev->allocs[g] = p->groups[i].alloc_objs;
+		prev->frees[g] = p->groups[i].dealloc_objs;
 	}
 }
 
@@ -189,13 +190,13 @@ static int build_threads(struct top_frame *f, const struct figures_process *p)
 		return -ENOMEM;
 	for (size_t i = 0; i < p->nthreads; i++) {
 		const struct figures_thread *t = &p->threads[i];
-		const struct figures_group *fg = &p->groups[t->group];
+		const struct figures_group *fg = figures_group_of(p, t->group);
 		struct top_thread *o = &f->threads[i];
 
 		o->tid = t->tid;
 		o->group = t->group;
 		top_sanitize(o->name, sizeof(o->name), t->comm, TALLY_COMM_LEN);
-		if (fg->name)
+		if (fg && fg->name)
 			top_sanitize(o->group_name, sizeof(o->group_name), fg->name,
 				     TALLY_GROUP_NAME_MAX);
 		else
@@ -213,9 +214,7 @@ int top_frame_build(struct top_frame *f, const struct figures *fig, struct top_p
 	build_header(&f->hdr, p, prev);
 	build_identity(&f->id, &p->stats);
 	f->nrows = 0;
-	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
-		if (!p->groups[g].shown)
-			continue;
+	for (unsigned g = 0; g < p->ngroups; g++) {
 		build_row(&f->rows[f->nrows], &p->groups[g], p->gpu_attached, prev, dt_s);
 		f->nrows++;
 	}

@@ -511,11 +511,9 @@ void trace_sample(struct trace *t, const struct figures *f, uint64_t now_ns)
 		snprintf(name, sizeof(name), "stats.%s", figures_stat_names[i]);
 		counter(t, name, figures_stat_units[i], p->stats.v[i], now_ns);
 	}
-	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
-		const struct figures_group *fg = &p->groups[g];
-		if (!fg->shown)
-			continue;
-		group_label(fg->name, g, g_name, sizeof(g_name));
+	for (unsigned i = 0; i < p->ngroups; i++) {
+		const struct figures_group *fg = &p->groups[i];
+		group_label(fg->name, fg->id, g_name, sizeof(g_name));
 		snprintf(name, sizeof(name), "group %s live_bytes", g_name);
 		counter(t, name, "bytes", fg->live_bytes, now_ns);
 		snprintf(name, sizeof(name), "group %s cpu_ns", g_name);

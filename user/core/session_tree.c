@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The tree's other processes (DESIGN.md §5, §6): their messages into their
+ * own models, a fork's model cloned from its parent's, an ended process's
+ * figures made final and kept small, and each one's sources (its CPU, where
+ * it lives, how it ended) beside the root's for the figures of a tick.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session.h"
+#include "session_state.h"
+
+void session_sources_lost(struct session *s, struct figures_sources *src)
+{
+	struct tally_lost lost;
+
+	loader_lost(s->loader, &lost);
+	const struct tally_lost *end = s->have_lost_cut ? &s->lost_cut : &lost;
+	src->lost_msgs = end->msgs - s->lost_base.msgs;
+	src->lost_words = end->words - s->lost_base.words;
+	src->lost_outside_read = lost.msgs - src->lost_msgs;
+	src->malformed_bpf = lost.bad;
+	src->procs_unfollowed = lost.procs;
+	src->cpu_lost = lost.cpu;
+}
+
+/* What one process's figures take beside its model. */
+static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
+{
+	struct figures_sources *src = &s->psrc;
+	const struct model *m = p->m;
+	bool gone = ending || p->ended;
+
+	memset(src, 0, sizeof(*src));
+	session_sources_lost(s, src);
+	src->pid = p->pid;
+	src->ns_pid = gone ? 0 : target_ns_pid(p->pid);
+	src->ppid = p->ppid;
+	if (!gone)
+		target_cgroup(p->pid, src->cgroup, sizeof(src->cgroup), src->container,
+			      sizeof(src->container));
+	memcpy(src->comm, p->comm, sizeof(src->comm));
+	/* one found running at attach (-f): what it did before is unknown */
+	src->late = s->late && !p->born_ns;
+	src->not_read = src->late;
+	src->gone = gone;
+	src->have_exit = gone && m->exited;
+	src->exit_status = src->have_exit ? m->exit_status : 0;
+	src->cupti = s->cupti;
+	src->start_ns = s->start_ns;
+	src->born_ns = p->born_ns;
+	src->now_ns = clock_now_ns();
+	src->allocator = m->saw_alloc ? FIGURES_ALLOC_TALLY : FIGURES_ALLOC_NONE;
+	src->held_unread = !gone && m->saw_alloc;
+	loader_group_cpu(s->loader, p->pid, src->cpu_ns);
+	if (!gone)
+		loader_running_cpu(s->loader, p->pid, src->now_ns, src->cpu_ns);
+	if (m->have_inprocess) {
+		src->resident = m->resident_at_exit;
+		src->have_resident = true;
+	}
+}
+
+/* Its last thread is gone: its figures are final (every message of its
+ * threads came before this one), kept small, its CPU entries dropped. */
+static void proc_end(struct session *s, struct tree_proc *p, uint64_t ts_ns)
+{
+	pid_t pid = p->pid;
+
+	proc_sources(s, p, true);
+	s->psrc.ended_ns = ts_ns;
+	if (figures_build_process(&s->pscratch, p->m, &s->psrc) ||
+	    tree_end(&s->tree, p, &s->pscratch)) {
+		s->tree.strays++; /* out of memory: kept running, said inexact */
+		return;
+	}
+	loader_forget_proc(s->loader, pid);
+}
+
+static void fork_msg(struct session *s, const struct tally_msg_thread *th)
+{
+	const struct model *parent = NULL;
+	struct tree_proc *pp;
+
+	if ((pid_t)th->pid == s->pid) {
+		/* its parent's figures wait at a view's cut: so does the fork */
+		if (s->model.holding && s->held) {
+			session_hold_tree(s, th, sizeof(*th));
+			return;
+		}
+		parent = &s->model;
+	} else if ((pp = tree_find(&s->tree, (pid_t)th->pid))) {
+		parent = pp->m;
+	} else {
+		s->tree.unfollowed++;
+	}
+	if (!tree_fork(&s->tree, parent, &s->model, th))
+		s->tree.strays++;
+}
+
+void session_deliver_tree(struct session *s, const void *data, size_t len)
+{
+	const struct tally_msg *h = data;
+	struct tree_proc *p;
+
+	if (h->kind == TALLY_MSG_PROC_FORK) {
+		if (len >= sizeof(struct tally_msg_thread))
+			fork_msg(s, data);
+		else
+			s->tree.strays++;
+		return;
+	}
+	p = tree_find(&s->tree, (pid_t)h->pid);
+	if (!p) {
+		if (s->model.holding && s->tree_held)
+			session_hold_tree(s, data, len); /* its fork waits there */
+		else
+			s->tree.strays++;
+		return;
+	}
+	model_apply(p->m, data, len);
+	if (len < sizeof(struct tally_msg_thread))
+		return;
+	const struct tally_msg_thread *th = data;
+	if (h->kind == TALLY_MSG_THREAD_NAME && (h->tid == h->pid || (h->flags & TALLY_THREAD_EXEC))) {
+		memcpy(p->comm, th->comm, sizeof(p->comm));
+		p->comm[sizeof(p->comm) - 1] = 0;
+		p->shared_vm = false;
+	}
+	if (p->m->nrules && (h->kind == TALLY_MSG_THREAD_NEW || h->kind == TALLY_MSG_THREAD_NAME)) {
+		struct model_thread *t = model_thread(p->m, h->tid, false);
+		if (t && t->rule_group >= 0 && t->group == 0)
+			loader_set_thread_group(s->loader, p->pid, t->tid, (uint32_t)t->rule_group);
+	}
+	if (h->kind == TALLY_MSG_THREAD_EXIT && (h->flags & TALLY_THREAD_GROUP_DEAD))
+		proc_end(s, p, h->ts_ns);
+}
+
+/* slot: a kept process's figures, borrowed (the tree owns them). */
+static void fill_kept(struct figures_process *slot, const struct tree_proc *p)
+{
+	figures_process_free(slot);
+	*slot = p->kept;
+	slot->borrowed = true;
+}
+
+int session_figures(struct session *s, struct figures *f)
+{
+	size_t n = 1 + s->tree.n;
+	int err;
+
+	if (f->cap < n) {
+		size_t cap = n < 16 ? 16 : n * 2;
+		struct figures_process *np = realloc(f->procs, cap * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		memset(np + f->cap, 0, (cap - f->cap) * sizeof(*np));
+		f->procs = np;
+		f->cap = (unsigned)cap;
+	}
+	err = figures_build_process(&f->procs[0], &s->model, &s->src);
+	for (size_t i = 0; !err && i < s->tree.n; i++) {
+		struct tree_proc *p = &s->tree.procs[i];
+		struct figures_process *slot = &f->procs[1 + i];
+		if (p->ended) {
+			fill_kept(slot, p);
+			continue;
+		}
+		if (slot->borrowed)
+			memset(slot, 0, sizeof(*slot));
+		proc_sources(s, p, false);
+		err = figures_build_process(slot, p->m, &s->psrc);
+	}
+	f->nprocs = (unsigned)n;
+	f->folded = s->tree.folded;
+	f->strays = s->tree.strays;
+	if (!err)
+		figures_sum_tree(f);
+	return err;
+}

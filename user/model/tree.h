@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The processes of a traced tree other than its root (whose model is the
+ * session's own): one model each while it runs, cloned from its parent's at
+ * the fork (DESIGN.md §5: a child starts with a copy of its parent's heaps,
+ * their pending records included), and once it has ended its final figures
+ * alone, small (figures_keep), so that a tree of thousands of short-lived
+ * processes costs tally a bounded amount of memory. Pure code.
+ */
+#ifndef TALLY_TREE_H
+#define TALLY_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "figures.h"
+#include "model.h"
+
+/* Ended processes kept one by one; past it the oldest are only counted. */
+#define TREE_KEEP_ENDED 4096
+
+struct tree_proc {
+	pid_t pid, ppid;
+	char comm[TALLY_COMM_LEN];
+	uint64_t born_ns, ended_ns; /* CLOCK_MONOTONIC; 0: before the attach, running */
+	bool shared_vm;		    /* vfork: its parent's memory until it execs */
+	bool ended;		    /* its last thread is gone: `kept` holds its figures */
+	bool listed;		    /* a view showed it ended (top keeps it one refresh) */
+	struct model *m;	    /* while it runs */
+	struct figures_process kept;
+};
+
+struct tree {
+	struct tree_proc *procs; /* by birth */
+	size_t n, cap;
+	size_t nended;	  /* of procs */
+	uint64_t folded;  /* ended processes no longer kept one by one */
+	uint64_t strays;  /* messages of a process the tree does not know */
+	uint64_t unfollowed; /* forks whose parent the tree does not know */
+};
+
+void tree_init(struct tree *t);
+void tree_free(struct tree *t);
+/* The running process with this pid, or NULL. */
+struct tree_proc *tree_find(struct tree *t, pid_t pid);
+/*
+ * A fork (TALLY_MSG_PROC_FORK): a new process whose model is a copy of
+ * `parent` as of this message (NULL: a fresh one, for a child that shares
+ * its parent's memory or whose parent is unknown), its one thread in the
+ * group the forking thread was in. `like` gives a fresh model its --group
+ * rules. NULL when out of memory.
+ */
+struct tree_proc *tree_fork(struct tree *t, const struct model *parent, const struct model *like,
+			    const struct tally_msg_thread *msg);
+/* A running process tally found rather than saw born (-f at attach). */
+struct tree_proc *tree_adopt(struct tree *t, const struct model *like, pid_t pid, pid_t ppid,
+			     const char *comm);
+/* It has ended and these are its final figures: kept (copied), its model
+ * freed. -ENOMEM leaves it as it was. */
+int tree_end(struct tree *t, struct tree_proc *p, const struct figures_process *fig);
+
+#endif /* TALLY_TREE_H */
