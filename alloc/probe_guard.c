@@ -120,9 +120,11 @@ static off_t page_offset(uintptr_t page)
 {
 	for (unsigned i = 0; i < lib.nloads; i++) {
 		uintptr_t lo = lib.bias + lib.loads[i].vaddr;
-		if (page + GUARD_PAGE <= (lo & ~(GUARD_PAGE - 1)) || page >= lo + lib.loads[i].memsz)
+		if (page + GUARD_PAGE <= (lo & ~(GUARD_PAGE - 1)) ||
+		    page >= lo + lib.loads[i].memsz)
 			continue;
-		if (page < lo && (lo & (GUARD_PAGE - 1)) != (lib.loads[i].offset & (GUARD_PAGE - 1)))
+		if (page < lo &&
+		    (lo & (GUARD_PAGE - 1)) != (lib.loads[i].offset & (GUARD_PAGE - 1)))
 			return -1;
 		return (off_t)(lib.loads[i].offset - (lo - page));
 	}

@@ -271,7 +271,9 @@ int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_s
 		__u32 tid = BPF_CORE_READ(prev, pid);
 		/* running since before we looked: from the attach on, in root
 		 * unless the loader seeded another group */
-		struct tally_bpf_thread fresh = { .last_ns = attach_ns, .running = 1, .pid = prev_pid };
+		struct tally_bpf_thread fresh = { .last_ns = attach_ns,
+						  .running = 1,
+						  .pid = prev_pid };
 		struct tally_bpf_thread *t = map_lookup_or_init(&threads, &tid, &fresh);
 		if (t) {
 			charge(t, now);
@@ -291,8 +293,8 @@ int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_s
 }
 
 /* kind about task; hdr.pid its process, m->pid: `pid` */
-static __always_inline void thread_msg(__u16 kind, __u16 flags, struct task_struct *task,
-				       __u32 pid, __u32 parent)
+static __always_inline void thread_msg(__u16 kind, __u16 flags, struct task_struct *task, __u32 pid,
+				       __u32 parent)
 {
 	struct tally_msg_thread *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 

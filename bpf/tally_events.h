@@ -272,7 +272,8 @@ _Static_assert(sizeof(struct tally_msg_group) == 64, "tally_msg_group layout");
 #define TALLY_COMM_LEN 16
 #define TALLY_THREAD_GROUP_DEAD 1 /* flags of THREAD_EXIT: the whole process is gone */
 #define TALLY_THREAD_EXEC 2	  /* flags of THREAD_NAME: the process exec'd a new image */
-#define TALLY_PROC_SHARED_VM 4	  /* flags of PROC_FORK: the child shares its parent's memory
+#define TALLY_PROC_SHARED_VM                                                                       \
+	4 /* flags of PROC_FORK: the child shares its parent's memory
 				   * (vfork, posix_spawn) until it execs */
 struct tally_msg_thread {
 	struct tally_msg hdr;

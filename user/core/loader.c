@@ -29,7 +29,7 @@ struct loader {
 	loader_msg_fn fn;
 	void *ctx;
 	uint64_t ring_bytes;
-	bool follow; /* the probes fire in every process: the map says which are ours */
+	bool follow;	 /* the probes fire in every process: the map says which are ours */
 	uint64_t budget; /* bytes this consume may still take */
 	unsigned taken;
 	bool more; /* the last consume stopped with records left */
@@ -78,8 +78,8 @@ void loader_libbpf_messages(bool verbose)
 	libbpf_set_print(libbpf_print);
 }
 
-int loader_open(struct loader **out, pid_t tgid, bool follow, uint64_t ring_bytes,
-		loader_msg_fn fn, void *ctx)
+int loader_open(struct loader **out, pid_t tgid, bool follow, uint64_t ring_bytes, loader_msg_fn fn,
+		void *ctx)
 {
 	struct loader *l = calloc(1, sizeof(*l));
 	int err;
@@ -157,8 +157,8 @@ static int attach_usdt(struct loader *l, struct bpf_program *prog, pid_t pid, co
 	/* following, on the file for every process that maps it: a child is
 	 * probed from its first instruction, an exec'd image as it maps the
 	 * library; the BPF side keeps what comes from the tree */
-	return keep_link(l, bpf_program__attach_usdt(prog, l->follow ? -1 : pid, path, "tally",
-						     name, NULL));
+	return keep_link(
+		l, bpf_program__attach_usdt(prog, l->follow ? -1 : pid, path, "tally", name, NULL));
 }
 
 int loader_attach_alloc(struct loader *l, pid_t pid, const char *path)

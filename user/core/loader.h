@@ -25,8 +25,8 @@ typedef int (*loader_msg_fn)(void *ctx, const void *data, size_t len);
 /* libbpf's messages on stderr only when verbose (-v). */
 void loader_libbpf_messages(bool verbose);
 /* tgid: the root of the traced tree; follow: every process it starts too. */
-int loader_open(struct loader **out, pid_t tgid, bool follow, uint64_t ring_bytes,
-		loader_msg_fn fn, void *ctx);
+int loader_open(struct loader **out, pid_t tgid, bool follow, uint64_t ring_bytes, loader_msg_fn fn,
+		void *ctx);
 /* One more process of the tree (a running descendant, with -f). */
 int loader_add_proc(struct loader *l, pid_t pid, pid_t ppid);
 int loader_attach_sched(struct loader *l);

@@ -55,7 +55,7 @@ struct session {
 	struct model model; /* the root's */
 	struct tree tree;   /* the other processes of the tree */
 	bool follow;
-	struct figures_sources psrc;	   /* scratch: one process's sources */
+	struct figures_sources psrc;	 /* scratch: one process's sources */
 	struct figures_process pscratch; /* scratch: an ended process's figures */
 	struct deferred *tree_held, **tree_held_tail;
 	struct loader *loader;

@@ -197,7 +197,8 @@ static void read_threads(struct session *s)
 			model_seed_registry(&s->model, reg, false);
 			for (unsigned i = 0; i < TALLY_MAX_THREADS; i++)
 				if (reg->threads[i].tid && reg->threads[i].group)
-					loader_set_thread_group(s->loader, s->pid, reg->threads[i].tid,
+					loader_set_thread_group(s->loader, s->pid,
+								reg->threads[i].tid,
 								reg->threads[i].group);
 		}
 		free(reg);

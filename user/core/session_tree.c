@@ -124,7 +124,8 @@ void session_deliver_tree(struct session *s, const void *data, size_t len)
 	if (len < sizeof(struct tally_msg_thread))
 		return;
 	const struct tally_msg_thread *th = data;
-	if (h->kind == TALLY_MSG_THREAD_NAME && (h->tid == h->pid || (h->flags & TALLY_THREAD_EXEC))) {
+	if (h->kind == TALLY_MSG_THREAD_NAME &&
+	    (h->tid == h->pid || (h->flags & TALLY_THREAD_EXEC))) {
 		memcpy(p->comm, th->comm, sizeof(p->comm));
 		p->comm[sizeof(p->comm) - 1] = 0;
 		p->shared_vm = false;

@@ -87,8 +87,8 @@ struct figures_sources {
 	uint64_t cpu_lost;	   /* CPU intervals it had no room to charge */
 	uint64_t strays;	   /* messages of processes the tree did not know */
 	/* a process of the tree other than the root */
-	bool not_read;	   /* found running at attach (-f): its state then was not read */
-	bool held_unread;  /* running: records its threads hold were not read */
+	bool not_read;		   /* found running at attach (-f): its state then was not read */
+	bool held_unread;	   /* running: records its threads hold were not read */
 	uint64_t deferred_dropped; /* messages past what a late attach keeps aside */
 	bool cut_torn;		   /* a thread's records below this tick's cut were not all in */
 	/* CPU per group (the scheduler's probes), the driver's and glibc's */

@@ -85,8 +85,9 @@ struct tree_proc *tree_fork(struct tree *t, const struct model *parent, const st
 		return NULL;
 	p->born_ns = msg->hdr.ts_ns;
 	p->shared_vm = msg->hdr.flags & TALLY_PROC_SHARED_VM;
-	int err = parent && !p->shared_vm ? model_fork(p->m, parent, msg->parent_tid, msg->hdr.tid) :
-					    model_init_like(p->m, like);
+	int err = parent && !p->shared_vm ?
+			  model_fork(p->m, parent, msg->parent_tid, msg->hdr.tid) :
+			  model_init_like(p->m, like);
 	if (err) {
 		free(p->m);
 		t->n--;

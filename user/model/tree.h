@@ -35,9 +35,9 @@ struct tree_proc {
 struct tree {
 	struct tree_proc *procs; /* by birth */
 	size_t n, cap;
-	size_t nended;	  /* of procs */
-	uint64_t folded;  /* ended processes no longer kept one by one */
-	uint64_t strays;  /* messages of a process the tree does not know */
+	size_t nended;	     /* of procs */
+	uint64_t folded;     /* ended processes no longer kept one by one */
+	uint64_t strays;     /* messages of a process the tree does not know */
 	uint64_t unfollowed; /* forks whose parent the tree does not know */
 };
 

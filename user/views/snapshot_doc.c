@@ -135,7 +135,8 @@ static void write_lifetime(struct json_writer *w, const struct figures_process *
 
 	if (p->born_ns && p->born_ns >= p->start_ns) {
 		json_kv_double(w, "born_s", (double)(p->born_ns - p->start_ns) / 1e9);
-		json_kv_double(w, "lifetime_s", end > p->born_ns ? (double)(end - p->born_ns) / 1e9 : 0);
+		json_kv_double(w, "lifetime_s",
+			       end > p->born_ns ? (double)(end - p->born_ns) / 1e9 : 0);
 	} else {
 		json_kv_null(w, "born_s");
 		json_kv_null(w, "lifetime_s");
