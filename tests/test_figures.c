@@ -112,11 +112,11 @@ static void glibc_mode__live_rounding_large_only__groups_from_probes(void **stat
 	assert_int_equal(p->stats.v[TALLY_STAT_mapped], 0);
 	assert_false(p->stats.identity);
 	assert_false(p->have_inprocess);
-	assert_true(p->groups[2].shown);
-	assert_int_equal(p->groups[2].live_bytes, 700);
-	assert_int_equal(p->groups[2].alloc_objs, 10);
-	assert_int_equal(p->groups[3].alloc_bytes, 0);
-	assert_true(p->exact); /* started by tally, nothing untracked or lost */
+	assert_non_null(figures_group_of(p, 2));
+	assert_int_equal(figures_group_of(p, 2)->live_bytes, 700);
+	assert_int_equal(figures_group_of(p, 2)->alloc_objs, 10);
+	assert_null(figures_group_of(p, 3)); /* nothing charged: not listed */
+	assert_true(p->exact);		     /* started by tally, nothing untracked or lost */
 	src.glibc.untracked = 1;
 	p = build();
 	assert_false(p->exact);
@@ -148,15 +148,17 @@ static void groups__shown_when_named_or_charged(void **state)
 	m.replay.groups[5].dealloc_objs = 1; /* a free only */
 	src.cuda.os_yields[6] = 2;	     /* sched_yield calls only */
 	const struct figures_process *p = build();
-	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
-		bool want = g == 0 || g == 1 || g == 4 || g == 5 || g == 6;
-		assert_int_equal(p->groups[g].shown, want);
-		assert_int_equal(p->groups[g].id, g);
+	static const uint32_t want[] = { 0, 1, 4, 5, 6 }; /* listed in id order */
+	assert_int_equal(p->ngroups, 5);
+	for (unsigned i = 0; i < 5; i++) {
+		assert_true(p->groups[i].shown);
+		assert_int_equal(p->groups[i].id, want[i]);
 	}
-	assert_string_equal(p->groups[1].name, "ingest");
-	assert_null(p->groups[4].name);
-	assert_int_equal(p->groups[4].cpu_ns, 7);
-	assert_int_equal(p->groups[6].instance.os_yields, 2);
+	assert_string_equal(figures_group_of(p, 1)->name, "ingest");
+	assert_null(figures_group_of(p, 4)->name);
+	assert_int_equal(figures_group_of(p, 4)->cpu_ns, 7);
+	assert_int_equal(figures_group_of(p, 6)->instance.os_yields, 2);
+	assert_null(figures_group_of(p, 2));
 }
 
 static void instance__process_is_the_sum_of_groups(void **state)
@@ -174,7 +176,7 @@ static void instance__process_is_the_sum_of_groups(void **state)
 	assert_int_equal(p->instance.yield_count, 7);
 	assert_int_equal(p->instance.kernels_launched, 15);
 	/* a refused launch is back pressure too */
-	assert_int_equal(p->groups[2].instance.back_pressure_rejections, 3);
+	assert_int_equal(figures_group_of(p, 2)->instance.back_pressure_rejections, 3);
 	assert_int_equal(p->instance.back_pressure_rejections, 3);
 	assert_int_equal(p->instance.device_bytes_allocated, -64);
 	assert_true(p->gpu_spoke);
@@ -334,8 +336,28 @@ static char *document(void)
 	return buf;
 }
 
-/* The document is what was wanted; else where they part, and a failure. */
-static void assert_doc(char *doc, const char *want)
+#define ZERO_INSTANCE                                                                              \
+	"\"kernels_launched\":0,\"bytes_pinned\":0,\"back_pressure_rejections\":0,"                \
+	"\"yield_count\":0,\"device_bytes_allocated\":0,\"graph_launches\":0,"                     \
+	"\"failed_launches\":0,\"host_pinned_bytes\":0,\"os_yields\":0"
+
+/* The document of one process: its fields at the top, again as the one
+ * entry of "processes", and the tree's sums (zero: it has ended). */
+static char *one_process_doc(const char *fields)
+{
+	char *doc;
+
+	assert_true(asprintf(&doc,
+			     "{%s,\"processes\":[{%s}],\"tree\":{\"processes\":1,\"alive\":0,"
+			     "\"not_listed\":0,\"live\":0,\"mapped\":0,\"cpu_ns\":0,"
+			     "\"instance\":{" ZERO_INSTANCE "}}}",
+			     fields, fields) > 0);
+	return doc;
+}
+
+/* The document is what was wanted (both freed); else where they part, and a
+ * failure. */
+static void assert_doc(char *doc, char *want)
 {
 	size_t i = 0;
 
@@ -346,15 +368,11 @@ static void assert_doc(char *doc, const char *want)
 			    want + i);
 	bool same = !doc[i] && !want[i];
 	free(doc);
+	free(want);
 	assert_true(same);
 }
 
 #define ID64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-#define ZERO_INSTANCE                                                                              \
-	"\"kernels_launched\":0,\"bytes_pinned\":0,\"back_pressure_rejections\":0,"                \
-	"\"yield_count\":0,\"device_bytes_allocated\":0,\"graph_launches\":0,"                     \
-	"\"failed_launches\":0,\"host_pinned_bytes\":0,\"os_yields\":0"
-
 static void document__tally_mode__every_field_in_order(void **state)
 {
 	(void)state;
@@ -378,10 +396,10 @@ static void document__tally_mode__every_field_in_order(void **state)
 	strcpy(src.container, ID64);
 	char *doc = document();
 	const char *want =
-		"{\"target\":{\"pid\":42,\"ns_pid\":7,\"ppid\":1,\"comm\":\"app\","
+		"\"target\":{\"pid\":42,\"ns_pid\":7,\"ppid\":1,\"comm\":\"app\","
 		"\"allocator\":\"tally\",\"cuda\":\"none\",\"attach\":\"start\",\"exit_code\":0,"
 		"\"signal\":null,\"cgroup\":\"/system.slice/docker-" ID64 ".scope\","
-		"\"container\":\"" ID64 "\"},"
+		"\"container\":\"" ID64 "\",\"born_s\":null,\"lifetime_s\":null},"
 		"\"exact\":true,"
 		"\"events\":{\"received\":12,\"lost\":0,\"lost_record_words\":0,"
 		"\"lost_outside_read\":4,\"malformed\":0,\"records\":30},"
@@ -405,8 +423,8 @@ static void document__tally_mode__every_field_in_order(void **state)
 		"\"live_bytes\":1000,\"cpu_ns\":5,\"instance\":{\"kernels_launched\":0,"
 		"\"bytes_pinned\":0,\"back_pressure_rejections\":0,\"yield_count\":1,"
 		"\"device_bytes_allocated\":0,\"graph_launches\":0,\"failed_launches\":0,"
-		"\"host_pinned_bytes\":0,\"os_yields\":0}}]}";
-	assert_doc(doc, want);
+		"\"host_pinned_bytes\":0,\"os_yields\":0}}]";
+	assert_doc(doc, one_process_doc(want));
 }
 
 static void document__glibc_late_killed__nulls_and_reasons(void **state)
@@ -420,9 +438,10 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 	src.exit_status = 9;
 	char *doc = document();
 	const char *want =
-		"{\"target\":{\"pid\":42,\"ns_pid\":42,\"ppid\":0,\"comm\":\"app\","
+		"\"target\":{\"pid\":42,\"ns_pid\":42,\"ppid\":0,\"comm\":\"app\","
 		"\"allocator\":\"glibc\",\"cuda\":\"none\",\"attach\":\"running\","
-		"\"exit_code\":null,\"signal\":\"SIGKILL\",\"cgroup\":null,\"container\":null},"
+		"\"exit_code\":null,\"signal\":\"SIGKILL\",\"cgroup\":null,\"container\":null,"
+		"\"born_s\":null,\"lifetime_s\":null},"
 		"\"exact\":false,\"inexact_why\":[\"glibc mode: not every call was seen\"],"
 		"\"events\":{\"received\":0,\"lost\":0,\"lost_record_words\":0,"
 		"\"lost_outside_read\":0,\"malformed\":0,\"records\":0},"
@@ -435,8 +454,8 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 		"\"instance\":{" ZERO_INSTANCE ",\"scheduler\":false},"
 		"\"groups\":[{\"id\":0,\"name\":\"root\",\"allocated_bytes\":0,\"allocated_objects\":0,"
 		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,\"cpu_ns\":0,"
-		"\"instance\":{" ZERO_INSTANCE "}}]}";
-	assert_doc(doc, want);
+		"\"instance\":{" ZERO_INSTANCE "}}]";
+	assert_doc(doc, one_process_doc(want));
 }
 
 static void document__late_tally__says_whether_the_read_was_consistent(void **state)

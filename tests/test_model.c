@@ -20,7 +20,7 @@ static struct tally_msg_batch *batch(uint64_t heap, uint64_t seq, uint32_t tid,
 				     const struct tally_ev *recs, uint32_t n, size_t *len)
 {
 	struct tally_msg_batch *m = calloc(1, sizeof(*m));
-	m->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, tid, 1 };
+	m->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, tid, 1, 0, 0 };
 	m->batch.magic = TALLY_BATCH_MAGIC;
 	m->batch.version = TALLY_BATCH_VERSION;
 	m->batch.source = TALLY_SRC_ALLOC;
@@ -293,7 +293,7 @@ static void model__malformed_messages__counted_not_applied(void **state)
 	b->batch.count = TALLY_BATCH_WORDS + 1;
 	assert_int_equal(model_apply(&m, b, len), -EINVAL);
 	assert_int_equal(model_apply(&m, b, 8), -EINVAL);
-	struct tally_msg odd = { 99, 0, 1, 1 };
+	struct tally_msg odd = { 99, 0, 1, 1, 0, 0 };
 	assert_int_equal(model_apply(&m, &odd, sizeof(odd)), -EINVAL);
 	assert_int_equal(m.malformed, 4);
 	assert_int_equal(group_live(&m, 1), 0);
@@ -350,7 +350,7 @@ static void model__cupti_batch__kernel_name_interned_and_preferred(void **state)
 	struct tally_ev launch = { TALLY_EV_GPU_LAUNCH, 0, 1, 7, TALLY_GPU_API_LAUNCH_KERNEL };
 
 	model_init(&m);
-	b->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 5, 1 };
+	b->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 5, 1, 0, 0 };
 	b->batch = (struct tally_batch){ .magic = TALLY_BATCH_MAGIC,
 					 .version = TALLY_BATCH_VERSION,
 					 .source = TALLY_SRC_CUPTI,

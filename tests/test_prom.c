@@ -38,7 +38,7 @@ static void derive(struct figures_process *p)
 
 static char *render(struct figures_process *p)
 {
-	struct figures fig = { 1, p };
+	struct figures fig = { .nprocs = 1, .cap = 1, .procs = p };
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
@@ -74,20 +74,25 @@ static struct figures_process *figures(void)
 	p->instance.kernels_launched = 12;
 	p->instance.device_bytes_allocated = 1 << 20;
 	p->gpu_spoke = true;
-	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
-		p->groups[g].id = g;
-		p->groups[g].name = names[g];
-	}
-	p->groups[0].shown = true;
+	/* the groups listed: root (0) and io (3); the list is static, p is freed alone */
+	static struct figures_group groups[2];
+	memset(groups, 0, sizeof(groups));
+	p->groups = groups;
+	p->ngroups = 2;
+	groups[0].id = 0;
+	groups[0].name = names[0];
+	groups[0].shown = true;
 	strcpy(names[0], "root");
-	p->groups[0].live_bytes = 100;
-	p->groups[3].shown = true;
+	groups[0].live_bytes = 100;
+	groups[1].id = 3;
+	groups[1].name = names[3];
+	groups[1].shown = true;
 	strcpy(names[3], "io");
-	p->groups[3].live_bytes = -8;
-	p->groups[3].cpu_ns = 1500000001;
-	p->groups[3].alloc_bytes = 10;
-	p->groups[3].dealloc_bytes = 18;
-	p->groups[3].instance.kernels_launched = 12;
+	groups[1].live_bytes = -8;
+	groups[1].cpu_ns = 1500000001;
+	groups[1].alloc_bytes = 10;
+	groups[1].dealloc_bytes = 18;
+	groups[1].instance.kernels_launched = 12;
 	return p; /* group 9 and the others: not shown, no samples */
 }
 
@@ -448,7 +453,7 @@ static void prom__write_error__reported(void **state)
 		skip();
 	}
 	setvbuf(f, NULL, _IONBF, 0); /* every write reaches the device */
-	struct figures fig = { 1, p };
+	struct figures fig = { .nprocs = 1, .cap = 1, .procs = p };
 	assert_int_equal(prom_render(f, &fig), -EIO);
 	fclose(f);
 	free(p);

@@ -63,7 +63,7 @@ static void fx_free(struct fixture *x)
 static void fx_end(struct fixture *x, uint64_t now)
 {
 	static struct figures_process end;
-	struct figures fig = { 1, &end };
+	struct figures fig = { .nprocs = 1, .cap = 1, .procs = &end };
 
 	end.exact = true;
 	end.target.allocator = FIGURES_ALLOC_TALLY;
@@ -414,7 +414,7 @@ static void trace__hostile_thread_and_group_names__escaped(void **state)
 /* Counters of figures made by hand. */
 static void sample(struct fixture *x, struct figures_process *p, uint64_t now)
 {
-	struct figures fig = { 1, p };
+	struct figures fig = { .nprocs = 1, .cap = 1, .procs = p };
 
 	trace_sample(x->t, &fig, now);
 }
@@ -425,14 +425,20 @@ static void fill_sample(struct figures_process *smp)
 	for (unsigned i = 0; i < TALLY_STATS_FIELDS; i++)
 		smp->stats.v[i] = 1000 + i;
 	smp->stats.known = (1u << TALLY_STATS_FIELDS) - 1;
-	smp->groups[0].shown = true;
-	smp->groups[0].name = "root";
-	smp->groups[7].name = "io";
-	smp->groups[0].live_bytes = 64;
-	smp->groups[0].cpu_ns = 5;
-	smp->groups[7].shown = true;
-	smp->groups[7].live_bytes = -16; /* freed more than allocated since attach */
-	smp->groups[7].cpu_ns = 123456789;
+	/* listed: root (0) and io (7) */
+	static struct figures_group groups[2];
+	memset(groups, 0, sizeof(groups));
+	smp->groups = groups;
+	smp->ngroups = 2;
+	groups[0].shown = true;
+	groups[0].name = "root";
+	groups[1].id = 7;
+	groups[1].name = "io";
+	groups[0].live_bytes = 64;
+	groups[0].cpu_ns = 5;
+	groups[1].shown = true;
+	groups[1].live_bytes = -16; /* freed more than allocated since attach */
+	groups[1].cpu_ns = 123456789;
 }
 
 static void trace__sample__every_stats_term_and_group_counters(void **state)
@@ -559,7 +565,7 @@ static void trace__gpu_records__instant_events_with_their_arguments(void **state
 		START + 2000);
 	gpu_msg(x, 10, TALLY_EV_GPU_IMAGE, 1, 0, 0, 4096, START + 3000);
 	/* a CUPTI batch: a kernel's name, then a launch that uses it */
-	mb->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 10, START + 4000 };
+	mb->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 10, START + 4000, 0, 0 };
 	mb->batch.magic = TALLY_BATCH_MAGIC;
 	mb->batch.version = TALLY_BATCH_VERSION;
 	mb->batch.source = TALLY_SRC_CUPTI;
@@ -598,7 +604,7 @@ static void trace__short_and_unknown_messages__ignored(void **state)
 {
 	struct fixture *x = fx_new();
 	struct tally_msg_group g = { .hdr = { TALLY_MSG_GROUP_ENTER, 0, 10, START }, .group = 1 };
-	struct tally_msg odd = { 99, 0, 10, START };
+	struct tally_msg odd = { 99, 0, 10, START, 0, 0 };
 
 	(void)state;
 	trace_message(x->t, &x->m, &g, sizeof(g) - 1);
@@ -618,7 +624,7 @@ static void trace__write_error__reported_at_the_end(void **state)
 	struct model m;
 	struct trace *t;
 	static struct figures_process end;
-	struct figures fig = { 1, &end };
+	struct figures fig = { .nprocs = 1, .cap = 1, .procs = &end };
 	FILE *f = fopen("/dev/full", "w");
 
 	(void)state;

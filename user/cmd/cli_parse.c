@@ -140,6 +140,20 @@ int cli_interval_ms(const struct argp_state *state, const char *arg, int lo, int
 	return (int)v;
 }
 
+/* The options together: which process, and whether its children too. */
+static void target_end(struct cli_target *c, const struct argp_state *state)
+{
+	if (!c->o.pid && !c->o.cmd)
+		cli_usage_error(state, "say which process: -p PID or -- CMD [ARGS...]");
+	if (c->o.pid && c->o.cmd)
+		cli_usage_error(state, "-p PID and -- CMD exclude each other");
+	if (c->follow == (CLI_FOLLOW | CLI_NO_FOLLOW))
+		cli_usage_error(state, "-f and --no-follow exclude each other");
+	/* a command's processes are followed unless said otherwise; a running
+	 * process's only with -f */
+	c->o.follow = c->follow == CLI_FOLLOW || (c->o.cmd && !c->follow);
+}
+
 static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 {
 	struct cli_target *c = state->input;
@@ -190,15 +204,7 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 		state->next = state->argc;
 		break;
 	case ARGP_KEY_END:
-		if (!c->o.pid && !c->o.cmd)
-			cli_usage_error(state, "say which process: -p PID or -- CMD [ARGS...]");
-		if (c->o.pid && c->o.cmd)
-			cli_usage_error(state, "-p PID and -- CMD exclude each other");
-		if (c->follow == (CLI_FOLLOW | CLI_NO_FOLLOW))
-			cli_usage_error(state, "-f and --no-follow exclude each other");
-		/* a command's processes are followed unless said otherwise; a
-		 * running process's only with -f */
-		c->o.follow = c->follow == CLI_FOLLOW || (c->o.cmd && !c->follow);
+		target_end(c, state);
 		break;
 		break;
 	default:

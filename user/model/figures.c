@@ -193,8 +193,9 @@ static void build_group(struct figures_group *fg, uint32_t g, const struct model
 	fg->live_bytes = (int64_t)(fg->alloc_bytes - fg->dealloc_bytes);
 	fg->cpu_ns = src->cpu_ns[g];
 	instance_of(&fg->instance, m, src, g, g + 1);
+	static const struct figures_instance none;
 	fg->shown = mg->known || fg->cpu_ns || fg->alloc_objs || fg->dealloc_objs ||
-		    fg->instance.os_yields;
+		    memcmp(&fg->instance, &none, sizeof(none));
 }
 
 static int cmp_tid(const void *a, const void *b)

@@ -97,3 +97,22 @@ const char *gpu_kernel_name(const struct gpu_model *g, uint32_t id)
 {
 	return id < g->nnames ? g->names[id] : NULL;
 }
+
+int gpu_copy(struct gpu_model *dst, const struct gpu_model *src)
+{
+	*dst = *src;
+	dst->names = NULL;
+	dst->nnames = 0;
+	if (!src->nnames)
+		return 0;
+	dst->names = calloc(src->nnames, sizeof(*dst->names));
+	if (!dst->names)
+		return -ENOMEM;
+	dst->nnames = src->nnames;
+	for (uint32_t i = 0; i < src->nnames; i++)
+		if (src->names[i] && !(dst->names[i] = strdup(src->names[i]))) {
+			gpu_free(dst);
+			return -ENOMEM;
+		}
+	return 0;
+}

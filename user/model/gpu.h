@@ -32,6 +32,8 @@ struct gpu_model {
 
 void gpu_init(struct gpu_model *g);
 void gpu_free(struct gpu_model *g);
+/* dst: a copy of src that owns its kernel names; -ENOMEM. */
+int gpu_copy(struct gpu_model *dst, const struct gpu_model *src);
 /* One GPU record; `name` points at the words after a KERNEL_NAME record. */
 int gpu_apply(struct gpu_model *g, enum gpu_source src, const struct tally_ev *e,
 	      const __u64 *name);

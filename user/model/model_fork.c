@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The models of a tree's other processes (model.h): a fresh one, and a
+ * forked child's, cloned from its parent's. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+/* A model for another process of the tree: empty, with the same --group
+ * rules (and their groups). */
+int model_init_like(struct model *m, const struct model *like)
+{
+	model_init(m);
+	if (!like)
+		return 0;
+	memcpy(m->rules, like->rules, sizeof(m->rules));
+	m->nrules = like->nrules;
+	for (unsigned r = 0; r < m->nrules; r++) {
+		struct model_group *g = &m->groups[m->rules[r].group];
+		strcpy(g->name, m->rules[r].name);
+		g->known = g->rule = true;
+	}
+	return 0;
+}
+
+/*
+ * fork: the child's figures are its parent's at this point, heaps and their
+ * positions included (the records its copy of their batches holds are
+ * numbered from there and come in the child's own stream), but not the
+ * parent's cut, counts of messages, threads or exit.
+ */
+int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid, uint32_t tid)
+{
+	const struct model_thread *pt = NULL;
+
+	for (size_t i = 0; i < parent->nthreads; i++)
+		if (parent->threads[i].tid == parent_tid)
+			pt = &parent->threads[i];
+	*m = *parent;
+	m->threads = NULL;
+	m->nthreads = m->cap_threads = 0;
+	m->heaps = NULL;
+	m->nheaps = m->cap_heaps = 0;
+	if (gpu_copy(&m->gpu, &parent->gpu))
+		return -ENOMEM;
+	if (parent->nheaps) {
+		m->heaps = malloc(parent->nheaps * sizeof(*m->heaps));
+		if (!m->heaps) {
+			gpu_free(&m->gpu);
+			return -ENOMEM;
+		}
+		memcpy(m->heaps, parent->heaps, parent->nheaps * sizeof(*m->heaps));
+		m->nheaps = m->cap_heaps = parent->nheaps;
+		for (size_t i = 0; i < m->nheaps; i++) {
+			m->heaps[i].limit = UINT64_MAX;
+			m->heaps[i].wait = 0;
+		}
+	}
+	m->received = m->records = m->skipped = m->malformed = m->past_cut = 0;
+	m->cut = m->holding = m->held = false;
+	m->waiting = 0;
+	m->have_inprocess = m->inprocess_threads_held = false;
+	m->exited = false;
+	m->exit_status = 0;
+	struct model_thread *t = model_thread(m, tid, true);
+	if (t && pt)
+		t->group = pt->group;
+	return 0;
+}
