@@ -183,7 +183,7 @@ $(BUILD)/tests/test_sdk_alloc: $(BUILD)/tests/sdk_alloc/test_sdk.o $(BUILD)/libt
 # The tracer's pure parts under the sanitizers, and the integration tests' workload.
 # The model layer (user/model/model.c and what it needs, and the figures built
 # from it), as every view's test links it.
-MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model gpu replay figures) \
+MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork gpu replay figures tree) \
 	$(BUILD)/tests/san/alloc/stats_identity.o
 $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -212,6 +212,7 @@ $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/
 		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_top: $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top_rows.o \
+		$(BUILD)/tests/san/user/views/top_tree.o \
 		$(BUILD)/tests/san/user/views/top_text.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_prom: $(BUILD)/tests/san/tests/test_prom.o $(BUILD)/tests/san/user/views/prom.o \

@@ -162,7 +162,7 @@ static int build(struct top_frame *f, struct top_in *in, struct top_prev *prev)
 	struct figures fig = { 0 };
 
 	figures_of(&fig, in);
-	int err = top_frame_build(f, &fig, prev);
+	int err = top_frame_build(f, &fig, prev, TOP_MODE_GROUPS);
 	figures_free(&fig);
 	return err;
 }
@@ -172,7 +172,7 @@ static void take(struct top_prev *prev, struct top_in *in)
 	struct figures fig = { 0 };
 
 	figures_of(&fig, in);
-	top_prev_take(prev, &fig);
+	top_prev_take(prev, &fig, TOP_MODE_GROUPS);
 	figures_free(&fig);
 }
 

@@ -23,7 +23,7 @@
 #define TOP_INTERVAL_MAX 3600000
 #define TOP_IDLE_WAIT_MS 100 /* key wait once the target is gone: nothing else to poll */
 
-enum { OPT_FINAL_SNAPSHOT = 2000 };
+enum { OPT_FINAL_SNAPSHOT = 2000, OPT_VIEW };
 
 struct top_opts {
 	struct cli_target t;
@@ -33,6 +33,8 @@ struct top_opts {
 	struct top_order order;
 	bool threads;
 	bool final_snapshot; /* batch: the snapshot document after the last frame (tally demo) */
+	enum top_mode mode;
+	bool mode_set; /* --view; else groups live, each process's groups in batch */
 };
 
 struct top_run {
@@ -62,6 +64,10 @@ static const struct argp_option top_options[] = {
 	  0 },
 	{ "threads", 't', NULL, 0,
 	  "The live view starts with the thread table; batch frames add it after the groups", 0 },
+	{ "view", OPT_VIEW, "ROWS", 0,
+	  "Rows: groups (summed over the processes of the tree, the live view's default), "
+	  "processes, or process-groups (each process's groups, the batch default)",
+	  0 },
 	{ "final-snapshot", OPT_FINAL_SNAPSHOT, NULL, OPTION_HIDDEN, NULL, 0 },
 	{ 0 },
 };
@@ -105,6 +111,13 @@ static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
 	case OPT_FINAL_SNAPSHOT:
 		o->final_snapshot = true;
 		break;
+	case OPT_VIEW:
+		if (top_mode_parse(arg, &o->mode))
+			cli_usage_error(state,
+					"bad view '%s': want groups, processes or process-groups",
+					arg);
+		o->mode_set = true;
+		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
 	}
@@ -114,17 +127,18 @@ static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
 /* A frame of the figures now, its rates since prev, sorted by order. An
  * -ENOMEM on the way leaves what it could not build empty: the rest is
  * still worth showing. */
-static void build(struct top_run *r, struct top_prev *prev, const struct top_order *order)
+static void build(struct top_run *r, struct top_prev *prev, const struct top_order *order,
+		  enum top_mode mode)
 {
 	if (session_figures(&r->s, &r->fig))
 		return;
-	top_frame_build(&r->frame, &r->fig, prev);
+	top_frame_build(&r->frame, &r->fig, prev, mode);
 	top_sort(r->frame.rows, r->frame.nrows, order->col, order->desc);
 }
 
 static int batch_frame(struct top_run *r)
 {
-	build(r, &r->prev, &r->o->order);
+	build(r, &r->prev, &r->o->order, r->o->mode);
 	r->shown++;
 	r->err = top_text_frame(stdout, &r->frame, r->shown, r->o->threads);
 	if (r->err)
@@ -186,9 +200,9 @@ static bool live_tick(struct top_run *r, struct top_ui *ui)
 	shown = session_cut_shown(s); /* a torn cut: the next tick */
 	if (shown && ui->paused) {
 		if (!session_figures(s, &r->fig))
-			top_prev_take(&r->prev, &r->fig);
+			top_prev_take(&r->prev, &r->fig, ui->mode);
 	} else if (shown) {
-		build(r, &r->prev, &ui->order);
+		build(r, &r->prev, &ui->order, ui->mode);
 		r->shown++;
 	}
 	/* the frame has its figures: what came past the cut, now */
@@ -202,9 +216,22 @@ static bool live_tick(struct top_run *r, struct top_ui *ui)
 static void live_final(struct top_run *r, struct top_ui *ui)
 {
 	session_finish(&r->s);
-	build(r, &r->prev, &ui->order);
+	build(r, &r->prev, &ui->order, ui->mode);
 	top_view_repaint();
 	top_view_draw(&r->frame, ui);
+}
+
+/* A frame of another kind of rows (or the first): the figures of the last
+ * tick, their rates unknown until the next. */
+static void remode(struct top_run *r, struct top_ui *ui)
+{
+	struct top_prev *none = calloc(1, sizeof(*none));
+
+	if (!none)
+		return;
+	top_frame_build(&r->frame, &r->fig, none, ui->mode);
+	top_sort(r->frame.rows, r->frame.nrows, ui->order.col, ui->order.desc);
+	free(none);
 }
 
 static int run_live(struct top_run *r)
@@ -213,13 +240,12 @@ static int run_live(struct top_run *r)
 	uint64_t interval = (uint64_t)r->o->interval_ms * NSEC_PER_MSEC;
 	uint64_t next = clock_now_ns() + interval;
 	uint64_t deadline = cli_deadline(s, &r->o->t);
-	struct top_ui ui = { .order = r->o->order, .threads = r->o->threads };
-	struct top_prev none = { 0 };
+	struct top_ui ui = { .order = r->o->order, .threads = r->o->threads, .mode = r->o->mode };
 	bool final = false;
 	int err = 0;
 
 	/* a first frame at once, its rates unknown, rather than an empty screen */
-	build(r, &none, &ui.order);
+	remode(r, &ui);
 	top_view_draw(&r->frame, &ui);
 	while (!session_exiting) {
 		enum top_view_event ev;
@@ -242,6 +268,8 @@ static int run_live(struct top_run *r)
 			if (live_tick(r, &ui))
 				ev = TOP_VIEW_REDRAW;
 		}
+		if (ev == TOP_VIEW_REMODE)
+			remode(r, &ui);
 		if (ev == TOP_VIEW_RESORT)
 			top_sort(r->frame.rows, r->frame.nrows, ui.order.col, ui.order.desc);
 		if (ev != TOP_VIEW_IDLE)
@@ -290,8 +318,10 @@ static int run_top(struct top_opts *o)
 		goto out;
 	/* the base of the first frame's rates: the counters at attach */
 	session_refresh(&r->s);
+	if (!o->mode_set)
+		o->mode = batch ? TOP_MODE_PROC_GROUPS : TOP_MODE_GROUPS;
 	if (!session_figures(&r->s, &r->fig))
-		top_prev_take(&r->prev, &r->fig);
+		top_prev_take(&r->prev, &r->fig, o->mode);
 	if (!batch && top_view_open(no_color())) {
 		const char *term = getenv("TERM");
 		fprintf(stderr, "tally top: cannot drive the terminal (TERM=%s): batch mode\n",

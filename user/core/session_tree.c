@@ -38,9 +38,9 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
 	src->pid = p->pid;
 	src->ns_pid = gone ? 0 : target_ns_pid(p->pid);
 	src->ppid = p->ppid;
-	if (!gone)
-		target_cgroup(p->pid, src->cgroup, sizeof(src->cgroup), src->container,
-			      sizeof(src->container));
+	if (!gone && !target_cgroup(p->pid, src->cgroup, sizeof(src->cgroup), src->container,
+				    sizeof(src->container)))
+		tree_place(p, src->cgroup, src->container);
 	memcpy(src->comm, p->comm, sizeof(src->comm));
 	/* one found running at attach (-f): what it did before is unknown */
 	src->late = s->late && !p->born_ns;
@@ -173,6 +173,10 @@ int session_figures(struct session *s, struct figures *f)
 			memset(slot, 0, sizeof(*slot));
 		proc_sources(s, p, false);
 		err = figures_build_process(slot, p->m, &s->psrc);
+		/* s->psrc is every process's in turn: the strings are the tree's */
+		slot->target.comm = p->comm;
+		slot->target.cgroup = p->cgroup;
+		slot->target.container = p->container;
 	}
 	f->nprocs = (unsigned)n;
 	f->folded = s->tree.folded;

@@ -13,6 +13,9 @@ void tree_init(struct tree *t)
 
 static void proc_free(struct tree_proc *p)
 {
+	free(p->cgroup);
+	free(p->container);
+	p->cgroup = p->container = NULL;
 	if (p->m) {
 		model_free(p->m);
 		free(p->m);
@@ -110,6 +113,31 @@ struct tree_proc *tree_adopt(struct tree *t, const struct model *like, pid_t pid
 		return NULL;
 	}
 	return p;
+}
+
+/* *at becomes s (NULL for "" or NULL), copied only when it changed. */
+static int keep_str(char **at, const char *s)
+{
+	if (!s || !*s) {
+		free(*at);
+		*at = NULL;
+		return 0;
+	}
+	if (*at && !strcmp(*at, s))
+		return 0;
+	char *d = strdup(s);
+	if (!d)
+		return -ENOMEM;
+	free(*at);
+	*at = d;
+	return 0;
+}
+
+int tree_place(struct tree_proc *p, const char *cgroup, const char *container)
+{
+	int err = keep_str(&p->cgroup, cgroup);
+
+	return err ? err : keep_str(&p->container, container);
 }
 
 int tree_end(struct tree *t, struct tree_proc *p, const struct figures_process *fig)

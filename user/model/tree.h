@@ -29,6 +29,7 @@ struct tree_proc {
 	bool ended;		    /* its last thread is gone: `kept` holds its figures */
 	bool listed;		    /* a view showed it ended (top keeps it one refresh) */
 	struct model *m;	    /* while it runs */
+	char *cgroup, *container;   /* where it was last seen (NULL: not known) */
 	struct figures_process kept;
 };
 
@@ -57,6 +58,8 @@ struct tree_proc *tree_fork(struct tree *t, const struct model *parent, const st
 /* A running process tally found rather than saw born (-f at attach). */
 struct tree_proc *tree_adopt(struct tree *t, const struct model *like, pid_t pid, pid_t ppid,
 			     const char *comm);
+/* Where it lives, as last read ("" or NULL: not known); -ENOMEM. */
+int tree_place(struct tree_proc *p, const char *cgroup, const char *container);
 /* It has ended and these are its final figures: kept (copied), its model
  * freed. -ENOMEM leaves it as it was. */
 int tree_end(struct tree *t, struct tree_proc *p, const struct figures_process *fig);

@@ -85,21 +85,6 @@ void top_fmt_bytes(char *buf, size_t size, int64_t v)
 		 sign, d, units[u]);
 }
 
-void top_prev_take(struct top_prev *prev, const struct figures *fig)
-{
-	const struct figures_process *p = &fig->procs[0];
-
-	prev->valid = true;
-	prev->t_ns = p->now_ns;
-	prev->received = p->events.received;
-	for (unsigned i = 0; i < p->ngroups; i++) {
-		uint32_t g = p->groups[i].id;
-		prev->cpu_ns[g] = p->groups[i].cpu_ns;
-		prev->allocs[g] = p->groups[i].alloc_objs;
-		prev->frees[g] = p->groups[i].dealloc_objs;
-	}
-}
-
 /* Per second over dt_s; false when a counter went back (a change of source)
  * or no time passed. */
 static bool rate(uint64_t now, uint64_t before, double dt_s, double *out)
@@ -112,7 +97,7 @@ static bool rate(uint64_t now, uint64_t before, double dt_s, double *out)
 
 /* The identity's eight terms follow mapped in the Stats' order; a term the
  * figures do not know (glibc mode knows live and rounding) is shown as "-". */
-static void build_identity(struct top_identity *id, const struct figures_stats *fs)
+static void identity_of(struct top_identity *id, const struct figures_stats *fs)
 {
 	memset(id, 0, sizeof(*id));
 	for (unsigned i = 0; i < TOP_TERMS; i++) {
@@ -124,9 +109,35 @@ static void build_identity(struct top_identity *id, const struct figures_stats *
 	id->balanced = fs->balanced;
 }
 
-static void build_header(struct top_header *h, const struct figures_process *p,
+/* The identity of the processes the frame sums: the root's alone, or the sum
+ * over those whose allocator is tally's (a sum of balanced figures is
+ * balanced, DESIGN.md §2). */
+static void build_identity(struct top_identity *id, const struct figures *fig)
+{
+	struct figures_stats sum = fig->procs[0].stats;
+	unsigned n = sum.identity;
+
+	for (unsigned i = 1; i < fig->nprocs; i++) {
+		const struct figures_stats *fs = &fig->procs[i].stats;
+		if (fig->procs[i].target.gone || !fs->identity)
+			continue;
+		if (!n++) {
+			sum = *fs;
+			continue;
+		}
+		for (unsigned k = 0; k < TALLY_STATS_COUNT; k++)
+			sum.v[k] += fs->v[k];
+		sum.accounted += fs->accounted;
+	}
+	if (n > 1)
+		sum.balanced = sum.accounted == sum.v[TALLY_STAT_mapped];
+	identity_of(id, &sum);
+}
+
+static void build_header(struct top_header *h, const struct figures *fig,
 			 const struct top_prev *prev)
 {
+	const struct figures_process *p = &fig->procs[0];
 	const struct figures_target *t = &p->target;
 	double dt_s = prev->valid ? (double)(p->now_ns - prev->t_ns) / 1e9 : 0;
 
@@ -148,34 +159,80 @@ static void build_header(struct top_header *h, const struct figures_process *p,
 	h->exact = p->exact;
 	h->gone = t->gone;
 	h->exit_code = t->signal ? 128 + t->signal : t->exit_code;
+	for (unsigned i = 0; i < fig->nprocs; i++) {
+		const struct figures_process *q = &fig->procs[i];
+		if (!top_proc_listed(fig, i, prev))
+			continue;
+		h->procs++;
+		h->running += !q->target.gone;
+		h->exact &= q->exact;
+		if (q->stats.identity)
+			h->alloc = FIGURES_ALLOC_TALLY;
+	}
 }
 
-static void build_row(struct top_row *r, const struct figures_group *fg, bool gpu_known,
-		      const struct top_prev *prev, double dt_s)
+static const struct top_prev_row *prev_find(const struct top_prev *prev, uint64_t key)
 {
-	const struct figures_instance *in = &fg->instance;
+	unsigned lo = 0, hi = prev->n;
 
-	memset(r, 0, sizeof(*r));
-	r->id = fg->id;
-	if (fg->name)
-		top_sanitize(r->name, sizeof(r->name), fg->name, TALLY_GROUP_NAME_MAX);
-	else
-		snprintf(r->name, sizeof(r->name), "#%u", fg->id);
-	if (prev->valid) {
-		double cpu_s = 0;
-		r->rates_known = rate(fg->cpu_ns, prev->cpu_ns[fg->id], dt_s, &cpu_s) &&
-				 rate(fg->alloc_objs, prev->allocs[fg->id], dt_s, &r->allocs_s) &&
-				 rate(fg->dealloc_objs, prev->frees[fg->id], dt_s, &r->frees_s);
-		/* CPU ns per wall ns: cpu_s is ns of CPU a second */
-		r->cpu_pct = cpu_s / 1e9 * 100;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (prev->rows[mid].key == key)
+			return &prev->rows[mid];
+		if (prev->rows[mid].key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	r->live = fg->live_bytes;
-	r->gpu_known = gpu_known;
-	r->kernels = in->kernels_launched;
-	r->device = in->device_bytes_allocated;
-	r->pinned = in->host_pinned_bytes;
-	r->rejects = in->back_pressure_rejections;
-	r->yields = in->yield_count;
+	return NULL;
+}
+
+static void row_rates(struct top_row *r, const struct top_prev *prev, double dt_s)
+{
+	const struct top_prev_row *b = prev->valid ? prev_find(prev, r->key) : NULL;
+	double cpu_s = 0;
+
+	if (!b)
+		return;
+	r->rates_known = rate(r->cpu_ns, b->cpu_ns, dt_s, &cpu_s) &&
+			 rate(r->allocs, b->allocs, dt_s, &r->allocs_s) &&
+			 rate(r->frees, b->frees, dt_s, &r->frees_s);
+	/* CPU ns per wall ns: cpu_s is ns of CPU a second */
+	r->cpu_pct = cpu_s / 1e9 * 100;
+}
+
+static int cmp_prev(const void *a, const void *b)
+{
+	const struct top_prev_row *x = a, *y = b;
+
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* The frame's counters as the base of the next frame's rates. */
+static void prev_from_rows(struct top_prev *prev, const struct figures *fig,
+			   const struct top_frame *f)
+{
+	prev->valid = true;
+	prev->t_ns = fig->procs[0].now_ns;
+	prev->received = fig->procs[0].events.received;
+	prev->n = 0;
+	for (unsigned i = 0; i < f->nrows && prev->n < TOP_PREV_MAX; i++) {
+		struct top_prev_row *o = &prev->rows[prev->n++];
+		o->key = f->rows[i].key;
+		o->cpu_ns = f->rows[i].cpu_ns;
+		o->allocs = f->rows[i].allocs;
+		o->frees = f->rows[i].frees;
+	}
+	qsort(prev->rows, prev->n, sizeof(prev->rows[0]), cmp_prev);
+}
+
+void top_prev_take(struct top_prev *prev, const struct figures *fig, enum top_mode mode)
+{
+	struct top_frame f = { 0 };
+
+	if (!top_rows_collect(&f, fig, prev, mode))
+		prev_from_rows(prev, fig, &f);
+	top_frame_free(&f);
 }
 
 static int build_threads(struct top_frame *f, const struct figures_process *p)
@@ -206,20 +263,20 @@ static int build_threads(struct top_frame *f, const struct figures_process *p)
 	return 0;
 }
 
-int top_frame_build(struct top_frame *f, const struct figures *fig, struct top_prev *prev)
+int top_frame_build(struct top_frame *f, const struct figures *fig, struct top_prev *prev,
+		    enum top_mode mode)
 {
 	const struct figures_process *p = &fig->procs[0];
 	double dt_s = prev->valid ? (double)(p->now_ns - prev->t_ns) / 1e9 : 0;
+	int err;
 
-	build_header(&f->hdr, p, prev);
-	build_identity(&f->id, &p->stats);
-	f->nrows = 0;
-	for (unsigned g = 0; g < p->ngroups; g++) {
-		build_row(&f->rows[f->nrows], &p->groups[g], p->gpu_attached, prev, dt_s);
-		f->nrows++;
-	}
-	top_prev_take(prev, fig);
-	return build_threads(f, p);
+	build_header(&f->hdr, fig, prev);
+	build_identity(&f->id, fig);
+	err = top_rows_collect(f, fig, prev, mode);
+	for (unsigned i = 0; i < f->nrows; i++)
+		row_rates(&f->rows[i], prev, dt_s);
+	prev_from_rows(prev, fig, f);
+	return build_threads(f, p) ? -ENOMEM : err;
 }
 
 void top_frame_free(struct top_frame *f)
@@ -227,8 +284,13 @@ void top_frame_free(struct top_frame *f)
 	if (!f)
 		return;
 	free(f->threads);
+	free(f->rows);
+	free(f->procs);
 	f->threads = NULL;
+	f->rows = NULL;
+	f->procs = NULL;
 	f->nthreads = 0;
+	f->nrows = f->caprows = f->nprocs = f->capprocs = 0;
 }
 
 static int cmp_u64(uint64_t a, uint64_t b)

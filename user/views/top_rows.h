@@ -39,13 +39,28 @@ enum top_col {
 	TOP_NCOLS,
 };
 
-/* The counters rates are computed from, as they were at the last frame. */
+/* What the rows are: the groups summed over the tree's processes by name,
+ * the processes, or each process's groups. */
+enum top_mode { TOP_MODE_GROUPS, TOP_MODE_PROCS, TOP_MODE_PROC_GROUPS, TOP_MODES };
+extern const char *const top_mode_names[TOP_MODES]; /* for --view: "groups", ... */
+/* A view by its --view name; 0 or -EINVAL. */
+int top_mode_parse(const char *name, enum top_mode *out);
+/* The ID column's title: "PID" in the processes view, else "ID". */
+const char *top_id_title(enum top_mode mode);
+
+/* The counters rates are computed from, as they were at the last frame, by
+ * row key (sorted); rows past TOP_PREV_MAX get no rates. */
+#define TOP_PREV_MAX 2048
+struct top_prev_row {
+	uint64_t key;
+	uint64_t cpu_ns, allocs, frees; /* objects */
+};
 struct top_prev {
 	bool valid;
 	uint64_t t_ns;
 	uint64_t received;
-	uint64_t cpu_ns[TALLY_MAX_GROUPS];
-	uint64_t allocs[TALLY_MAX_GROUPS], frees[TALLY_MAX_GROUPS]; /* objects */
+	unsigned n;
+	struct top_prev_row rows[TOP_PREV_MAX];
 };
 
 struct top_header {
@@ -61,6 +76,7 @@ struct top_header {
 	bool exact;
 	bool gone;
 	int exit_code;
+	unsigned procs, running; /* processes listed, and of them running */
 };
 
 /* The byte identity (DESIGN.md §2): mapped and its eight terms, in the order
@@ -78,16 +94,31 @@ struct top_identity {
 /* A figure that may be unknown (the first frame's rates, GPU columns
  * without a GPU source): shown as "-" and sorted below every known one. */
 struct top_row {
-	uint32_t id;
-	char name[TOP_NAME_MAX]; /* sanitized; "#ID" for a group without a name */
-	bool rates_known;	 /* cpu_pct, allocs_s, frees_s */
-	double cpu_pct;		 /* of one CPU: a group on two busy threads shows 200 */
+	uint32_t id;  /* the group's id; the process's pid in the processes view */
+	pid_t pid;    /* the process of a process view's row; 0: summed over the tree */
+	uint64_t key; /* matches the row of the last frame, for rates */
+	/* sanitized; "#ID" for a group without a name; in the process x group
+	 * view "COMM[PID]/GROUP", the group's name from group_at */
+	char name[TOP_COMM_MAX + 16 + TOP_NAME_MAX];
+	unsigned group_at;
+	bool rates_known; /* cpu_pct, allocs_s, frees_s */
+	double cpu_pct;	  /* of one CPU: a group on two busy threads shows 200 */
 	double allocs_s, frees_s;
 	int64_t live; /* requested bytes allocated in the group and not freed */
 	bool gpu_known;
 	uint64_t kernels;
 	int64_t device, pinned; /* device bytes, pinned host bytes */
 	uint64_t rejects, yields;
+	uint64_t cpu_ns, allocs, frees; /* the counters the rates come from */
+};
+
+/* A process a frame lists: the root, those running, and those that ended
+ * since the last frame (shown once with how they ended). */
+struct top_proc {
+	pid_t pid;
+	char comm[TOP_COMM_MAX]; /* sanitized */
+	bool gone;
+	int exit_code; /* 128 + the signal when killed; -1 not known */
 };
 
 struct top_thread {
@@ -100,8 +131,11 @@ struct top_thread {
 struct top_frame {
 	struct top_header hdr;
 	struct top_identity id;
-	unsigned nrows;
-	struct top_row rows[TALLY_MAX_GROUPS];
+	enum top_mode mode;
+	unsigned nrows, caprows;
+	struct top_row *rows;
+	unsigned nprocs, capprocs;
+	struct top_proc *procs;
 	size_t nthreads; /* live threads, by tid */
 	struct top_thread *threads;
 };
@@ -113,16 +147,24 @@ extern const char *const top_col_titles[TOP_NCOLS];
 extern const char top_col_keys[TOP_NCOLS];
 
 /*
- * Build a frame of fig's root process at its now_ns and move prev to it.
- * Rates are over the time since prev (unknown when prev is not valid, or a
- * counter went back, which happens when the figures switch source). Rows
- * come in group-id order. 0, or -ENOMEM (the thread list; the rest of the
- * frame is built).
+ * Build a frame of fig at the root's now_ns and move prev to it: the header
+ * counts the processes listed, the identity is summed over those running (the
+ * root's alone in a tree of one), the rows are those of `mode`, their rates
+ * over the time since prev (unknown when prev is not valid, or a counter
+ * went back, which happens when the figures switch source), in group-id (or
+ * process) order. 0, or -ENOMEM (then the frame has what could be built).
  */
-int top_frame_build(struct top_frame *f, const struct figures *fig, struct top_prev *prev);
+int top_frame_build(struct top_frame *f, const struct figures *fig, struct top_prev *prev,
+		    enum top_mode mode);
 void top_frame_free(struct top_frame *f);
 /* The counters of fig, at its now_ns, as the base of the next frame's rates. */
-void top_prev_take(struct top_prev *prev, const struct figures *fig);
+void top_prev_take(struct top_prev *prev, const struct figures *fig, enum top_mode mode);
+
+/* top_tree.c, for top_rows.c: the rows of a mode, and whether a process of
+ * fig is listed (prev: the last frame, or not valid). */
+int top_rows_collect(struct top_frame *f, const struct figures *fig, const struct top_prev *prev,
+		     enum top_mode mode);
+bool top_proc_listed(const struct figures *fig, unsigned i, const struct top_prev *prev);
 
 /* Stable sort of rows by col; desc: largest first (names: Z first). */
 void top_sort(struct top_row *rows, unsigned n, enum top_col col, bool desc);

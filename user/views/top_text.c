@@ -30,6 +30,7 @@ static void print_header(FILE *out, const struct top_header *h)
 	fprintf(out, "%llu received, %llu lost (%llu record words), figures %s\n",
 		(unsigned long long)h->received, (unsigned long long)h->lost_msgs,
 		(unsigned long long)h->lost_words, h->exact ? "exact" : "NOT exact");
+	fprintf(out, "processes: %u listed, %u running\n", h->procs, h->running);
 }
 
 static void print_identity(FILE *out, const struct top_identity *id, enum figures_allocator a)
@@ -92,40 +93,77 @@ static void cell_i64(char *buf, size_t size, bool known, int64_t v)
 		snprintf(buf, size, "-");
 }
 
+/* widths: from CPU% to YIELDS */
+static const int col_w[TOP_NCOLS] = { 0, 7, 12, 11, 11, 9, 12, 12, 9, 9 };
+
+static int id_w(const struct top_frame *f)
+{
+	return f->mode == TOP_MODE_PROCS ? 7 : 4;
+}
+
+static void print_titles(FILE *out, const struct top_frame *f, int nw)
+{
+	fprintf(out, "%*s ", id_w(f), top_id_title(f->mode));
+	fprintf(out, "%-*s", nw, top_col_titles[TOP_COL_NAME]);
+	for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++)
+		fprintf(out, " %*s", col_w[c], top_col_titles[c]);
+	fputc('\n', out);
+}
+
+/* The process x group view: each process under a line of its own, its rows
+ * (in the frame's order) named by their group alone. */
+static void print_proc_line(FILE *out, const struct top_proc *p)
+{
+	fprintf(out, "process %d %s: ", (int)p->pid, p->comm);
+	if (!p->gone)
+		fprintf(out, "running\n");
+	else if (p->exit_code >= 0)
+		fprintf(out, "exited (status %d)\n", p->exit_code);
+	else
+		fprintf(out, "exited\n");
+}
+
+static void print_row(FILE *out, const struct top_frame *f, const struct top_row *r, int nw)
+{
+	const int *w = col_w;
+	char v[TOP_NCOLS][32];
+
+	cell_rate(v[TOP_COL_CPU], sizeof(v[0]), r->rates_known, r->cpu_pct);
+	cell_i64(v[TOP_COL_LIVE], sizeof(v[0]), true, r->live);
+	cell_rate(v[TOP_COL_ALLOCS], sizeof(v[0]), r->rates_known, r->allocs_s);
+	cell_rate(v[TOP_COL_FREES], sizeof(v[0]), r->rates_known, r->frees_s);
+	cell_i64(v[TOP_COL_KERNELS], sizeof(v[0]), r->gpu_known, (int64_t)r->kernels);
+	cell_i64(v[TOP_COL_DEVICE], sizeof(v[0]), r->gpu_known, r->device);
+	cell_i64(v[TOP_COL_PINNED], sizeof(v[0]), r->gpu_known, r->pinned);
+	cell_i64(v[TOP_COL_REJECTS], sizeof(v[0]), true, (int64_t)r->rejects);
+	cell_i64(v[TOP_COL_YIELDS], sizeof(v[0]), true, (int64_t)r->yields);
+	fprintf(out, "%*u ", id_w(f), r->id);
+	fprintf(out, "%-*s", nw, r->name + r->group_at);
+	for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++)
+		fprintf(out, " %*s", w[c], v[c]);
+	fputc('\n', out);
+}
+
 static void print_rows(FILE *out, const struct top_frame *f)
 {
-	/* widths: ID, then from CPU% to YIELDS */
-	static const int w[TOP_NCOLS] = { 0, 7, 12, 11, 11, 9, 12, 12, 9, 9 };
 	int nw = NAME_MIN;
 
 	for (unsigned i = 0; i < f->nrows; i++) {
-		int len = (int)strlen(f->rows[i].name);
+		int len = (int)strlen(f->rows[i].name + f->rows[i].group_at);
 		if (len > nw)
 			nw = len;
 	}
-	fprintf(out, "%4s ", "ID");
-	fprintf(out, "%-*s", nw, top_col_titles[TOP_COL_NAME]);
-	for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++)
-		fprintf(out, " %*s", w[c], top_col_titles[c]);
-	fputc('\n', out);
-	for (unsigned i = 0; i < f->nrows; i++) {
-		const struct top_row *r = &f->rows[i];
-		char v[TOP_NCOLS][32];
-
-		cell_rate(v[TOP_COL_CPU], sizeof(v[0]), r->rates_known, r->cpu_pct);
-		cell_i64(v[TOP_COL_LIVE], sizeof(v[0]), true, r->live);
-		cell_rate(v[TOP_COL_ALLOCS], sizeof(v[0]), r->rates_known, r->allocs_s);
-		cell_rate(v[TOP_COL_FREES], sizeof(v[0]), r->rates_known, r->frees_s);
-		cell_i64(v[TOP_COL_KERNELS], sizeof(v[0]), r->gpu_known, (int64_t)r->kernels);
-		cell_i64(v[TOP_COL_DEVICE], sizeof(v[0]), r->gpu_known, r->device);
-		cell_i64(v[TOP_COL_PINNED], sizeof(v[0]), r->gpu_known, r->pinned);
-		cell_i64(v[TOP_COL_REJECTS], sizeof(v[0]), true, (int64_t)r->rejects);
-		cell_i64(v[TOP_COL_YIELDS], sizeof(v[0]), true, (int64_t)r->yields);
-		fprintf(out, "%4u ", r->id);
-		fprintf(out, "%-*s", nw, r->name);
-		for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++)
-			fprintf(out, " %*s", w[c], v[c]);
-		fputc('\n', out);
+	print_titles(out, f, nw);
+	if (f->mode != TOP_MODE_PROC_GROUPS) {
+		for (unsigned i = 0; i < f->nrows; i++)
+			print_row(out, f, &f->rows[i], nw);
+		return;
+	}
+	for (unsigned k = 0; k < f->nprocs; k++) {
+		print_proc_line(out, &f->procs[k]);
+		for (unsigned i = 0; i < f->nrows; i++)
+			if (f->rows[i].pid == f->procs[k].pid)
+				print_row(out, f, &f->rows[i], nw);
 	}
 }
 

@@ -175,7 +175,9 @@ static void draw_header(const struct top_frame *f, const struct top_ui *ui)
 		(unsigned long long)h->received);
 	x = put(1, x, h->lost_msgs ? warn : A_NORMAL, "%llu", (unsigned long long)h->lost_msgs);
 	x = put(1, x, A_NORMAL, "  figures ");
-	put(1, x, h->exact ? A_NORMAL : warn, "%s", h->exact ? "exact" : "NOT exact");
+	x = put(1, x, h->exact ? A_NORMAL : warn, "%s", h->exact ? "exact" : "NOT exact");
+	put(1, x, A_NORMAL, "  processes %u (%u running)  view %s", h->procs, h->running,
+	    top_mode_names[f->mode]);
 }
 
 /* The identity: totals, the bar, and a legend with each term's bytes.
@@ -233,10 +235,16 @@ static int draw_identity(const struct top_frame *f, int y)
 	return y + 2;
 }
 
+/* The ID column: a group's id, or a process's pid. */
+static int id_w(const struct top_frame *f)
+{
+	return f->mode == TOP_MODE_PROCS ? 7 : 3;
+}
+
 /* As wide as the longest name, within what the terminal leaves it. */
 static int name_width(const struct top_frame *f)
 {
-	int w = NAME_MIN, room = COLS - FIXED_W;
+	int w = NAME_MIN, room = COLS - FIXED_W - (id_w(f) - 3);
 
 	for (unsigned i = 0; i < f->nrows; i++) {
 		int len = (int)strlen(f->rows[i].name);
@@ -281,7 +289,7 @@ static void draw_groups(const struct top_frame *f, struct top_ui *ui, int y)
 	/* the whole line in the table's color, then the titles over it; the
 	 * sorted column's title has its direction in the space before it */
 	put(y, 0, pair_or(PAIR_TABLE, A_REVERSE), "%*s", COLS, "");
-	x = put(y, 0, pair_or(PAIR_TABLE, A_REVERSE), "%3s", "ID");
+	x = put(y, 0, pair_or(PAIR_TABLE, A_REVERSE), "%*s", id_w(f), top_id_title(f->mode));
 	for (unsigned c = 0; c < TOP_NCOLS; c++) {
 		bool sorted = ui->order.col == c;
 		attr_t a = sorted ? pair_or(PAIR_SORTED, A_BOLD) | A_BOLD :
@@ -322,7 +330,7 @@ static void draw_groups(const struct top_frame *f, struct top_ui *ui, int y)
 		}
 		fmt_count(v[TOP_COL_REJECTS], 16, (double)r->rejects);
 		fmt_count(v[TOP_COL_YIELDS], 16, (double)r->yields);
-		x = put(y, 0, A_NORMAL, "%3u ", r->id);
+		x = put(y, 0, A_NORMAL, "%*u ", id_w(f), r->id);
 		draw_name(y, x, r->name, nw);
 		x += nw;
 		for (unsigned c = TOP_COL_CPU; c < TOP_NCOLS; c++)
@@ -357,8 +365,13 @@ static void draw_threads(const struct top_frame *f, struct top_ui *ui, int y)
 static void draw_footer(const struct top_ui *ui)
 {
 	static const char *const keys[][2] = {
-		{ "q", "Quit" },    { "p", "Pause" },	{ "t", "Threads" },
-		{ "s", "Sort" },    { "r", "Reverse" }, { "nclafkdiey", "Sort by column" },
+		{ "q", "Quit" },
+		{ "p", "Pause" },
+		{ "t", "Threads" },
+		{ "v", "View" },
+		{ "s", "Sort" },
+		{ "r", "Reverse" },
+		{ "nclafkdiey", "Sort by column" },
 		{ "^L", "Redraw" },
 	};
 	int y = LINES - 1, x = 0;
@@ -459,6 +472,11 @@ static enum top_view_event key(struct top_ui *ui, int ch)
 	case 'r':
 		ui->order.desc = !ui->order.desc;
 		return TOP_VIEW_RESORT;
+	case 'v':
+		ui->mode = (enum top_mode)((ui->mode + 1) % TOP_MODES);
+		ui->top = 0;
+		ui->threads = false;
+		return TOP_VIEW_REMODE;
 	case 12: /* ^L: the target or someone wrote over the screen */
 		clearok(curscr, TRUE);
 		return TOP_VIEW_REDRAW;

@@ -12,15 +12,17 @@
 
 struct top_ui {
 	struct top_order order;
-	bool paused;  /* the screen keeps its frame; collection goes on */
-	bool threads; /* the thread table instead of the group table */
-	unsigned top; /* first table row shown (scrolling) */
+	bool paused;	    /* the screen keeps its frame; collection goes on */
+	bool threads;	    /* the thread table instead of the group table */
+	enum top_mode mode; /* what the rows are */
+	unsigned top;	    /* first table row shown (scrolling) */
 };
 
 enum top_view_event {
 	TOP_VIEW_IDLE,	 /* no key */
 	TOP_VIEW_REDRAW, /* a key changed the screen, or the terminal was resized */
 	TOP_VIEW_RESORT, /* the order changed: sort the frame, then redraw */
+	TOP_VIEW_REMODE, /* the rows are of another kind: build the frame again */
 	TOP_VIEW_QUIT,
 };
 

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The rows of `tally top` over a tree of processes (top_rows.h): the groups
+ * summed over its running processes by name (a worker pool's "ingest" is
+ * one row), a row per process, or a row per group of each process. Which
+ * processes a frame lists: the root, every one still running, and those
+ * that ended since the last frame, once, with how they ended. Pure code.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "top_rows.h"
+
+const char *const top_mode_names[TOP_MODES] = { "groups", "processes", "process-groups" };
+
+int top_mode_parse(const char *name, enum top_mode *out)
+{
+	for (unsigned m = 0; m < TOP_MODES; m++) {
+		if (!strcmp(name, top_mode_names[m])) {
+			*out = (enum top_mode)m;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *top_id_title(enum top_mode mode)
+{
+	return mode == TOP_MODE_PROCS ? "PID" : "ID";
+}
+
+bool top_proc_listed(const struct figures *fig, unsigned i, const struct top_prev *prev)
+{
+	const struct figures_process *p = &fig->procs[i];
+
+	if (i == 0 || !p->target.gone)
+		return true;
+	return prev->valid && p->ended_ns > prev->t_ns;
+}
+
+/* Whose figures the group rows sum: the root (its final figures once it has
+ * gone) and the processes still running; an ended child's memory is gone. */
+static bool proc_summed(const struct figures *fig, unsigned i)
+{
+	return i == 0 || !fig->procs[i].target.gone;
+}
+
+static struct top_row *row_new(struct top_frame *f)
+{
+	if (f->nrows == f->caprows) {
+		unsigned cap = f->caprows ? f->caprows * 2 : 64;
+		struct top_row *n = realloc(f->rows, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		f->rows = n;
+		f->caprows = cap;
+	}
+	struct top_row *r = &f->rows[f->nrows++];
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+static void row_add(struct top_row *r, const struct figures_group *g, bool gpu)
+{
+	const struct figures_instance *in = &g->instance;
+
+	r->cpu_ns += g->cpu_ns;
+	r->allocs += g->alloc_objs;
+	r->frees += g->dealloc_objs;
+	r->live += g->live_bytes;
+	r->gpu_known |= gpu;
+	r->kernels += in->kernels_launched;
+	r->device += in->device_bytes_allocated;
+	r->pinned += in->host_pinned_bytes;
+	r->rejects += in->back_pressure_rejections;
+	r->yields += in->yield_count;
+}
+
+/* A group's name as shown: sanitized, or "#ID". */
+static void group_name(char *buf, size_t size, const struct figures_group *g)
+{
+	if (g->name)
+		top_sanitize(buf, size, g->name, TALLY_GROUP_NAME_MAX);
+	else
+		snprintf(buf, size, "#%u", g->id);
+}
+
+/* FNV-1a: a group row's key, by its name (bit 63 set: never a process's). */
+static uint64_t name_key(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h | 1ULL << 63;
+}
+
+static int collect_groups(struct top_frame *f, const struct figures *fig)
+{
+	char name[TOP_NAME_MAX];
+
+	for (unsigned i = 0; i < fig->nprocs; i++) {
+		const struct figures_process *p = &fig->procs[i];
+		if (!proc_summed(fig, i))
+			continue;
+		for (unsigned g = 0; g < p->ngroups; g++) {
+			struct top_row *r = NULL;
+			group_name(name, sizeof(name), &p->groups[g]);
+			uint64_t key = name_key(name);
+			for (unsigned k = 0; k < f->nrows && !r; k++)
+				if (f->rows[k].key == key && !strcmp(f->rows[k].name, name))
+					r = &f->rows[k];
+			if (!r) {
+				if (!(r = row_new(f)))
+					return -ENOMEM;
+				r->id = p->groups[g].id;
+				r->key = key;
+				strcpy(r->name, name);
+			}
+			row_add(r, &p->groups[g], p->gpu_attached);
+		}
+	}
+	return 0;
+}
+
+static void proc_label(char *buf, size_t size, const struct figures_process *p)
+{
+	char comm[TOP_COMM_MAX];
+
+	top_sanitize(comm, sizeof(comm), p->target.comm ? p->target.comm : "", TALLY_COMM_LEN);
+	snprintf(buf, size, "%s[%d]", comm, (int)p->target.pid);
+}
+
+static int collect_procs(struct top_frame *f, const struct figures *fig,
+			 const struct top_prev *prev, bool by_group)
+{
+	char name[TOP_NAME_MAX];
+
+	for (unsigned i = 0; i < fig->nprocs; i++) {
+		const struct figures_process *p = &fig->procs[i];
+		struct top_row *r = NULL;
+		if (!top_proc_listed(fig, i, prev))
+			continue;
+		if (!by_group) {
+			if (!(r = row_new(f)))
+				return -ENOMEM;
+			r->id = (uint32_t)p->target.pid;
+			r->pid = p->target.pid;
+			r->key = (uint64_t)(uint32_t)p->target.pid << 32 | 0xffffffffu;
+			proc_label(r->name, sizeof(r->name), p);
+		}
+		for (unsigned g = 0; g < p->ngroups; g++) {
+			if (by_group) {
+				if (!(r = row_new(f)))
+					return -ENOMEM;
+				r->id = p->groups[g].id;
+				r->pid = p->target.pid;
+				r->key = (uint64_t)(uint32_t)p->target.pid << 32 | p->groups[g].id;
+				proc_label(r->name, sizeof(r->name), p);
+				group_name(name, sizeof(name), &p->groups[g]);
+				r->group_at = (unsigned)strlen(r->name) + 1;
+				snprintf(r->name + r->group_at - 1,
+					 sizeof(r->name) - r->group_at + 1, "/%s", name);
+			}
+			row_add(r, &p->groups[g], p->gpu_attached);
+		}
+	}
+	return 0;
+}
+
+static int list_procs(struct top_frame *f, const struct figures *fig, const struct top_prev *prev)
+{
+	f->nprocs = 0;
+	for (unsigned i = 0; i < fig->nprocs; i++) {
+		const struct figures_target *t = &fig->procs[i].target;
+		if (!top_proc_listed(fig, i, prev))
+			continue;
+		if (f->nprocs == f->capprocs) {
+			unsigned cap = f->capprocs ? f->capprocs * 2 : 16;
+			struct top_proc *n = realloc(f->procs, cap * sizeof(*n));
+			if (!n)
+				return -ENOMEM;
+			f->procs = n;
+			f->capprocs = cap;
+		}
+		struct top_proc *o = &f->procs[f->nprocs++];
+		o->pid = t->pid;
+		top_sanitize(o->comm, sizeof(o->comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
+		o->gone = t->gone;
+		o->exit_code = t->signal ? 128 + t->signal : t->exit_code;
+	}
+	return 0;
+}
+
+int top_rows_collect(struct top_frame *f, const struct figures *fig, const struct top_prev *prev,
+		     enum top_mode mode)
+{
+	int err = list_procs(f, fig, prev);
+
+	f->nrows = 0;
+	f->mode = mode;
+	if (!err)
+		err = mode == TOP_MODE_GROUPS ?
+			      collect_groups(f, fig) :
+			      collect_procs(f, fig, prev, mode == TOP_MODE_PROC_GROUPS);
+	return err;
+}
