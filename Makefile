@@ -183,7 +183,7 @@ $(BUILD)/tests/test_sdk_alloc: $(BUILD)/tests/sdk_alloc/test_sdk.o $(BUILD)/libt
 # The tracer's pure parts under the sanitizers, and the integration tests' workload.
 # The model layer (user/model/model.c and what it needs, and the figures built
 # from it), as every view's test links it.
-MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork gpu replay figures tree) \
+MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork gpu replay figures figures_tree tree) \
 	$(BUILD)/tests/san/alloc/stats_identity.o
 $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -255,7 +255,8 @@ $(BUILD)/tests/fuzz/fuzz_remote: $(BUILD)/tests/fuzz/remote/tests/fuzz/fuzz_remo
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
 $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_decoder.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/model.o $(BUILD)/tests/fuzz/decoder/user/model/replay.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/gpu.o $(BUILD)/tests/fuzz/decoder/user/model/figures.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o
+		$(BUILD)/tests/fuzz/decoder/user/model/gpu.o $(BUILD)/tests/fuzz/decoder/user/model/figures.o \
+		$(BUILD)/tests/fuzz/decoder/user/model/figures_tree.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
 test-build: $(if $(FUZZ_RT),$(FUZZERS))
 # The seed corpus, written from the real structures (tests/fuzz/seeds.c):

@@ -49,7 +49,11 @@ static void observe(void *arg, const void *data, size_t len)
 {
 	struct record_run *r = arg;
 
-	trace_message(r->rc.trace, &r->s.model, data, len);
+	const struct tally_msg *h = data;
+
+	/* the model of the message's process: its groups' names */
+	trace_message(r->rc.trace, session_model_of(&r->s, len >= sizeof(*h) ? (pid_t)h->pid : 0),
+		      data, len);
 }
 
 static int tick(struct session *s, void *arg)

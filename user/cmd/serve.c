@@ -284,13 +284,20 @@ static const char serve_doc[] =
 	"the target's memory, so expose them on purpose (--listen 0.0.0.0:9464). When the "
 	"target exits, its final figures (equal to `tally snapshot`'s) stay on /metrics until "
 	"SIGINT, SIGTERM or -d SECS.\n\n"
-	"EXAMPLES:\n"
-	"  tally serve -- ./server --port 8080\n"
-	"  tally serve --listen [::1]:9464 -p 1234\n"
-	"  curl -s http://127.0.0.1:9464/metrics\n"
-	"\nEXIT STATUS: 0 served until the end, 2 usage (a bad --listen), 3 no permission, "
-	"4 no BTF, 5 no such process, 6 PID already traced, 7 CMD could not start, 1 other "
-	"failures (the address is in use).";
+	"A traced tree (the processes CMD starts, or -p PID -f): the unlabelled series are "
+	"the sums over the root and the processes still running, groups merged by name; the "
+	"tally_process_ series (live and mapped bytes, CPU seconds, exact) carry pid and comm "
+	"labels, one per process for the " CLI_STR(
+		PROM_MAX_PROCESSES) " with the most live "
+				    "bytes and one more, comm=\"other\", summing the rest, so that a scrape stays bounded "
+				    "however many processes the tree starts.\n\n"
+				    "EXAMPLES:\n"
+				    "  tally serve -- ./server --port 8080\n"
+				    "  tally serve --listen [::1]:9464 -p 1234\n"
+				    "  curl -s http://127.0.0.1:9464/metrics\n"
+				    "\nEXIT STATUS: 0 served until the end, 2 usage (a bad --listen), 3 no permission, "
+				    "4 no BTF, 5 no such process, 6 PID already traced, 7 CMD could not start, 1 other "
+				    "failures (the address is in use).";
 
 int cmd_serve(int argc, char **argv)
 {

@@ -128,6 +128,9 @@ void session_cut_end(struct session *s);
 /* Whether the view shows this tick: a torn cut (one thread's records in
  * before another's it depends on) is skipped, up to a few in a row. */
 bool session_cut_shown(struct session *s);
+/* The model of a process of the tree (the root's for pid 0, or one the
+ * tree no longer holds). */
+const struct model *session_model_of(struct session *s, pid_t pid);
 /* The figures of every process of the tree, root first (after
  * session_refresh): 0 or -ENOMEM. */
 int session_figures(struct session *s, struct figures *f);

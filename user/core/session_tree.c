@@ -139,6 +139,13 @@ void session_deliver_tree(struct session *s, const void *data, size_t len)
 		proc_end(s, p, h->ts_ns);
 }
 
+const struct model *session_model_of(struct session *s, pid_t pid)
+{
+	struct tree_proc *p = pid && pid != s->pid ? tree_find(&s->tree, pid) : NULL;
+
+	return p ? p->m : &s->model;
+}
+
 /* slot: a kept process's figures, borrowed (the tree owns them). */
 static void fill_kept(struct figures_process *slot, const struct tree_proc *p)
 {

@@ -391,34 +391,6 @@ void figures_process_free(struct figures_process *p)
 	p->nthreads = p->ngroups = 0;
 }
 
-void figures_sum_tree(struct figures *f)
-{
-	struct figures_tree *t = &f->tree;
-
-	memset(t, 0, sizeof(*t));
-	t->processes = f->nprocs;
-	for (unsigned i = 0; i < f->nprocs; i++) {
-		const struct figures_process *p = &f->procs[i];
-		if (p->target.gone)
-			continue;
-		t->alive++;
-		if (p->stats.known & (1u << TALLY_STAT_live))
-			t->live += p->stats.v[TALLY_STAT_live];
-		if (p->stats.known & (1u << TALLY_STAT_mapped))
-			t->mapped += p->stats.v[TALLY_STAT_mapped];
-		for (unsigned g = 0; g < p->ngroups; g++)
-			t->cpu_ns += p->groups[g].cpu_ns;
-		for (unsigned k = 0; k < FIGURES_INSTANCE_COUNT; k++) {
-			size_t off = figures_instance_fields[k].offset;
-			uint64_t a, b;
-			memcpy(&a, (char *)&t->instance + off, sizeof(a));
-			memcpy(&b, (const char *)&p->instance + off, sizeof(b));
-			a += b; /* a signed gauge sums in two's complement alike */
-			memcpy((char *)&t->instance + off, &a, sizeof(a));
-		}
-	}
-}
-
 int figures_build(struct figures *f, const struct model *m, const struct figures_sources *src)
 {
 	int err;

@@ -192,7 +192,12 @@ int figures_build_process(struct figures_process *p, const struct model *m,
  * `out` owns), for a process that has ended: small, kept for the snapshot. */
 int figures_keep(struct figures_process *out, const struct figures_process *p);
 void figures_process_free(struct figures_process *p);
-/* The tree's sums over f->procs. */
+/* figures_tree.c: the tree's sums over f->procs (those alive). */
 void figures_sum_tree(struct figures *f);
+/* One process standing for the tree: the root's figures (its final ones once
+ * it has gone) plus those of every other process still running, groups
+ * merged by name; the root's alone in a tree of one. out owns its groups
+ * (figures_process_free); their names are fig's. 0 or -ENOMEM. */
+int figures_sum(const struct figures *fig, struct figures_process *out);
 
 #endif /* TALLY_FIGURES_H */

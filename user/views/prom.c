@@ -2,11 +2,14 @@
 /* The Prometheus text exposition (prom.h). */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "prom.h"
 
 #define REPLACEMENT "\xef\xbf\xbd" /* U+FFFD */
+#define STR(x) STR_(x)
+#define STR_(x) #x
 
 /* The length of the valid UTF-8 sequence at s (of n bytes), or 0. */
 static size_t utf8_len(const unsigned char *s, size_t n)
@@ -252,10 +255,120 @@ static void render_info(FILE *f, const struct figures_target *t)
 	fputs("\"} 1\n", f);
 }
 
+/* A process's labels: pid and comm; the rest summed as comm="other". */
+static void proc_labels(FILE *f, const char *name, const struct figures_process *p)
+{
+	fprintf(f, "%s{pid=\"", name);
+	if (p) {
+		fprintf(f, "%u\",comm=\"", (unsigned)p->target.pid);
+		prom_escape(f, p->target.comm, strnlen(p->target.comm, TALLY_COMM_LEN), true);
+	} else {
+		fputs("\",comm=\"other", f);
+	}
+	fputs("\"} ", f);
+}
+
+/* The figures of the processes past the cap, summed. */
+struct proc_sum {
+	int64_t live, mapped;
+	uint64_t cpu_ns;
+	bool exact;
+};
+
+static void proc_sum_of(struct proc_sum *o, const struct figures_process *p)
+{
+	memset(o, 0, sizeof(*o));
+	if (p->stats.known & (1u << TALLY_STAT_live))
+		o->live = p->stats.v[TALLY_STAT_live];
+	if (p->stats.known & (1u << TALLY_STAT_mapped))
+		o->mapped = p->stats.v[TALLY_STAT_mapped];
+	for (unsigned g = 0; g < p->ngroups; g++)
+		o->cpu_ns += p->groups[g].cpu_ns;
+	o->exact = p->exact;
+}
+
+static const struct {
+	const char *name, *type, *help;
+} proc_families[] = {
+	{ "tally_process_live_bytes", "gauge",
+	  "Bytes the process's allocations requested and did not free (per process: the " STR(
+		  PROM_MAX_PROCESSES) " largest, the rest summed as comm=\"other\")" },
+	{ "tally_process_mapped_bytes", "gauge", "Bytes the process's allocator has mapped" },
+	{ "tally_process_cpu_seconds_total", "counter", "CPU time of the process" },
+	{ "tally_process_exact", "gauge", "1 when the process's figures are exact" },
+};
+
+static void proc_value(FILE *f, unsigned k, const struct proc_sum *v)
+{
+	if (k == 0)
+		fprintf(f, "%" PRId64 "\n", v->live);
+	else if (k == 1)
+		fprintf(f, "%" PRId64 "\n", v->mapped);
+	else if (k == 2)
+		seconds(f, v->cpu_ns);
+	else
+		fprintf(f, "%d\n", v->exact);
+}
+
+static int cmp_live(const void *a, const void *b)
+{
+	const struct figures_process *x = *(const struct figures_process *const *)a;
+	const struct figures_process *y = *(const struct figures_process *const *)b;
+	int64_t lx = x->stats.v[TALLY_STAT_live], ly = y->stats.v[TALLY_STAT_live];
+
+	return lx > ly ? -1 : lx < ly;
+}
+
+/* Per process, the root and every process still running: the
+ * PROM_MAX_PROCESSES with the most live bytes by pid and comm, the others
+ * summed into one series (comm="other"), so that a scrape stays bounded
+ * however many processes the tree has. */
+static int render_processes(FILE *f, const struct figures *fig)
+{
+	const struct figures_process **ps = calloc(fig->nprocs, sizeof(*ps));
+	struct proc_sum other = { .exact = true }, one;
+	unsigned n = 0;
+
+	if (!ps)
+		return -ENOMEM;
+	for (unsigned i = 0; i < fig->nprocs; i++)
+		if (!i || !fig->procs[i].target.gone)
+			ps[n++] = &fig->procs[i];
+	qsort(ps, n, sizeof(*ps), cmp_live);
+	for (unsigned i = PROM_MAX_PROCESSES; i < n; i++) {
+		proc_sum_of(&one, ps[i]);
+		other.live += one.live;
+		other.mapped += one.mapped;
+		other.cpu_ns += one.cpu_ns;
+		other.exact &= one.exact;
+	}
+	for (unsigned k = 0; k < sizeof(proc_families) / sizeof(proc_families[0]); k++) {
+		family(f, proc_families[k].name, proc_families[k].type, proc_families[k].help);
+		for (unsigned i = 0; i < n && i < PROM_MAX_PROCESSES; i++) {
+			proc_sum_of(&one, ps[i]);
+			proc_labels(f, proc_families[k].name, ps[i]);
+			proc_value(f, k, &one);
+		}
+		if (n > PROM_MAX_PROCESSES) {
+			proc_labels(f, proc_families[k].name, NULL);
+			proc_value(f, k, &other);
+		}
+	}
+	family(f, "tally_processes", "gauge",
+	       "Processes of the traced tree running (the root counted also once it ended)");
+	sample_u64(f, "tally_processes", n);
+	free(ps);
+	return 0;
+}
+
 int prom_render(FILE *f, const struct figures *fig)
 {
-	const struct figures_process *p = &fig->procs[0];
+	struct figures_process sum;
+	const struct figures_process *p = &sum;
 
+	/* the unlabelled families are the tree's: the root's in a tree of one */
+	if (figures_sum(fig, &sum))
+		return -ENOMEM;
 	render_info(f, &p->target);
 	family(f, "tally_target_running", "gauge",
 	       "1 while the traced process runs; 0 once it exited (its final figures)");
@@ -274,5 +387,9 @@ int prom_render(FILE *f, const struct figures *fig)
 	render_stats(f, &p->stats);
 	render_process(f, &p->instance);
 	render_groups(f, p);
+	int err = render_processes(f, fig);
+	figures_process_free(&sum);
+	if (err)
+		return err;
 	return ferror(f) ? -EIO : 0;
 }

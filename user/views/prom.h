@@ -20,7 +20,14 @@
 
 #include "../model/figures.h"
 
-/* The exposition of fig to f: 0, or -EIO when a write failed. */
+/* Per-process series at most (the processes with the most live bytes); the
+ * rest are summed into one series labelled comm="other". */
+#define PROM_MAX_PROCESSES 50
+
+/* The exposition of fig to f: the unlabelled families are the tree's sums
+ * (the root and the processes still running), the tally_process_ families
+ * one series per process (pid, comm). 0, -ENOMEM, or -EIO when a write
+ * failed. */
 int prom_render(FILE *f, const struct figures *fig);
 
 /* A label value per the format: backslash, double quote and newline

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "json.h"
 #include "trace.h"
@@ -22,7 +23,8 @@ struct trace_thread {
 
 struct trace {
 	FILE *f;
-	uint32_t pid;
+	uint32_t pid;	  /* the root's: counters and the document's own figures */
+	uint32_t cur_pid; /* the process of the message being drawn */
 	uint64_t start_ns;
 	int err;       /* first write error, sticky */
 	bool nonempty; /* an event is written: the next needs a comma */
@@ -68,7 +70,7 @@ static struct json_writer *ev_open(struct trace *t, const char *ph, const char *
 		json_key(w, "ts");
 		json_double(w, ts_us(t, ts_ns));
 	}
-	json_kv_u64(w, "pid", t->pid);
+	json_kv_u64(w, "pid", t->cur_pid);
 	if (tid)
 		json_kv_u64(w, "tid", tid);
 	return w;
@@ -247,7 +249,7 @@ int trace_new(struct trace **out, FILE *f, uint32_t pid, uint64_t start_ns)
 	if (!t)
 		return -ENOMEM;
 	t->f = f;
-	t->pid = pid;
+	t->pid = t->cur_pid = pid;
 	t->start_ns = start_ns;
 	put(t, "{\"traceEvents\": [");
 	*out = t;
@@ -262,7 +264,8 @@ void trace_free(struct trace *t)
 	free(t);
 }
 
-void trace_begin(struct trace *t, const struct model *m, const char *comm)
+/* The track of the current process: its name (Perfetto shows "NAME PID"). */
+static void process_name(struct trace *t, const char *comm)
 {
 	struct json_writer *w = ev_open(t, "M", "process_name", NULL, 0, 0);
 
@@ -272,6 +275,38 @@ void trace_begin(struct trace *t, const struct model *m, const char *comm)
 	json_string_n(w, comm, strnlen(comm, TALLY_COMM_LEN));
 	json_end_object(w);
 	ev_close(t);
+}
+
+/* A process of the tree began (its parent's pid) or ended (how): an instant
+ * event over its whole track. */
+static void process_event(struct trace *t, const struct tally_msg_thread *th)
+{
+	const struct tally_msg *h = &th->hdr;
+	bool fork = h->kind == TALLY_MSG_PROC_FORK;
+	struct json_writer *w = ev_open(t, "i", fork ? "process started" : "process exited",
+					"process", h->tid, h->ts_ns);
+	int st = (int)th->parent_tid;
+
+	json_kv_str(w, "s", "p");
+	json_key(w, "args");
+	json_begin_object(w);
+	if (fork) {
+		json_kv_u64(w, "parent", th->pid);
+	} else if (WIFSIGNALED(st)) {
+		const char *sig = sigabbrev_np(WTERMSIG(st));
+		char name[16];
+		snprintf(name, sizeof(name), "SIG%s", sig ? sig : "?");
+		json_kv_str(w, "signal", name);
+	} else {
+		json_kv_i64(w, "exit_code", WEXITSTATUS(st));
+	}
+	json_end_object(w);
+	ev_close(t);
+}
+
+void trace_begin(struct trace *t, const struct model *m, const char *comm)
+{
+	process_name(t, comm);
 	for (size_t i = 0; i < m->nthreads; i++) {
 		const struct model_thread *mt = &m->threads[i];
 		thread_name(t, mt->tid, mt->comm);
@@ -410,13 +445,34 @@ static void group_msg(struct trace *t, const struct model *m, const struct tally
 	}
 }
 
+static void message(struct trace *t, const struct model *m, const void *data, size_t len);
+
 void trace_message(struct trace *t, const struct model *m, const void *data, size_t len)
 {
 	const struct tally_msg *h = data;
 
 	if (len < sizeof(*h))
 		return;
+	/* each process of the tree on a track of its own */
+	t->cur_pid = h->pid ? h->pid : t->pid;
+	message(t, m, data, len);
+	t->cur_pid = t->pid;
+}
+
+static void message(struct trace *t, const struct model *m, const void *data, size_t len)
+{
+	const struct tally_msg *h = data;
+	const struct tally_msg_thread *th = data;
+	bool whole = len >= sizeof(*th);
+
 	switch (h->kind) {
+	case TALLY_MSG_PROC_FORK:
+		if (whole) {
+			process_name(t, th->comm);
+			process_event(t, th);
+			thread_name(t, h->tid, th->comm);
+		}
+		break;
 	case TALLY_MSG_GROUP_ENTER:
 	case TALLY_MSG_GROUP_EXIT:
 	case TALLY_MSG_REJECT:
@@ -425,15 +481,20 @@ void trace_message(struct trace *t, const struct model *m, const void *data, siz
 		break;
 	case TALLY_MSG_THREAD_NEW:
 	case TALLY_MSG_THREAD_NAME:
-		if (len >= sizeof(struct tally_msg_thread))
-			thread_name(t, h->tid, ((const struct tally_msg_thread *)data)->comm);
+		if (!whole)
+			break;
+		thread_name(t, h->tid, th->comm);
+		if (h->kind == TALLY_MSG_THREAD_NAME && (h->flags & TALLY_THREAD_EXEC))
+			process_name(t, th->comm); /* a new image: the track's new name */
 		break;
 	case TALLY_MSG_THREAD_EXIT: {
-		struct trace_thread *th = thread_find(t, h->tid);
-		while (th && th->depth > 1)
-			slice_end(t, th, h->ts_ns);
-		if (th)
-			slice_end(t, th, h->ts_ns); /* the last one frees the slot */
+		struct trace_thread *tt = thread_find(t, h->tid);
+		while (tt && tt->depth > 1)
+			slice_end(t, tt, h->ts_ns);
+		if (tt)
+			slice_end(t, tt, h->ts_ns); /* the last one frees the slot */
+		if (whole && (h->flags & TALLY_THREAD_GROUP_DEAD))
+			process_event(t, th);
 		break;
 	}
 	case TALLY_MSG_GPU:
