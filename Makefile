@@ -209,6 +209,7 @@ $(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \
 		$(BUILD)/tests/san/user/core/target_ns.o $(BUILD)/tests/san/user/core/target.o
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
+		$(BUILD)/tests/san/user/views/trace_threads.o \
 		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_top: $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top_rows.o \

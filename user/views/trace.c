@@ -12,26 +12,18 @@
 #include <sys/wait.h>
 
 #include "json.h"
+#include "trace_threads.h"
 #include "trace.h"
-
-/* A thread with slices open; tid 0 marks an empty slot (no thread of a
- * traced process has tid 0). */
-struct trace_thread {
-	uint32_t tid;
-	uint32_t depth; /* open slices, > 0 while in the table */
-};
 
 struct trace {
 	FILE *f;
 	uint32_t pid;	  /* the root's: counters and the document's own figures */
 	uint32_t cur_pid; /* the process of the message being drawn */
 	uint64_t start_ns;
-	int err;       /* first write error, sticky */
-	bool nonempty; /* an event is written: the next needs a comma */
-	struct trace_thread *threads;
-	size_t cap, n;	/* cap a power of two, n < cap / 2 */
-	unsigned shift; /* 32 - log2(cap) */
-	uint64_t open;	/* sum of depths */
+	int err;		 /* first write error, sticky */
+	bool nonempty;		 /* an event is written: the next needs a comma */
+	struct trace_threads tt; /* threads with slices open */
+	uint64_t open;		 /* sum of depths */
 	uint64_t last_lost_msgs, last_lost_words;
 	struct json_writer w; /* the current event's */
 };
@@ -104,98 +96,14 @@ static void group_name(const struct model *m, uint32_t g, char *buf, size_t len)
 	group_label(g < TALLY_MAX_GROUPS ? m->groups[g].name : NULL, g, buf, len);
 }
 
-/* Fibonacci hashing: the product's high bits, which every bit of the tid
- * stirs (the low bits would only see the tid's low bits). */
-static size_t hash_tid(uint32_t tid, unsigned shift)
-{
-	return (uint32_t)(tid * 2654435769u) >> shift;
-}
-
-static size_t slot_of(const struct trace *t, uint32_t tid)
-{
-	return hash_tid(tid, t->shift);
-}
-
-static struct trace_thread *thread_find(struct trace *t, uint32_t tid)
-{
-	if (!t->cap)
-		return NULL;
-	for (size_t i = slot_of(t, tid);; i = (i + 1) & (t->cap - 1)) {
-		if (t->threads[i].tid == tid)
-			return &t->threads[i];
-		if (!t->threads[i].tid)
-			return NULL;
-	}
-}
-
-static int thread_grow(struct trace *t)
-{
-	size_t cap = t->cap ? t->cap * 2 : 64;
-	unsigned shift = t->cap ? t->shift - 1 : 32 - 6;
-	struct trace_thread *old = t->threads, *a;
-
-	if (cap > (1u << 30))
-		return -ENOMEM;
-	a = calloc(cap, sizeof(*a));
-	if (!a)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->cap; i++) {
-		if (!old[i].tid)
-			continue;
-		size_t j = hash_tid(old[i].tid, shift);
-		while (a[j].tid)
-			j = (j + 1) & (cap - 1);
-		a[j] = old[i];
-	}
-	free(old);
-	t->threads = a;
-	t->cap = cap;
-	t->shift = shift;
-	return 0;
-}
-
-static struct trace_thread *thread_add(struct trace *t, uint32_t tid)
-{
-	size_t i;
-
-	if ((t->n + 1) * 2 > t->cap && thread_grow(t))
-		return NULL;
-	for (i = slot_of(t, tid); t->threads[i].tid; i = (i + 1) & (t->cap - 1))
-		;
-	t->threads[i] = (struct trace_thread){ tid, 0 };
-	t->n++;
-	return &t->threads[i];
-}
-
-/* Backward-shift deletion: keeps every probe sequence unbroken without
- * tombstones, so the table never fills with dead slots. */
-static void thread_del(struct trace *t, struct trace_thread *th)
-{
-	size_t i = (size_t)(th - t->threads), j = i;
-
-	for (;;) {
-		j = (j + 1) & (t->cap - 1);
-		if (!t->threads[j].tid)
-			break;
-		size_t home = slot_of(t, t->threads[j].tid);
-		/* move j into the hole at i unless its home lies cyclically in (i, j] */
-		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-			t->threads[i] = t->threads[j];
-			i = j;
-		}
-	}
-	t->threads[i].tid = 0;
-	t->n--;
-}
-
 static void slice_begin(struct trace *t, const struct model *m, uint32_t tid, uint32_t g,
 			uint64_t ts_ns, const char *why)
 {
-	struct trace_thread *th = thread_find(t, tid);
+	struct trace_thread *th = trace_thread_find(&t->tt, tid);
 	char name[TALLY_GROUP_NAME_MAX + 16];
 
 	if (!th)
-		th = thread_add(t, tid);
+		th = trace_thread_add(&t->tt, tid);
 	if (!th) {
 		/* no memory for the thread's depth: draw nothing rather than
 		 * a slice that could never be closed */
@@ -223,7 +131,7 @@ static void slice_end(struct trace *t, struct trace_thread *th, uint64_t ts_ns)
 	ev_close(t);
 	t->open--;
 	if (!--th->depth)
-		thread_del(t, th);
+		trace_thread_del(&t->tt, th);
 }
 
 static void thread_name(struct trace *t, uint32_t tid, const char *comm)
@@ -260,7 +168,7 @@ void trace_free(struct trace *t)
 {
 	if (!t)
 		return;
-	free(t->threads);
+	free(t->tt.threads);
 	free(t);
 }
 
@@ -423,7 +331,7 @@ static void group_msg(struct trace *t, const struct model *m, const struct tally
 		slice_begin(t, m, h->tid, g->group, h->ts_ns, NULL);
 		break;
 	case TALLY_MSG_GROUP_EXIT:
-		th = thread_find(t, h->tid);
+		th = trace_thread_find(&t->tt, h->tid);
 		if (th)
 			slice_end(t, th, h->ts_ns);
 		else if (g->group)
@@ -488,7 +396,7 @@ static void message(struct trace *t, const struct model *m, const void *data, si
 			process_name(t, th->comm); /* a new image: the track's new name */
 		break;
 	case TALLY_MSG_THREAD_EXIT: {
-		struct trace_thread *tt = thread_find(t, h->tid);
+		struct trace_thread *tt = trace_thread_find(&t->tt, h->tid);
 		while (tt && tt->depth > 1)
 			slice_end(t, tt, h->ts_ns);
 		if (tt)
@@ -599,10 +507,10 @@ int trace_end(struct trace *t, const struct model *m, uint64_t now_ns, const str
 
 	for (size_t i = 0; i < m->nthreads; i++)
 		thread_name(t, m->threads[i].tid, m->threads[i].comm);
-	for (size_t i = 0; i < t->cap; i++) {
+	for (size_t i = 0; i < t->tt.cap; i++) {
 		/* deleting shifts later slots back into i: look at i again */
-		while (t->threads && t->threads[i].tid)
-			slice_end(t, &t->threads[i], now_ns);
+		while (t->tt.threads && t->tt.threads[i].tid)
+			slice_end(t, &t->tt.threads[i], now_ns);
 	}
 	put(t, "\n],\n\"displayTimeUnit\": \"ns\",\n\"otherData\": ");
 	json_init(w, t->f, false);
