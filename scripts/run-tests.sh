@@ -54,6 +54,7 @@ run alloc_unit 300 "$BUILD/tests/test_alloc_unit"
 run span 60 "$BUILD/tests/test_span"
 run sdk 60 "$BUILD/tests/test_sdk"
 run model 60 "$BUILD/tests/test_model"
+run tree 60 "$BUILD/tests/test_tree"
 run figures 60 "$BUILD/tests/test_figures"
 run json 60 "$BUILD/tests/test_json"
 run cli 60 "$BUILD/tests/test_cli"
@@ -77,6 +78,7 @@ for i in $(seq 1 "$STRESS_RUNS"); do
 done
 run alloc_probes 60 tests/test_probes.sh "$BUILD"
 run fork 300 tests/fork/run.sh
+run tree_follow 300 tests/tree/run.sh
 run hostile 120 tests/hostile/run.sh
 # libFuzzer on the remote state reader and the event decoder, about 20 s each
 run fuzz 120 tests/fuzz/run.sh

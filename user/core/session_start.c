@@ -367,6 +367,8 @@ static int attach_running(struct session *s)
 		rc = session_read_attach(s);
 	if (rc)
 		return rc;
+	if (s->follow)
+		session_adopt_descendants(s);
 	if (!target_alive(s->pid))
 		return session_fail(TALLY_EXIT_NO_PROCESS, "process %d exited during attach",
 				    s->pid);

@@ -42,6 +42,8 @@ void session_place(struct session *s);
 /* session_tree.c */
 /* A message of another process of the tree than the root. */
 void session_deliver_tree(struct session *s, const void *data, size_t len);
+/* -p PID -f: its running descendants into the tree. */
+void session_adopt_descendants(struct session *s);
 /* The lost counts of the ring into src (every process's figures share them). */
 void session_sources_lost(struct session *s, struct figures_sources *src);
 

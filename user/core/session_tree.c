@@ -84,6 +84,9 @@ static void fork_msg(struct session *s, const struct tally_msg_thread *th)
 	const struct model *parent = NULL;
 	struct tree_proc *pp;
 
+	/* born as -f read the running ones: adopted already */
+	if (tree_find(&s->tree, (pid_t)th->hdr.pid))
+		return;
 	if ((pid_t)th->pid == s->pid) {
 		/* its parent's figures wait at a view's cut: so does the fork */
 		if (s->model.holding && s->held) {
@@ -98,6 +101,39 @@ static void fork_msg(struct session *s, const struct tally_msg_thread *th)
 	}
 	if (!tree_fork(&s->tree, parent, &s->model, th))
 		s->tree.strays++;
+}
+
+/* Most running descendants -f adopts at attach. */
+#define ADOPT_MAX 4096
+
+/*
+ * -p PID -f: the descendants running now, parents first, each in the BPF
+ * side's map before its children are read, so that one it starts meanwhile
+ * is seen born (and its fork message then finds it adopted already).
+ */
+void session_adopt_descendants(struct session *s)
+{
+	pid_t *queue = malloc(ADOPT_MAX * sizeof(*queue));
+	int head = 0, tail = 0;
+
+	if (!queue)
+		return;
+	queue[tail++] = s->pid;
+	while (head < tail) {
+		pid_t parent = queue[head++], kids[512];
+		int n = target_children(parent, kids, 512);
+		for (int i = 0; i < n && tail < ADOPT_MAX; i++) {
+			char comm[TALLY_COMM_LEN] = "";
+			if (tree_find(&s->tree, kids[i]) ||
+			    loader_add_proc(s->loader, kids[i], parent))
+				continue;
+			target_comm(kids[i], kids[i], comm, sizeof(comm));
+			if (!tree_adopt(&s->tree, &s->model, kids[i], parent, comm))
+				s->tree.strays++;
+			queue[tail++] = kids[i];
+		}
+	}
+	free(queue);
 }
 
 void session_deliver_tree(struct session *s, const void *data, size_t len)

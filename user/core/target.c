@@ -292,6 +292,33 @@ int target_threads(pid_t pid, pid_t *tids, int max)
 	return n;
 }
 
+int target_children(pid_t pid, pid_t *out, int max)
+{
+	pid_t tids[256];
+	int nt = target_threads(pid, tids, 256), n = 0;
+
+	if (nt < 0)
+		return nt;
+	for (int i = 0; i < nt && n < max; i++) {
+		char path[96], buf[4096];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, tids[i]);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue; /* the thread has gone */
+		ssize_t len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[len > 0 ? len : 0] = 0;
+		for (char *c = buf, *end; *c && n < max; c = end) {
+			long v = strtol(c, &end, 10);
+			if (end == c)
+				break;
+			if (v > 0)
+				out[n++] = (pid_t)v;
+		}
+	}
+	return n;
+}
+
 int target_alloc_resident(pid_t pid, uint64_t *bytes)
 {
 	char path[64];

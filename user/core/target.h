@@ -76,6 +76,9 @@ int target_cgroup(pid_t pid, char *cgroup, size_t len, char *container, size_t c
 int target_cgroup_file(const char *file, char *cgroup, size_t len, char *container, size_t clen);
 /* The target's thread ids; returns how many (at most max) or -errno. */
 int target_threads(pid_t pid, pid_t *tids, int max);
+/* The processes pid's threads started that still run (/proc's children
+ * lists): how many, at most max, or -errno. */
+int target_children(pid_t pid, pid_t *out, int max);
 /* Rss of the allocator's mappings: those whose VmFlags carry both "nh" and
  * "rr" (alloc/os.c marks every mapping so). */
 int target_alloc_resident(pid_t pid, uint64_t *bytes);

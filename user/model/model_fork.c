@@ -53,8 +53,13 @@ int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid,
 		memcpy(m->heaps, parent->heaps, parent->nheaps * sizeof(*m->heaps));
 		m->nheaps = m->cap_heaps = parent->nheaps;
 		for (size_t i = 0; i < m->nheaps; i++) {
-			m->heaps[i].limit = UINT64_MAX;
-			m->heaps[i].wait = 0;
+			struct model_heap *h = &m->heaps[i];
+			h->limit = UINT64_MAX;
+			h->wait = 0;
+			/* what came in order is in the copy: a batch the child
+			 * hands over again from below there counts once */
+			if (h->applied < h->done)
+				h->applied = h->done;
 		}
 	}
 	m->received = m->records = m->skipped = m->malformed = m->past_cut = 0;

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Following the process tree (issue 14): every process a command starts, at
+# any depth, by fork and exec, in the snapshot's "processes" with its own
+# figures; a forked child's figures start from its parent's; top lists each
+# process's groups; record draws a track per process; serve labels process
+# series and caps them; -p PID -f follows what a running process starts;
+# --no-follow lists the root alone; a thousand short-lived processes leave
+# tally's memory bounded. TALLY=... runs another build.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+TALLY=${TALLY:-$PWD/$BUILD/tally}
+WL=$PWD/$BUILD/tests/tracer_workload
+FORK=$PWD/$BUILD/tests/fork_workload
+. tests/lib.sh
+
+need_root tree
+export LC_ALL=C
+
+# STATS_OWN: jq filter, true when a process's Stats equal its allocator's own
+STATS_OWN='(.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)) == .stats_inprocess'
+
+# 1. a grandchild: sh -> sh -> workload, each an exec after a fork
+timeout 120 "$TALLY" snapshot -o "$tmp/g.json" -- sh -c "sh -c '$WL run $tmp/g.expect'; true" \
+	>"$tmp/g.out" 2>"$tmp/g.err"
+rc=$?
+wpid=$(jq -r .pid "$tmp/g.expect" 2>/dev/null)
+w=$(jq -c --argjson p "${wpid:-0}" '.processes[] | select(.target.pid == $p)' "$tmp/g.json" 2>/dev/null)
+check "grandchild: listed in processes, with its parent and comm" \
+	"$([ $rc -eq 0 ] && [ -n "$w" ] && echo "$w" | jq -e '.target.comm == "tracer_workload" and
+		.target.exit_code == 0 and .target.allocator == "tally" and .target.ppid > 0' >/dev/null
+		echo $?)" "rc=$rc $(head -c 300 "$tmp/g.err") $(echo "$w" | head -c 300)"
+check "grandchild: exact, its Stats equal its own figures field for field" \
+	"$(echo "$w" | jq -e ".exact and .stats.balanced and $STATS_OWN" >/dev/null; echo $?)" \
+	"$(echo "$w" | jq -c '{exact, inexact_why, stats, stats_inprocess}' | head -c 600)"
+bad=$(jq -r '.groups | to_entries[] | "\(.key) \(.value)"' "$tmp/g.expect" 2>/dev/null |
+	while read -r g v; do
+		got=$(echo "$w" | jq --arg g "$g" '[.groups[] | select(.name == $g) | .live_bytes][0]')
+		[ "$got" = "$v" ] || echo "$g: $got, want $v"
+	done)
+check "grandchild: each group's live bytes are the workload's own count" \
+	"$([ -n "$(jq -r '.groups' "$tmp/g.expect" 2>/dev/null)" ] && [ -z "$bad" ]; echo $?)" "$bad"
+check "the root is first in processes, the top level is the root" \
+	"$(jq -e '.processes[0].target.pid == .target.pid and (.processes | length) == 3 and
+		.tree.processes == 3 and .tree.alive == 0' "$tmp/g.json" >/dev/null; echo $?)" \
+	"$(jq -c '{pid: .target.pid, procs: [.processes[].target.pid], tree}' "$tmp/g.json" 2>&1 | head -c 300)"
+
+# 2. fork without exec: each child's figures start from its parent's copy of
+# the heap and equal its own at its exit (20 children, by glibc's fork, a
+# raw fork, from a second thread, nested)
+for mode in exit nested threads rawfork; do
+	timeout 120 "$TALLY" snapshot -o "$tmp/f.json" -- "$FORK" "$mode" >/dev/null 2>&1
+	got=$(jq -r --arg m "$mode" '[.processes[1:][] | select(.exact and '"$STATS_OWN"')] | length' \
+		"$tmp/f.json" 2>/dev/null)
+	want=$([ "$mode" = nested ] && echo 40 || echo 20)
+	check "fork $mode: every child exact and equal to its own figures" \
+		"$([ "$got" = "$want" ]; echo $?)" \
+		"$got of $want; $(jq -c '[.processes[] | select(.exact | not) | .inexact_why] | unique' "$tmp/f.json" 2>&1 | head -c 300)"
+done
+
+# 3. a thousand command substitutions in bash: every process listed and exact,
+# no child harmed, tally's resident memory bounded
+script='bad=0; for i in $(seq 1000); do x=$(echo $i); [ "$x" = "$i" ] || bad=$((bad+1)); done; echo bad=$bad'
+out=$(/usr/bin/time -f %M -o "$tmp/rss1000" timeout 300 "$TALLY" snapshot -o "$tmp/b.json" -- \
+	bash -c "$script" 2>"$tmp/b.err")
+check "bash: 1000 command substitutions, none harmed" "$([ "$out" = bad=0 ]; echo $?)" \
+	"$out $(head -c 300 "$tmp/b.err")"
+check "bash: 1002 processes listed (bash, seq, 1000 subshells), every one exact" \
+	"$(jq -e '(.processes | length) == 1002 and all(.processes[]; .exact and .target.exit_code == 0)' \
+		"$tmp/b.json" >/dev/null; echo $?)" \
+	"$(jq -c '{n: (.processes | length), why: ([.processes[].inexact_why] | unique)}' "$tmp/b.json" 2>&1 | head -c 300)"
+/usr/bin/time -f %M -o "$tmp/rss1" "$TALLY" snapshot -o "$tmp/one.json" -- bash -c 'x=$(echo 1)' \
+	>/dev/null 2>&1
+r1000=$(cat "$tmp/rss1000" 2>/dev/null)
+r1=$(cat "$tmp/rss1" 2>/dev/null)
+echo "# tally's maximum resident: ${r1:-?} KiB for 2 processes, ${r1000:-?} KiB for 1002"
+check "bash: tally's resident memory for 1002 processes within 16 MiB of that for 2" \
+	"$([ -n "$r1000" ] && [ -n "$r1" ] && [ "$r1000" -le $((r1 + 16384)) ]; echo $?)" \
+	"${r1000:-?} KiB against ${r1:-?} KiB"
+
+# 4. --no-follow: the root alone, its children run untraced and unharmed
+out=$(timeout 60 "$TALLY" snapshot --no-follow -o "$tmp/n.json" -- bash -c 'x=$(echo ok); echo $x' \
+	2>"$tmp/n.err")
+check "--no-follow: the root alone, exact, its child unharmed" \
+	"$([ "$out" = ok ] && jq -e '(.processes | length) == 1 and .exact' "$tmp/n.json" >/dev/null
+		echo $?)" "$out $(head -c 200 "$tmp/n.err")"
+timeout 10 "$TALLY" snapshot -f --no-follow -p 1 >/dev/null 2>"$tmp/ff.err"
+check "-f and --no-follow together: a usage error" \
+	"$([ $? -eq 2 ] && grep -q 'exclude each other' "$tmp/ff.err"; echo $?)" "$(cat "$tmp/ff.err")"
+
+# 5. top -b: the workload's groups in every frame, under its process line
+timeout 60 "$TALLY" top -b -n 3 -i 400 -- sh -c "$WL wait $tmp/t.expect & wait" \
+	>"$tmp/t.txt" 2>"$tmp/t.err"
+tpid=$(jq -r .pid "$tmp/t.expect" 2>/dev/null)
+[ -n "$tpid" ] && kill "$tpid" 2>/dev/null
+frames=$(awk -v p="$tpid" '/^--- frame/ { k = $3 } $1 == "process" && $2 == p { inw = 1; next }
+	$1 == "process" { inw = 0 } inw && $2 == "export" && NF == 11 { print k }' "$tmp/t.txt" |
+	sort -u | tr '\n' ' ')
+check "top -b: the workload's groups in each of 3 frames" "$([ "$frames" = "1 2 3 " ]; echo $?)" \
+	"frames: $frames $(head -c 600 "$tmp/t.txt")"
+check "top -b: the header counts the processes" \
+	"$([ "$(grep -c '^processes: 2 listed, 2 running$' "$tmp/t.txt")" -ge 2 ]; echo $?)" \
+	"$(grep '^processes' "$tmp/t.txt" | head -3)"
+
+# 6. record: a Perfetto track per process, named, with its start and exit
+timeout 60 "$TALLY" record -o "$tmp/r.json" -- sh -c "$WL run $tmp/r.expect; sh -c 'exit 3'" \
+	>/dev/null 2>&1
+check "record: a named track per process, each one's start and exit" \
+	"$(python3 - "$tmp/r.json" <<'EOF'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+ends = {e["pid"]: e["args"] for e in ev if e.get("name") == "process exited"}
+starts = {e["pid"] for e in ev if e.get("name") == "process started"}
+ok = (len(names) == 3 and "tracer_workload" in names.values() and len(starts) == 2
+      and sorted(a.get("exit_code") for a in ends.values()) == [0, 3, 3])
+sys.exit(0 if ok else 1)
+EOF
+	echo $?)" "$(python3 -c 'import json,sys; print([e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "process" or e["ph"] == "M"][:8])' "$tmp/r.json" 2>&1 | head -c 600)"
+
+# 7. serve: process series labelled pid and comm, 50 of them at most
+port=$((20000 + RANDOM % 20000))
+timeout 60 "$TALLY" serve --listen "127.0.0.1:$port" -i 200 -- \
+	bash -c 'for i in $(seq 60); do sleep 4 & done; wait' >/dev/null 2>"$tmp/s.err" &
+spid=$!
+pids+=("$spid")
+for _ in $(seq 50); do
+	curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/m.txt" 2>/dev/null &&
+		[ "$(grep -c '^tally_process_live_bytes{' "$tmp/m.txt")" -ge 51 ] && break
+	sleep 0.2
+done
+n=$(grep -c '^tally_process_live_bytes{' "$tmp/m.txt" 2>/dev/null)
+check "serve: 61 processes, 50 series by pid and comm and one comm=\"other\"" \
+	"$([ "$n" = 51 ] && grep -q '^tally_process_live_bytes{pid="",comm="other"} ' "$tmp/m.txt" &&
+		grep -q '^tally_processes 61$' "$tmp/m.txt" &&
+		grep -qE '^tally_process_cpu_seconds_total\{pid="[0-9]+",comm="sleep"\} ' "$tmp/m.txt"
+		echo $?)" "n=$n $(grep -E '^tally_process(es)? ' "$tmp/m.txt" | head -3) $(head -c 200 "$tmp/s.err")"
+kill "$spid" 2>/dev/null
+wait "$spid" 2>/dev/null
+
+# 8. -p PID -f: a running shell's children, born after the attach, followed
+LD_PRELOAD=$PWD/$BUILD/libtally_alloc.so \
+	bash -c "sleep 1; for i in 1 2 3; do $WL run $tmp/p\$i.expect; done; sleep 30; true" &
+ppid=$!
+pids+=("$ppid")
+timeout 60 "$TALLY" snapshot -p "$ppid" -f -d 6 -o "$tmp/p.json" 2>"$tmp/p.err"
+got=$(jq '[.processes[] | select(.target.comm == "tracer_workload" and .exact and '"$STATS_OWN"')] | length' \
+	"$tmp/p.json" 2>/dev/null)
+check "-p PID -f: three children born after the attach, each exact and its own" \
+	"$([ "$got" = 3 ]; echo $?)" "$got; $(jq -c '[.processes[] | {c: .target.comm, e: .exact, w: .inexact_why}]' "$tmp/p.json" 2>&1 | head -c 500) $(head -c 200 "$tmp/p.err")"
+timeout 60 "$TALLY" snapshot -p "$ppid" -d 1 -o "$tmp/p1.json" 2>/dev/null
+check "-p PID without -f: the process alone" \
+	"$(jq -e '(.processes | length) == 1' "$tmp/p1.json" >/dev/null; echo $?)" \
+	"$(jq -c '[.processes[].target.pid]' "$tmp/p1.json" 2>&1)"
+kill "$ppid" 2>/dev/null
+
+finish
