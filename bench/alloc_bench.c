@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -265,6 +266,60 @@ static int run_churn(unsigned int nthreads, bool init)
 	secs = (double)(end - t0) / NSEC_PER_SEC;
 	printf("result churn%s-%ut ops_per_s=%.0f secs=%.3f malloc_from=%s\n", init ? "-init" : "",
 	       nthreads, (double)params.churn_iters * nthreads / secs, secs, malloc_from());
+	return 0;
+}
+
+/* ---- forks: the churn split between processes forked one after another ---- */
+
+/*
+ * The parent fills a ring, then forks nproc children in turn, each of which
+ * goes on churning its copy of the ring for a share of the iterations and
+ * exits (exit(), so that an allocator's exit handlers run, as they would in
+ * a real program); the parent waits for each. A tracer that follows the tree
+ * pays here for what a fork costs it: its children's probes, their copies of
+ * the heap, one model per process.
+ */
+static int run_forks(unsigned int nproc)
+{
+	uint64_t rng = 0x9e3779b97f4a7c15ull, share = params.churn_iters / nproc, t0;
+	void **ring = malloc(CHURN_RING * sizeof(*ring));
+	unsigned int failed = 0;
+	double secs;
+
+	if (!ring)
+		oom();
+	for (uint64_t i = 0; i < CHURN_RING; i++)
+		ring[i] = object_new(&rng, 16, 256);
+	fflush(stdout);
+	t0 = now_ns();
+	for (unsigned int k = 0; k < nproc; k++) {
+		int st;
+		pid_t pid = fork();
+
+		if (pid < 0)
+			die("fork");
+		if (pid == 0) {
+			rng += k + 1;
+			for (uint64_t i = 0; i < share; i++) {
+				uint32_t slot = i & (CHURN_RING - 1);
+				free(ring[slot]);
+				ring[slot] = object_new(&rng, 16, 256);
+			}
+			exit(0);
+		}
+		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+			failed++;
+	}
+	secs = (double)(now_ns() - t0) / NSEC_PER_SEC;
+	for (uint64_t i = 0; i < CHURN_RING; i++)
+		free(ring[i]);
+	free(ring);
+	if (failed) {
+		fprintf(stderr, "alloc_bench: %u of %u children failed\n", failed, nproc);
+		return 1;
+	}
+	printf("result churn-fork ops_per_s=%.0f secs=%.3f processes=%u malloc_from=%s\n",
+	       (double)share * nproc / secs, secs, nproc, malloc_from());
 	return 0;
 }
 
@@ -767,6 +822,7 @@ static void usage(FILE *f)
 		   "Workloads (each prints one 'result NAME key=value...' line):\n"
 		   "  churn THREADS  ring of 4096 objects per thread, 16..256 B  ops_per_s\n"
 		   "  churn-init THREADS  the same, each object written whole   ops_per_s\n"
+		   "  forks N        churn 1 in N processes forked in turn      ops_per_s\n"
 		   "  prodcons       malloc in one thread, free in another       ops_per_s\n"
 		   "  mixed          one thread, sizes 16 B..1 MiB log-uniform   ops_per_s\n"
 		   "  shrink         fill ~800 MB, free 95%%, idle 2 s            rss_over_live\n"
@@ -818,6 +874,15 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		return run_churn((unsigned int)nthreads, workload[5] == '-');
+	}
+	if (!strcmp(workload, "forks")) {
+		long n = optind + 1 < argc ? strtol(argv[optind + 1], NULL, 10) : 0;
+
+		if (n < 1 || n > 4096) {
+			fprintf(stderr, "alloc_bench: forks needs N in 1..4096\n");
+			return 2;
+		}
+		return run_forks((unsigned int)n);
 	}
 	if (!strcmp(workload, "prodcons"))
 		return run_prodcons();

@@ -16,7 +16,9 @@
 #
 # Rows and their baselines: tally-traced against tally-untraced (the acceptance figure, at
 # most 2x slower), glibc-memleak and glibc-heaptrack against glibc-untraced. Slowdown is
-# untraced ops/s over traced ops/s, both measured by the workload itself.
+# untraced ops/s over traced ops/s, both measured by the workload itself. tally-fork-traced
+# against tally-fork-untraced: the same churn in 8 processes forked one after another
+# (alloc_bench forks 8), every one followed; reported, not gated.
 #
 # memleak takes a uprobe trap and a user stack walk on every malloc and free: tens of
 # microseconds per pair on these VMs, so a full churn run would take half an hour. Its row
@@ -120,18 +122,24 @@ pin_cpu=$(($(nproc) - 1))
 kernel=$(uname -r)
 # shellcheck disable=SC2206 # split on purpose: an optional flag, a workload and its argument
 workload=($quick churn 1)
+# shellcheck disable=SC2206
+fork_workload=($quick forks 8)
 memleak_workload=(-q churn 1)
 
-rows=(tally-untraced tally-traced glibc-untraced glibc-memleak glibc-heaptrack)
+rows=(tally-untraced tally-traced tally-fork-untraced tally-fork-traced glibc-untraced
+	glibc-memleak glibc-heaptrack)
 declare -A baseline=(
 	[tally-traced]=tally-untraced [glibc-memleak]=glibc-untraced
-	[glibc-heaptrack]=glibc-untraced
+	[glibc-heaptrack]=glibc-untraced [tally-fork-traced]=tally-fork-untraced
 )
 declare -A expect_from=(
 	[tally-untraced]=libtally_alloc.so [tally-traced]=libtally_alloc.so
+	[tally-fork-untraced]=libtally_alloc.so [tally-fork-traced]=libtally_alloc.so
 	[glibc-untraced]=libc.so.6 [glibc-memleak]=libc.so.6
 	[glibc-heaptrack]=libheaptrack_preload.so
 )
+# the workload's result line, by row (default churn-1t)
+declare -A result_name=([tally-fork-untraced]=churn-fork [tally-fork-traced]=churn-fork)
 declare -A skip		# row -> why the whole row did not run
 declare -A nfail	# row -> runs that failed
 declare -A first_fail	# row -> the first failure's reason
@@ -146,6 +154,7 @@ if [ ! -x "$tally_bin" ]; then
 elif [ "$(id -u)" -ne 0 ]; then
 	skip[tally-traced]="tracing needs root"
 fi
+[ -z "${skip[tally-traced]:-}" ] || skip[tally-fork-traced]=${skip[tally-traced]}
 
 if ! command -v heaptrack >/dev/null 2>&1; then
 	skip[glibc-heaptrack]="heaptrack not installed (Debian package heaptrack)"
@@ -203,7 +212,7 @@ take_result()
 {
 	local row=$1 round=$2 log=$3 line from ops
 
-	line=$(grep '^result churn-1t ' "$log" | tail -n 1) || true
+	line=$(grep "^result ${result_name[$row]:-churn-1t} " "$log" | tail -n 1) || true
 	if [ -z "$line" ]; then
 		why="no result line"
 		return 1
@@ -254,12 +263,30 @@ run_glibc_untraced()
 	run_plain env -u LD_PRELOAD taskset -c "$pin_cpu" "$bin" "${workload[@]}"
 }
 
+run_tally_fork_untraced()
+{
+	run_plain env "LD_PRELOAD=$tally_lib" taskset -c "$pin_cpu" "$bin" "${fork_workload[@]}"
+}
+
 run_tally_traced()
 {
-	local out=${log%.log}.out json fields rc=0
+	traced_run tally-traced "${workload[@]}"
+}
+
+run_tally_fork_traced()
+{
+	traced_run tally-fork-traced "${fork_workload[@]}"
+}
+
+# traced_run ROW WORKLOAD...: the workload under tally; exact means every process of the
+# tree is (the snapshot's root and each of its processes).
+traced_run()
+{
+	local row=$1 out=${log%.log}.out json fields rc=0
+	shift
 
 	timeout --kill-after=10 "$run_timeout" "${tally_trace_cmd[@]}" \
-		env "LD_PRELOAD=$tally_lib" taskset -c "$pin_cpu" "$bin" "${workload[@]}" \
+		env "LD_PRELOAD=$tally_lib" taskset -c "$pin_cpu" "$bin" "$@" \
 		>"$out" 2>"$log" || rc=$?
 	if [ $rc -ne 0 ]; then
 		why="tally $(exit_why $rc "$run_timeout"): $(why_from_log "$log")"
@@ -270,7 +297,9 @@ run_tally_traced()
 	grep '^result ' "$out" >>"$log" || true
 	json=$tmp/snapshot.json
 	grep -v '^result ' "$out" | sed -n '/^{/,$p' >"$json"
-	if ! fields=$(jq -er '[.exact, .events.received, .events.lost, (.events.records // "-")]
+	if ! fields=$(jq -er '[(.exact and all((.processes // [])[]; .exact)),
+			([(.processes // [.])[].events.received] | add), .events.lost,
+			([(.processes // [.])[].events.records // 0] | add)]
 			| map(tostring) | join(" ")' "$json" 2>>"$log"); then
 		why="no snapshot with .exact, .events.received and .events.lost on stdout"
 		return 1
@@ -281,10 +310,10 @@ run_tally_traced()
 		return 1
 	fi
 	{
-		echo "tally-traced $round exact $exact"
-		echo "tally-traced $round received $received"
-		echo "tally-traced $round lost $lost"
-		echo "tally-traced $round records $records"
+		echo "$row $round exact $exact"
+		echo "$row $round received $received"
+		echo "$row $round lost $lost"
+		echo "$row $round records $records"
 	} >>"$results"
 	extra="exact=$exact received=$received lost=$lost records=$records"
 }
@@ -531,17 +560,17 @@ runs_cell()
 	if [ "$n" -gt 0 ]; then echo "$ok of $((ok + n))"; else echo "$ok"; fi
 }
 
-# Notes for the tally-traced row: the snapshot's completeness over the runs.
+# Notes for a traced tally row: the snapshot's completeness over the runs.
 traced_events()
 {
-	local total lost_runs inexact received records
+	local r=$1 total lost_runs inexact received records
 
-	total=$(values tally-traced exact | wc -l)
+	total=$(values "$r" exact | wc -l)
 	[ "$total" -gt 0 ] || return 0
-	inexact=$(values tally-traced exact | grep -vc '^true$') || true
-	lost_runs=$(values tally-traced lost | awk '$1 != 0' | wc -l)
-	received=$(values tally-traced received | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-	records=$(values tally-traced records | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	inexact=$(values "$r" exact | grep -vc '^true$') || true
+	lost_runs=$(values "$r" lost | awk '$1 != 0' | wc -l)
+	received=$(values "$r" received | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	records=$(values "$r" records | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
 	echo "exact in $((total - inexact))/$total runs; events received $received," \
 	     "records $records (medians); runs with lost events: $lost_runs"
 }
@@ -557,7 +586,10 @@ report_row()
 	ops=${med[$r]}
 	notes=${note[$r]:-}
 	[ "${nfail[$r]:-0}" -eq 0 ] || notes+="${notes:+; }first failure: ${first_fail[$r]}"
-	[ "$r" != tally-traced ] || notes="$(traced_events)${notes:+; $notes}"
+	case $r in
+	tally-traced | tally-fork-traced) notes="$(traced_events "$r")${notes:+; $notes}" ;;
+	tally-fork-untraced) notes="alloc_bench ${fork_workload[*]}${notes:+; $notes}" ;;
+	esac
 	[ "$r" != glibc-memleak ] || notes="-q workload (5M pairs)${notes:+; $notes}"
 	cell_ops=$(fmt_ops "$ops")
 	if [ -z "$b" ]; then
@@ -594,6 +626,19 @@ verdict()
 	fi
 }
 
+# The forking row: reported beside the verdict, not gated.
+fork_line()
+{
+	local t=${med[tally-fork-traced]:-} u=${med[tally-fork-untraced]:-}
+
+	if [ -n "${skip[tally-fork-traced]:-}" ] || [ -z "$t" ] || [ -z "$u" ]; then
+		echo "- tally traced, 8 forked processes: no figure (${skip[tally-fork-traced]:-no runs})"
+		return
+	fi
+	echo "- tally traced, 8 forked processes: $(fmt_x "$u" "$t") slower than untraced;" \
+	     "$(traced_events tally-fork-traced) (reported, not gated)"
+}
+
 report()
 {
 	echo "## Tracer benchmark: alloc_bench churn 1 ($runs round(s)${quick:+, quick}; median)"
@@ -608,6 +653,7 @@ report()
 	done
 	echo
 	verdict
+	fork_line
 	echo
 	echo "Runs failed: $(printf '%s\n' 0 "${nfail[@]}" | awk '{ n += $1 } END { print n }')." \
 	     "Total time: $((SECONDS - start_s)) s. Logs: ${outdir#"$root"/}/"

@@ -73,6 +73,12 @@ checks() {
 				else [$f[] as $k | select(.stats[$k] != .stats_inprocess[$k])
 					| "\($k): tally \(.stats[$k]) in-process \(.stats_inprocess[$k])"] end' "$snap" 2>&1 | head -c 600)"
 	fi
+	# every process of the tree (issue 14): listed with how it ended, each exact
+	check "$name: every process of the tree listed, ended, each exact" \
+		"$(jq -e 'all(.processes[]; .exact and .target.exit_code != null)' "$snap" >/dev/null 2>&1
+			echo $?)" \
+		"$(jq -c '{n: (.processes | length), bad: [.processes[] | select((.exact and .target.exit_code != null) | not)
+			| {pid: .target.pid, comm: .target.comm, exit: .target.exit_code, why: .inexact_why}]}' "$snap" 2>&1 | head -c 600)"
 	local killed
 	killed=$(grep -c 'killed by SIG' "$tmp/$name.strace" 2>/dev/null)
 	check "$name: no process of the tree killed by a signal" \

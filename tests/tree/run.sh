@@ -126,7 +126,7 @@ spid=$!
 pids+=("$spid")
 for _ in $(seq 50); do
 	curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/m.txt" 2>/dev/null &&
-		[ "$(grep -c '^tally_process_live_bytes{' "$tmp/m.txt")" -ge 51 ] && break
+		grep -q '^tally_processes 61$' "$tmp/m.txt" && break
 	sleep 0.2
 done
 n=$(grep -c '^tally_process_live_bytes{' "$tmp/m.txt" 2>/dev/null)
@@ -153,5 +153,26 @@ check "-p PID without -f: the process alone" \
 	"$(jq -e '(.processes | length) == 1' "$tmp/p1.json" >/dev/null; echo $?)" \
 	"$(jq -c '[.processes[].target.pid]' "$tmp/p1.json" 2>&1)"
 kill "$ppid" 2>/dev/null
+
+# 9. a child without tally's allocator (ldconfig is a static binary): its
+# CPU, allocator none, no memory figures made up
+timeout 60 "$TALLY" snapshot -o "$tmp/st.json" -- sh -c '/sbin/ldconfig -p >/dev/null; true' \
+	>/dev/null 2>&1
+check "a static child: allocator none, no Stats, listed with its exit" \
+	"$(jq -e '[.processes[] | select(.target.comm == "ldconfig")] | length == 1 and
+		(.[0] | .target.allocator == "none" and .stats.live == null and .stats.mapped == null
+			and .stats_inprocess == null and .target.exit_code == 0)' "$tmp/st.json" >/dev/null
+		echo $?)" "$(jq -c '.processes[] | {c: .target.comm, a: .target.allocator, s: .stats}' "$tmp/st.json" 2>&1 | head -c 400)"
+
+# 10. kill -9 of tally while the tree forks: the tree goes on unharmed
+script='bad=0; for i in $(seq 400); do x=$(echo $i); [ "$x" = "$i" ] || bad=$((bad+1)); done; echo bad=$bad >'"$tmp"'/k.out'
+"$TALLY" snapshot -o "$tmp/k.json" -- bash -c "$script" >/dev/null 2>&1 &
+kpid=$!
+sleep 1
+kill -9 "$kpid" 2>/dev/null
+wait "$kpid" 2>/dev/null
+for _ in $(seq 300); do [ -s "$tmp/k.out" ] && break; sleep 0.1; done
+check "kill -9 of tally mid-tree: the shell and its subshells go on unharmed" \
+	"$(grep -qx bad=0 "$tmp/k.out"; echo $?)" "$(cat "$tmp/k.out" 2>&1)"
 
 finish

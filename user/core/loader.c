@@ -233,10 +233,12 @@ void loader_lost(struct loader *l, struct tally_lost *sum)
 	free(v);
 }
 
-int loader_group_cpu(struct loader *l, pid_t pid, uint64_t cpu[TALLY_MAX_GROUPS])
+int loader_group_cpu(struct loader *l, pid_t pid, uint64_t cpu[TALLY_MAX_GROUPS], bool forget)
 {
 	int fd = bpf_map__fd(l->skel->maps.proc_cpu);
 	struct tally_bpf_cpu_key key, next;
+	uint32_t found[TALLY_MAX_GROUPS];
+	unsigned nfound = 0;
 	bool first = true;
 
 	memset(cpu, 0, TALLY_MAX_GROUPS * sizeof(cpu[0]));
@@ -248,18 +250,14 @@ int loader_group_cpu(struct loader *l, pid_t pid, uint64_t cpu[TALLY_MAX_GROUPS]
 		    bpf_map_lookup_elem(fd, &key, &ns))
 			continue;
 		cpu[key.group] = ns;
+		found[nfound++] = key.group;
 	}
-	return 0;
-}
-
-void loader_forget_proc(struct loader *l, pid_t pid)
-{
-	int fd = bpf_map__fd(l->skel->maps.proc_cpu);
-
-	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
-		struct tally_bpf_cpu_key key = { .pid = (uint32_t)pid, .group = g };
+	/* deleted after the walk, which a deletion would restart */
+	for (unsigned i = 0; forget && i < nfound; i++) {
+		key = (struct tally_bpf_cpu_key){ .pid = (uint32_t)pid, .group = found[i] };
 		bpf_map_delete_elem(fd, &key);
 	}
+	return 0;
 }
 
 void loader_running_cpu(struct loader *l, pid_t pid, uint64_t now_ns,

@@ -44,10 +44,9 @@ int loader_consume(struct loader *l);
 /* The last loader_consume stopped at its bound, records still in the ring. */
 bool loader_more(const struct loader *l);
 void loader_lost(struct loader *l, struct tally_lost *sum);
-/* A process's CPU per group, charged so far. */
-int loader_group_cpu(struct loader *l, pid_t pid, uint64_t cpu[TALLY_MAX_GROUPS]);
-/* An ended process's CPU entries go (once its figures are final). */
-void loader_forget_proc(struct loader *l, pid_t pid);
+/* A process's CPU per group, charged so far; forget: its entries go too (it
+ * has ended and its figures are final). */
+int loader_group_cpu(struct loader *l, pid_t pid, uint64_t cpu[TALLY_MAX_GROUPS], bool forget);
 /* Add to cpu[] the intervals pid's running threads are in now (not charged yet). */
 void loader_running_cpu(struct loader *l, pid_t pid, uint64_t now_ns,
 			uint64_t cpu[TALLY_MAX_GROUPS]);

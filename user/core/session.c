@@ -58,8 +58,8 @@ void session_deliver(struct session *s, const void *data, size_t len)
 	const struct tally_msg *h = data;
 
 	if (len >= sizeof(*h) && h->pid && (pid_t)h->pid != s->pid) {
-		session_deliver_tree(s, data, len);
-		if (s->observer)
+		/* one kept for later is observed when it is delivered */
+		if (!session_deliver_tree(s, data, len) && s->observer)
 			s->observer(s->observer_ctx, data, len);
 		return;
 	}
@@ -155,7 +155,7 @@ void session_refresh(struct session *s)
 	session_sources_lost(s, src);
 	src->strays = s->tree.strays;
 	src->now_ns = clock_now_ns();
-	loader_group_cpu(s->loader, s->pid, src->cpu_ns);
+	loader_group_cpu(s->loader, s->pid, src->cpu_ns, false);
 	if (!s->gone)
 		loader_running_cpu(s->loader, s->pid, src->now_ns, src->cpu_ns);
 	cuda_trace_read(s->cuda, &src->cuda);

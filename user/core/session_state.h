@@ -40,8 +40,9 @@ int session_on_msg(void *ctx, const void *data, size_t len);
 void session_place(struct session *s);
 
 /* session_tree.c */
-/* A message of another process of the tree than the root. */
-void session_deliver_tree(struct session *s, const void *data, size_t len);
+/* A message of another process of the tree than the root: true when it
+ * was kept, to be delivered again at the end of a view's cut. */
+bool session_deliver_tree(struct session *s, const void *data, size_t len);
 /* -p PID -f: its running descendants into the tree. */
 void session_adopt_descendants(struct session *s);
 /* The lost counts of the ring into src (every process's figures share them). */

@@ -54,7 +54,7 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
 	src->now_ns = clock_now_ns();
 	src->allocator = m->saw_alloc ? FIGURES_ALLOC_TALLY : FIGURES_ALLOC_NONE;
 	src->held_unread = !gone && m->saw_alloc;
-	loader_group_cpu(s->loader, p->pid, src->cpu_ns);
+	loader_group_cpu(s->loader, p->pid, src->cpu_ns, ending);
 	if (!gone)
 		loader_running_cpu(s->loader, p->pid, src->now_ns, src->cpu_ns);
 	if (m->have_inprocess) {
@@ -67,31 +67,27 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
  * threads came before this one), kept small, its CPU entries dropped. */
 static void proc_end(struct session *s, struct tree_proc *p, uint64_t ts_ns)
 {
-	pid_t pid = p->pid;
-
 	proc_sources(s, p, true);
 	s->psrc.ended_ns = ts_ns;
 	if (figures_build_process(&s->pscratch, p->m, &s->psrc) ||
-	    tree_end(&s->tree, p, &s->pscratch)) {
+	    tree_end(&s->tree, p, &s->pscratch))
 		s->tree.strays++; /* out of memory: kept running, said inexact */
-		return;
-	}
-	loader_forget_proc(s->loader, pid);
 }
 
-static void fork_msg(struct session *s, const struct tally_msg_thread *th)
+/* true: kept for later (its parent's figures wait at a view's cut) */
+static bool fork_msg(struct session *s, const struct tally_msg_thread *th)
 {
 	const struct model *parent = NULL;
 	struct tree_proc *pp;
 
 	/* born as -f read the running ones: adopted already */
 	if (tree_find(&s->tree, (pid_t)th->hdr.pid))
-		return;
+		return false;
 	if ((pid_t)th->pid == s->pid) {
 		/* its parent's figures wait at a view's cut: so does the fork */
 		if (s->model.holding && s->held) {
 			session_hold_tree(s, th, sizeof(*th));
-			return;
+			return true;
 		}
 		parent = &s->model;
 	} else if ((pp = tree_find(&s->tree, (pid_t)th->pid))) {
@@ -101,6 +97,7 @@ static void fork_msg(struct session *s, const struct tally_msg_thread *th)
 	}
 	if (!tree_fork(&s->tree, parent, &s->model, th))
 		s->tree.strays++;
+	return false;
 }
 
 /* Most running descendants -f adopts at attach. */
@@ -136,29 +133,29 @@ void session_adopt_descendants(struct session *s)
 	free(queue);
 }
 
-void session_deliver_tree(struct session *s, const void *data, size_t len)
+bool session_deliver_tree(struct session *s, const void *data, size_t len)
 {
 	const struct tally_msg *h = data;
 	struct tree_proc *p;
 
 	if (h->kind == TALLY_MSG_PROC_FORK) {
 		if (len >= sizeof(struct tally_msg_thread))
-			fork_msg(s, data);
-		else
-			s->tree.strays++;
-		return;
+			return fork_msg(s, data);
+		s->tree.strays++;
+		return false;
 	}
 	p = tree_find(&s->tree, (pid_t)h->pid);
 	if (!p) {
-		if (s->model.holding && s->tree_held)
+		if (s->model.holding && s->tree_held) {
 			session_hold_tree(s, data, len); /* its fork waits there */
-		else
-			s->tree.strays++;
-		return;
+			return true;
+		}
+		s->tree.strays++;
+		return false;
 	}
 	model_apply(p->m, data, len);
 	if (len < sizeof(struct tally_msg_thread))
-		return;
+		return false;
 	const struct tally_msg_thread *th = data;
 	if (h->kind == TALLY_MSG_THREAD_NAME &&
 	    (h->tid == h->pid || (h->flags & TALLY_THREAD_EXEC))) {
@@ -173,6 +170,7 @@ void session_deliver_tree(struct session *s, const void *data, size_t len)
 	}
 	if (h->kind == TALLY_MSG_THREAD_EXIT && (h->flags & TALLY_THREAD_GROUP_DEAD))
 		proc_end(s, p, h->ts_ns);
+	return false;
 }
 
 const struct model *session_model_of(struct session *s, pid_t pid)

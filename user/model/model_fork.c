@@ -29,6 +29,15 @@ int model_init_like(struct model *m, const struct model *like)
  * positions included (the records its copy of their batches holds are
  * numbered from there and come in the child's own stream), but not the
  * parent's cut, counts of messages, threads or exit.
+ *
+ * "This point" is the fork message's place in the ring: the BPF side submits
+ * it in the parent, after the kernel copied its memory and before the child
+ * runs. Every batch the parent handed over before the copy was submitted
+ * before it, so what the parent's model holds is what the child's copy of
+ * the heaps says was handed over. One case is not caught: another thread of
+ * a multi-threaded parent that hands a batch over in the microseconds
+ * between the copy and the message; its records would be in the clone and
+ * not in the child's memory.
  */
 int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid, uint32_t tid)
 {

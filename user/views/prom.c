@@ -323,6 +323,27 @@ static int cmp_live(const void *a, const void *b)
  * PROM_MAX_PROCESSES with the most live bytes by pid and comm, the others
  * summed into one series (comm="other"), so that a scrape stays bounded
  * however many processes the tree has. */
+/* Where each listed process lives, as tally_info says it for the root. */
+static void render_process_info(FILE *f, const struct figures_process *const *ps, unsigned n)
+{
+	family(f, "tally_process_info", "gauge",
+	       "A process of the traced tree: its parent, allocator, cgroup v2 path and container "
+	       "id; the value is always 1");
+	for (unsigned i = 0; i < n; i++) {
+		const struct figures_target *t = &ps[i]->target;
+		const char *alloc = figures_allocator_name(t->allocator);
+		fprintf(f, "tally_process_info{pid=\"%u\",comm=\"", (unsigned)t->pid);
+		prom_escape(f, t->comm, strnlen(t->comm, TALLY_COMM_LEN), true);
+		fprintf(f, "\",ppid=\"%d\",allocator=\"%s\",cgroup=\"", (int)t->ppid, alloc);
+		if (t->cgroup)
+			prom_escape(f, t->cgroup, strlen(t->cgroup), true);
+		fputs("\",container=\"", f);
+		if (t->container)
+			prom_escape(f, t->container, strlen(t->container), true);
+		fputs("\"} 1\n", f);
+	}
+}
+
 static int render_processes(FILE *f, const struct figures *fig)
 {
 	const struct figures_process **ps = calloc(fig->nprocs, sizeof(*ps));
@@ -354,6 +375,7 @@ static int render_processes(FILE *f, const struct figures *fig)
 			proc_value(f, k, &other);
 		}
 	}
+	render_process_info(f, ps, n < PROM_MAX_PROCESSES ? n : PROM_MAX_PROCESSES);
 	family(f, "tally_processes", "gauge",
 	       "Processes of the traced tree running (the root counted also once it ended)");
 	sample_u64(f, "tally_processes", n);

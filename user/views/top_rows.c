@@ -189,9 +189,13 @@ static const struct top_prev_row *prev_find(const struct top_prev *prev, uint64_
 
 static void row_rates(struct top_row *r, const struct top_prev *prev, double dt_s)
 {
+	static const struct top_prev_row zero;
 	const struct top_prev_row *b = prev->valid ? prev_find(prev, r->key) : NULL;
 	double cpu_s = 0;
 
+	/* new since the last frame: its counters began at zero since */
+	if (!b && prev->valid && !prev->full)
+		b = &zero;
 	if (!b)
 		return;
 	r->rates_known = rate(r->cpu_ns, b->cpu_ns, dt_s, &cpu_s) &&
@@ -216,6 +220,7 @@ static void prev_from_rows(struct top_prev *prev, const struct figures *fig,
 	prev->t_ns = fig->procs[0].now_ns;
 	prev->received = fig->procs[0].events.received;
 	prev->n = 0;
+	prev->full = f->nrows > TOP_PREV_MAX;
 	for (unsigned i = 0; i < f->nrows && prev->n < TOP_PREV_MAX; i++) {
 		struct top_prev_row *o = &prev->rows[prev->n++];
 		o->key = f->rows[i].key;

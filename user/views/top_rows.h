@@ -49,7 +49,8 @@ int top_mode_parse(const char *name, enum top_mode *out);
 const char *top_id_title(enum top_mode mode);
 
 /* The counters rates are computed from, as they were at the last frame, by
- * row key (sorted); rows past TOP_PREV_MAX get no rates. */
+ * row key (sorted). A row that was not there (a group or process new since)
+ * counts from zero; rows past TOP_PREV_MAX get no rates. */
 #define TOP_PREV_MAX 2048
 struct top_prev_row {
 	uint64_t key;
@@ -57,6 +58,7 @@ struct top_prev_row {
 };
 struct top_prev {
 	bool valid;
+	bool full; /* rows were left out: a row not found has no rates */
 	uint64_t t_ns;
 	uint64_t received;
 	unsigned n;
