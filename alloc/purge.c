@@ -321,7 +321,7 @@ static void *purge_main(void *arg)
 	uint32_t tid = os_gettid();
 
 	(void)arg;
-	prctl(PR_SET_NAME, (unsigned long)"tally-purge", 0, 0, 0);
+	prctl(PR_SET_NAME, (unsigned long)TALLY_PURGER_COMM, 0, 0, 0);
 	for (;;) {
 		uint64_t next = purge_pass(tid), now = os_now_ms();
 		if (next == UINT64_MAX) {

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * tally's kernel side for one target process (DESIGN.md §3, §5):
+ * tally's kernel side for one traced tree of processes (DESIGN.md §3, §5):
+ * the root, and with `follow` every process it starts, in the map `procs`
+ * (the probes sit on the libraries' files, for every process that maps
+ * them, and keep what comes from the map's processes):
  * - tally:batch, the allocator's hand-over of a batch of records: copied
  *   whole into the ring buffer;
  * - the SDK's probes (group register/enter/exit, yield, reject): passed on,
  *   and a group change splits the thread's CPU time at that instant;
- * - scheduler switches of the target's threads: each on-CPU interval is
- *   charged to the group current on the thread, so CPU is exclusive per group
- *   and costs the program nothing extra per enter/exit;
- * - thread creation, exit, rename and exec of the target;
+ * - scheduler switches of the tree's threads: each on-CPU interval is
+ *   charged to the process and the group current on the thread, so CPU is
+ *   exclusive per group and costs the program nothing extra per enter/exit;
+ * - thread and process creation (a new process joins the map before it
+ *   runs), exit, rename and exec;
  * - tally:stats, the allocator's own figures handed over at exit.
  * Every message is submitted without a wakeup: the consumer polls on a short
  * timer (a wakeup costs about 4 us a message here, DESIGN.md §5).

@@ -270,6 +270,9 @@ struct tally_msg_group {
 _Static_assert(sizeof(struct tally_msg_group) == 64, "tally_msg_group layout");
 
 #define TALLY_COMM_LEN 16
+/* The allocator's own thread (purge.c), which sweeps only under the heaps'
+ * lock, which fork takes: never in the middle of an operation at a fork. */
+#define TALLY_PURGER_COMM "tally-purge"
 #define TALLY_THREAD_GROUP_DEAD 1 /* flags of THREAD_EXIT: the whole process is gone */
 #define TALLY_THREAD_EXEC 2	  /* flags of THREAD_NAME: the process exec'd a new image */
 #define TALLY_PROC_SHARED_VM                                                                       \

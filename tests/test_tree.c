@@ -132,6 +132,35 @@ static void fork__child_starts_with_the_parents_figures_then_its_own(void **stat
 	tree_free(&t);
 }
 
+/* Another thread of the parent alive at the fork may have been writing its
+ * heap as the kernel copied it: the child says so until it execs. The
+ * allocator's purger does not count: it sweeps under the lock fork takes. */
+static void fork__other_threads_make_the_copy_inexact_until_exec(void **state)
+{
+	struct model parent;
+	struct tree t;
+	(void)state;
+	model_init(&parent);
+	tree_init(&t);
+	model_thread_named(&parent, 100, "main");
+	model_thread_named(&parent, 101, TALLY_PURGER_COMM);
+	struct tally_msg_thread fm = fork_msg(500, 100, 100, 0);
+	struct tree_proc *c = tree_fork(&t, &parent, NULL, &fm);
+	assert_false(c->m->fork_threads);
+	model_thread_named(&parent, 102, "worker");
+	fm = fork_msg(501, 100, 100, 0);
+	c = tree_fork(&t, &parent, NULL, &fm);
+	assert_true(c->m->fork_threads);
+	struct tally_msg_thread ex = {
+		.hdr = { TALLY_MSG_THREAD_NAME, TALLY_THREAD_EXEC, 501, 9, 501, 0 }, .pid = 501
+	};
+	strcpy(ex.comm, "true");
+	assert_int_equal(model_apply(c->m, &ex, sizeof(ex)), 0);
+	assert_false(c->m->fork_threads);
+	model_free(&parent);
+	tree_free(&t);
+}
+
 /* A child that shares its parent's memory (vfork, posix_spawn) has no
  * allocator of its own until it execs: it starts empty, with the rules. */
 static void vfork__child_starts_empty_with_the_rules(void **state)
@@ -276,6 +305,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(fork__child_starts_with_the_parents_figures_then_its_own),
+		cmocka_unit_test(fork__other_threads_make_the_copy_inexact_until_exec),
 		cmocka_unit_test(vfork__child_starts_empty_with_the_rules),
 		cmocka_unit_test(end__figures_kept_small_and_the_model_freed),
 		cmocka_unit_test(many__ended_bounded_running_kept_pid_reuse),

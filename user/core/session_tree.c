@@ -6,6 +6,7 @@
  * it lives, how it ended) beside the root's for the figures of a tick.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,11 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
 	if (!gone && !target_cgroup(p->pid, src->cgroup, sizeof(src->cgroup), src->container,
 				    sizeof(src->container)))
 		tree_place(p, src->cgroup, src->container);
+	if (gone) { /* where it was last seen */
+		snprintf(src->cgroup, sizeof(src->cgroup), "%s", p->cgroup ? p->cgroup : "");
+		snprintf(src->container, sizeof(src->container), "%s",
+			 p->container ? p->container : "");
+	}
 	memcpy(src->comm, p->comm, sizeof(src->comm));
 	/* one found running at attach (-f): what it did before is unknown */
 	src->late = s->late && !p->born_ns;
@@ -95,8 +101,16 @@ static bool fork_msg(struct session *s, const struct tally_msg_thread *th)
 	} else {
 		s->tree.unfollowed++;
 	}
-	if (!tree_fork(&s->tree, parent, &s->model, th))
+	struct tree_proc *c = tree_fork(&s->tree, parent, &s->model, th);
+	if (!c) {
 		s->tree.strays++;
+		return false;
+	}
+	/* born where its parent lives (each tick looks again while it runs) */
+	if (parent == &s->model)
+		tree_place(c, s->src.cgroup, s->src.container);
+	else if ((pp = tree_find(&s->tree, (pid_t)th->pid)))
+		tree_place(c, pp->cgroup, pp->container);
 	return false;
 }
 

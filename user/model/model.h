@@ -93,6 +93,10 @@ struct model {
 	bool exited;	 /* the last thread is gone */
 	int exit_status; /* then: its wait status, as the kernel had it */
 	bool saw_alloc;	 /* any allocator batch or state: the target uses tally's allocator */
+	/* forked while other threads of its parent lived: their heaps were
+	 * copied as they were, maybe in the middle of an operation (until an
+	 * exec replaces the image) */
+	bool fork_threads;
 };
 
 void model_init(struct model *m);

@@ -42,10 +42,14 @@ int model_init_like(struct model *m, const struct model *like)
 int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid, uint32_t tid)
 {
 	const struct model_thread *pt = NULL;
+	bool others = false;
 
-	for (size_t i = 0; i < parent->nthreads; i++)
+	for (size_t i = 0; i < parent->nthreads; i++) {
 		if (parent->threads[i].tid == parent_tid)
 			pt = &parent->threads[i];
+		else if (strcmp(parent->threads[i].comm, TALLY_PURGER_COMM))
+			others |= parent->threads[i].alive;
+	}
 	*m = *parent;
 	m->threads = NULL;
 	m->nthreads = m->cap_threads = 0;
@@ -77,6 +81,9 @@ int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid,
 	m->have_inprocess = m->inprocess_threads_held = false;
 	m->exited = false;
 	m->exit_status = 0;
+	/* the kernel copies the pages of a heap another thread is writing one
+	 * by one, as that thread goes on: its copy may be torn */
+	m->fork_threads = parent->fork_threads || others;
 	struct model_thread *t = model_thread(m, tid, true);
 	if (t && pt)
 		t->group = pt->group;
