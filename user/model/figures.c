@@ -253,8 +253,9 @@ static void why_alloc(struct figures_process *p, const struct model *m,
 		p->why[p->nwhy++] =
 			"exit() while other threads held records they never handed over";
 	if (m->fork_threads)
-		p->why[p->nwhy++] = "forked while other threads of its parent ran: their heaps were "
-				    "copied as they were, maybe in the middle of an operation";
+		p->why[p->nwhy++] =
+			"forked while other threads of its parent ran: their heaps were "
+			"copied as they were, maybe in the middle of an operation";
 }
 
 /* Why the figures are not exact (none: they are), in the snapshot's order. */
