@@ -363,6 +363,12 @@ void purge_start(void)
 		pthread_attr_setstacksize(&attr, PURGE_STACK);
 		err = pthread_create(&t, &attr, purge_main, NULL);
 		pthread_attr_destroy(&attr);
+		/* named before the caller goes on (the thread names itself too,
+		 * later): a tracer that sees the caller fork next must know this
+		 * thread for the allocator's own, which is never in the middle
+		 * of an operation at a fork */
+		if (!err)
+			pthread_setname_np(t, TALLY_PURGER_COMM);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (group)
