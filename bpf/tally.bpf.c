@@ -297,6 +297,19 @@ int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_s
 }
 
 /* kind about task; hdr.pid its process, m->pid: `pid` */
+/* The task's thread-group id as its own PID namespace numbers it. */
+static __always_inline __u32 ns_tgid(struct task_struct *task)
+{
+	struct pid *p = BPF_CORE_READ(task, group_leader, thread_pid);
+	unsigned int level = BPF_CORE_READ(p, level);
+	struct upid up = {};
+
+	if (level > 32)
+		return 0;
+	bpf_probe_read_kernel(&up, sizeof(up), &p->numbers[level]);
+	return (__u32)up.nr;
+}
+
 static __always_inline void thread_msg(__u16 kind, __u16 flags, struct task_struct *task, __u32 pid,
 				       __u32 parent)
 {
@@ -309,6 +322,9 @@ static __always_inline void thread_msg(__u16 kind, __u16 flags, struct task_stru
 	fill_hdr(&m->hdr, kind, BPF_CORE_READ(task, pid), BPF_CORE_READ(task, tgid),
 		 bpf_ktime_get_ns());
 	m->hdr.flags = flags;
+	/* a new process: where its own PID namespace numbers it (a container) */
+	if (kind == TALLY_MSG_PROC_FORK)
+		m->hdr.pad = ns_tgid(task);
 	m->pid = pid;
 	m->parent_tid = parent;
 	BPF_CORE_READ_STR_INTO(&m->comm, task, comm);

@@ -250,7 +250,7 @@ struct tally_msg {
 	__u32 tid;   /* the thread the message is about */
 	__u64 ts_ns; /* CLOCK_MONOTONIC */
 	__u32 pid;   /* its process (thread group): which model of the tree it feeds */
-	__u32 pad;
+	__u32 pad;   /* PROC_FORK: the child's pid in its own PID namespace; else 0 */
 };
 _Static_assert(sizeof(struct tally_msg) == 24, "tally_msg is 24 bytes");
 

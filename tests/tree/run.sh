@@ -173,6 +173,17 @@ check "a static child: allocator none, no Stats, listed with its exit" \
 			and .stats_inprocess == null and .target.exit_code == 0)' "$tmp/st.json" >/dev/null
 		echo $?)" "$(jq -c '.processes[] | {c: .target.comm, a: .target.allocator, s: .stats}' "$tmp/st.json" 2>&1 | head -c 400)"
 
+# 11. a tree that enters its own PID namespace (unshare --pid --fork): each
+# process with its pid there, the workload exact
+if command -v unshare >/dev/null; then
+	timeout 60 "$TALLY" snapshot -o "$tmp/u.json" -- unshare --mount --pid --fork \
+		sh -c "$WL run $tmp/u.expect; true" >/dev/null 2>&1
+	check "unshare --pid: the workload, pid 2 in its namespace, exact and its own" \
+		"$(jq -e '[.processes[] | select(.target.comm == "tracer_workload")] | length == 1 and
+			(.[0] | .target.ns_pid == 2 and .exact and '"$STATS_OWN"')' "$tmp/u.json" >/dev/null
+			echo $?)" "$(jq -c '[.processes[] | {p: .target.pid, ns: .target.ns_pid, c: .target.comm, e: .exact}]' "$tmp/u.json" 2>&1 | head -c 400)"
+fi
+
 # 10. kill -9 of tally while the tree forks: the tree goes on unharmed
 script='bad=0; for i in $(seq 400); do x=$(echo $i); [ "$x" = "$i" ] || bad=$((bad+1)); done; echo bad=$bad >'"$tmp"'/k.out'
 "$TALLY" snapshot -o "$tmp/k.json" -- bash -c "$script" >/dev/null 2>&1 &

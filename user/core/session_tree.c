@@ -37,7 +37,7 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
 	memset(src, 0, sizeof(*src));
 	session_sources_lost(s, src);
 	src->pid = p->pid;
-	src->ns_pid = gone ? 0 : target_ns_pid(p->pid);
+	src->ns_pid = gone ? p->ns_pid : target_ns_pid(p->pid);
 	src->ppid = p->ppid;
 	if (!gone && !target_cgroup(p->pid, src->cgroup, sizeof(src->cgroup), src->container,
 				    sizeof(src->container)))
