@@ -412,20 +412,26 @@ bool session_cut_shown(struct session *s)
 	return true;
 }
 
-/* Called by session_deliver for a batch the model held back in part. */
-void session_hold_keep(struct session *s, const void *data, size_t len)
+/* A copy of the message at the end of a list; false without memory. */
+static bool hold_append(struct session *s, struct deferred ***tail, const void *data, size_t len)
 {
 	struct deferred *d = node_get(s, len);
 
-	if (!d) {
-		s->model.malformed++; /* counted: the figures say they are not exact */
-		return;
-	}
+	if (!d)
+		return false;
 	d->next = NULL;
 	d->len = len;
 	memcpy(d->data, data, len);
-	*s->held_tail = d;
-	s->held_tail = &d->next;
+	**tail = d;
+	*tail = &d->next;
+	return true;
+}
+
+/* Called by session_deliver for a batch the model held back in part. */
+void session_hold_keep(struct session *s, const void *data, size_t len)
+{
+	if (!hold_append(s, &s->held_tail, data, len))
+		s->model.malformed++; /* counted: the figures say they are not exact */
 }
 
 /* A message of another process of the tree, while the root's figures are
@@ -433,17 +439,8 @@ void session_hold_keep(struct session *s, const void *data, size_t len)
  * what its child said since, waits for them (session_cut_end delivers it). */
 void session_hold_tree(struct session *s, const void *data, size_t len)
 {
-	struct deferred *d = node_get(s, len);
-
-	if (!d) {
+	if (!hold_append(s, &s->tree_held_tail, data, len))
 		s->tree.strays++; /* counted: the figures say they are not exact */
-		return;
-	}
-	d->next = NULL;
-	d->len = len;
-	memcpy(d->data, data, len);
-	*s->tree_held_tail = d;
-	s->tree_held_tail = &d->next;
 }
 
 void session_cut_end(struct session *s)

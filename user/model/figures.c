@@ -327,6 +327,7 @@ int figures_build_process(struct figures_process *p, const struct model *m,
 	p->now_ns = src->now_ns;
 	p->born_ns = src->born_ns;
 	p->ended_ns = src->ended_ns;
+	p->inherited = m->inherited;
 	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
 		build_group(&p->groups[p->ngroups], g, m, src);
 		p->ngroups += p->groups[p->ngroups].shown;

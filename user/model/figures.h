@@ -156,7 +156,8 @@ struct figures_process {
 	struct figures_thread *threads;
 	/* a process of the tree: when it began (CLOCK_MONOTONIC) and ended */
 	uint64_t born_ns, ended_ns;
-	bool borrowed; /* groups and strings belong to whoever kept them (figures_keep) */
+	bool borrowed;	/* groups and strings belong to whoever kept them (figures_keep) */
+	bool inherited; /* forked: its counters began as its parent's (no exec since) */
 };
 
 /* Sums over the processes of the tree alive at the end (or at this tick). */

@@ -400,6 +400,7 @@ static void model_exec(struct model *m)
 	m->saw_alloc = false;
 	m->exited = false;
 	m->fork_threads = false;
+	m->inherited = false;
 	for (unsigned g = 1; g < TALLY_MAX_GROUPS; g++) {
 		bool ruled = false;
 		for (unsigned r = 0; r < m->nrules; r++)

@@ -97,6 +97,8 @@ struct model {
 	 * copied as they were, maybe in the middle of an operation (until an
 	 * exec replaces the image) */
 	bool fork_threads;
+	/* forked: the counters began as a copy of the parent's (until an exec) */
+	bool inherited;
 };
 
 void model_init(struct model *m);

@@ -84,6 +84,7 @@ int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid,
 	/* the kernel copies the pages of a heap another thread is writing one
 	 * by one, as that thread goes on: its copy may be torn */
 	m->fork_threads = parent->fork_threads || others;
+	m->inherited = true;
 	struct model_thread *t = model_thread(m, tid, true);
 	if (t && pt)
 		t->group = pt->group;

@@ -232,6 +232,19 @@ static void render_process(FILE *f, const struct figures_instance *in)
 	}
 }
 
+/* The last labels of an info sample, where the process lives, and its 1;
+ * an empty value is no label: a process outside any container. */
+static void place_labels(FILE *f, const struct figures_target *t)
+{
+	fputs("\",cgroup=\"", f);
+	if (t->cgroup)
+		prom_escape(f, t->cgroup, strlen(t->cgroup), true);
+	fputs("\",container=\"", f);
+	if (t->container)
+		prom_escape(f, t->container, strlen(t->container), true);
+	fputs("\"} 1\n", f);
+}
+
 static void render_info(FILE *f, const struct figures_target *t)
 {
 	const char *alloc = figures_allocator_name(t->allocator);
@@ -245,14 +258,7 @@ static void render_info(FILE *f, const struct figures_target *t)
 	prom_escape(f, alloc, strlen(alloc), true);
 	fputs("\",cuda=\"", f);
 	prom_escape(f, cuda, strlen(cuda), true);
-	/* an empty value is no label: a process outside any container */
-	fputs("\",cgroup=\"", f);
-	if (t->cgroup)
-		prom_escape(f, t->cgroup, strlen(t->cgroup), true);
-	fputs("\",container=\"", f);
-	if (t->container)
-		prom_escape(f, t->container, strlen(t->container), true);
-	fputs("\"} 1\n", f);
+	place_labels(f, t);
 }
 
 /* A process's labels: pid and comm; the rest summed as comm="other". */
@@ -334,13 +340,8 @@ static void render_process_info(FILE *f, const struct figures_process *const *ps
 		const char *alloc = figures_allocator_name(t->allocator);
 		fprintf(f, "tally_process_info{pid=\"%u\",comm=\"", (unsigned)t->pid);
 		prom_escape(f, t->comm, strnlen(t->comm, TALLY_COMM_LEN), true);
-		fprintf(f, "\",ppid=\"%d\",allocator=\"%s\",cgroup=\"", (int)t->ppid, alloc);
-		if (t->cgroup)
-			prom_escape(f, t->cgroup, strlen(t->cgroup), true);
-		fputs("\",container=\"", f);
-		if (t->container)
-			prom_escape(f, t->container, strlen(t->container), true);
-		fputs("\"} 1\n", f);
+		fprintf(f, "\",ppid=\"%d\",allocator=\"%s", (int)t->ppid, alloc);
+		place_labels(f, t);
 	}
 }
 

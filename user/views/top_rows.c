@@ -171,40 +171,6 @@ static void build_header(struct top_header *h, const struct figures *fig,
 	}
 }
 
-static const struct top_prev_row *prev_find(const struct top_prev *prev, uint64_t key)
-{
-	unsigned lo = 0, hi = prev->n;
-
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		if (prev->rows[mid].key == key)
-			return &prev->rows[mid];
-		if (prev->rows[mid].key < key)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
-static void row_rates(struct top_row *r, const struct top_prev *prev, double dt_s)
-{
-	static const struct top_prev_row zero;
-	const struct top_prev_row *b = prev->valid ? prev_find(prev, r->key) : NULL;
-	double cpu_s = 0;
-
-	/* new since the last frame: its counters began at zero since */
-	if (!b && prev->valid && !prev->full)
-		b = &zero;
-	if (!b)
-		return;
-	r->rates_known = rate(r->cpu_ns, b->cpu_ns, dt_s, &cpu_s) &&
-			 rate(r->allocs, b->allocs, dt_s, &r->allocs_s) &&
-			 rate(r->frees, b->frees, dt_s, &r->frees_s);
-	/* CPU ns per wall ns: cpu_s is ns of CPU a second */
-	r->cpu_pct = cpu_s / 1e9 * 100;
-}
-
 static int cmp_prev(const void *a, const void *b)
 {
 	const struct top_prev_row *x = a, *y = b;
@@ -213,21 +179,15 @@ static int cmp_prev(const void *a, const void *b)
 }
 
 /* The frame's counters as the base of the next frame's rates. */
-static void prev_from_rows(struct top_prev *prev, const struct figures *fig,
-			   const struct top_frame *f)
+static void prev_from_pairs(struct top_prev *prev, const struct figures *fig,
+			    const struct top_frame *f)
 {
 	prev->valid = true;
 	prev->t_ns = fig->procs[0].now_ns;
 	prev->received = fig->procs[0].events.received;
-	prev->n = 0;
-	prev->full = f->nrows > TOP_PREV_MAX;
-	for (unsigned i = 0; i < f->nrows && prev->n < TOP_PREV_MAX; i++) {
-		struct top_prev_row *o = &prev->rows[prev->n++];
-		o->key = f->rows[i].key;
-		o->cpu_ns = f->rows[i].cpu_ns;
-		o->allocs = f->rows[i].allocs;
-		o->frees = f->rows[i].frees;
-	}
+	prev->full = f->npairs > TOP_PREV_MAX;
+	prev->n = f->npairs < TOP_PREV_MAX ? f->npairs : TOP_PREV_MAX;
+	memcpy(prev->rows, f->pairs, prev->n * sizeof(prev->rows[0]));
 	qsort(prev->rows, prev->n, sizeof(prev->rows[0]), cmp_prev);
 }
 
@@ -235,8 +195,8 @@ void top_prev_take(struct top_prev *prev, const struct figures *fig, enum top_mo
 {
 	struct top_frame f = { 0 };
 
-	if (!top_rows_collect(&f, fig, prev, mode))
-		prev_from_rows(prev, fig, &f);
+	if (!top_rows_collect(&f, fig, prev, 0, mode))
+		prev_from_pairs(prev, fig, &f);
 	top_frame_free(&f);
 }
 
@@ -277,10 +237,8 @@ int top_frame_build(struct top_frame *f, const struct figures *fig, struct top_p
 
 	build_header(&f->hdr, fig, prev);
 	build_identity(&f->id, fig);
-	err = top_rows_collect(f, fig, prev, mode);
-	for (unsigned i = 0; i < f->nrows; i++)
-		row_rates(&f->rows[i], prev, dt_s);
-	prev_from_rows(prev, fig, f);
+	err = top_rows_collect(f, fig, prev, dt_s, mode);
+	prev_from_pairs(prev, fig, f);
 	return build_threads(f, p) ? -ENOMEM : err;
 }
 
@@ -291,11 +249,13 @@ void top_frame_free(struct top_frame *f)
 	free(f->threads);
 	free(f->rows);
 	free(f->procs);
+	free(f->pairs);
 	f->threads = NULL;
 	f->rows = NULL;
 	f->procs = NULL;
+	f->pairs = NULL;
 	f->nthreads = 0;
-	f->nrows = f->caprows = f->nprocs = f->capprocs = 0;
+	f->nrows = f->caprows = f->nprocs = f->capprocs = f->npairs = f->cappairs = 0;
 }
 
 static int cmp_u64(uint64_t a, uint64_t b)

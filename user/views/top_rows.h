@@ -48,17 +48,19 @@ int top_mode_parse(const char *name, enum top_mode *out);
 /* The ID column's title: "PID" in the processes view, else "ID". */
 const char *top_id_title(enum top_mode mode);
 
-/* The counters rates are computed from, as they were at the last frame, by
- * row key (sorted). A row that was not there (a group or process new since)
- * counts from zero; rows past TOP_PREV_MAX get no rates. */
-#define TOP_PREV_MAX 2048
+/* The counters rates are computed from, as they were at the last frame, for
+ * each process and group (key: pid << 32 | group id; sorted), whatever the
+ * rows sum: a row's rate is the sum of its pairs'. A pair that was not there
+ * counts from zero, but for a forked process, whose counters began as its
+ * parent's: its first frame has no rate. Pairs past TOP_PREV_MAX get none. */
+#define TOP_PREV_MAX 4096
 struct top_prev_row {
 	uint64_t key;
 	uint64_t cpu_ns, allocs, frees; /* objects */
 };
 struct top_prev {
 	bool valid;
-	bool full; /* rows were left out: a row not found has no rates */
+	bool full; /* pairs were left out: a pair not found has no rate */
 	uint64_t t_ns;
 	uint64_t received;
 	unsigned n;
@@ -111,7 +113,6 @@ struct top_row {
 	uint64_t kernels;
 	int64_t device, pinned; /* device bytes, pinned host bytes */
 	uint64_t rejects, yields;
-	uint64_t cpu_ns, allocs, frees; /* the counters the rates come from */
 };
 
 /* A process a frame lists: the root, those running, and those that ended
@@ -138,6 +139,8 @@ struct top_frame {
 	struct top_row *rows;
 	unsigned nprocs, capprocs;
 	struct top_proc *procs;
+	unsigned npairs, cappairs; /* each listed process's groups' counters */
+	struct top_prev_row *pairs;
 	size_t nthreads; /* live threads, by tid */
 	struct top_thread *threads;
 };
@@ -162,10 +165,11 @@ void top_frame_free(struct top_frame *f);
 /* The counters of fig, at its now_ns, as the base of the next frame's rates. */
 void top_prev_take(struct top_prev *prev, const struct figures *fig, enum top_mode mode);
 
-/* top_tree.c, for top_rows.c: the rows of a mode, and whether a process of
+/* top_tree.c, for top_rows.c: the rows of a mode with their rates since prev
+ * (dt_s before), and each pair's counters (f->pairs); whether a process of
  * fig is listed (prev: the last frame, or not valid). */
 int top_rows_collect(struct top_frame *f, const struct figures *fig, const struct top_prev *prev,
-		     enum top_mode mode);
+		     double dt_s, enum top_mode mode);
 bool top_proc_listed(const struct figures *fig, unsigned i, const struct top_prev *prev);
 
 /* Stable sort of rows by col; desc: largest first (names: Z first). */

@@ -62,20 +62,76 @@ static struct top_row *row_new(struct top_frame *f)
 	return r;
 }
 
-static void row_add(struct top_row *r, const struct figures_group *g, bool gpu)
+/* What a row sums: its pairs' figures and their rates. */
+struct row_ctx {
+	struct top_frame *f;
+	const struct top_prev *prev;
+	double dt_s;
+};
+
+static const struct top_prev_row *prev_find(const struct top_prev *prev, uint64_t key)
+{
+	unsigned lo = 0, hi = prev->n;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (prev->rows[mid].key == key)
+			return &prev->rows[mid];
+		if (prev->rows[mid].key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* One process's group into the frame's pairs, and its rates into the row. */
+static int pair_add(const struct row_ctx *c, struct top_row *r, const struct figures_process *p,
+		    const struct figures_group *g)
+{
+	static const struct top_prev_row zero;
+	struct top_frame *f = c->f;
+	const struct top_prev *prev = c->prev;
+
+	if (f->npairs == f->cappairs) {
+		unsigned cap = f->cappairs ? f->cappairs * 2 : 64;
+		struct top_prev_row *n = realloc(f->pairs, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		f->pairs = n;
+		f->cappairs = cap;
+	}
+	struct top_prev_row *now = &f->pairs[f->npairs++];
+	*now = (struct top_prev_row){ (uint64_t)(uint32_t)p->target.pid << 32 | g->id, g->cpu_ns,
+				      g->alloc_objs, g->dealloc_objs };
+	const struct top_prev_row *b = prev->valid ? prev_find(prev, now->key) : NULL;
+	/* new since the last frame: from zero, unless its counters began as a
+	 * copy of its parent's (forked since) */
+	if (!b && prev->valid && !prev->full && (!p->inherited || p->born_ns <= prev->t_ns))
+		b = &zero;
+	if (!b || c->dt_s <= 0 || now->cpu_ns < b->cpu_ns || now->allocs < b->allocs ||
+	    now->frees < b->frees)
+		return 0; /* no base, or a counter went back (a change of source) */
+	r->rates_known = true;
+	r->cpu_pct += (double)(now->cpu_ns - b->cpu_ns) / c->dt_s / 1e9 * 100;
+	r->allocs_s += (double)(now->allocs - b->allocs) / c->dt_s;
+	r->frees_s += (double)(now->frees - b->frees) / c->dt_s;
+	return 0;
+}
+
+static int row_add(const struct row_ctx *c, struct top_row *r, const struct figures_process *p,
+		   const struct figures_group *g)
 {
 	const struct figures_instance *in = &g->instance;
 
-	r->cpu_ns += g->cpu_ns;
-	r->allocs += g->alloc_objs;
-	r->frees += g->dealloc_objs;
 	r->live += g->live_bytes;
-	r->gpu_known |= gpu;
+	r->gpu_known |= p->gpu_attached;
 	r->kernels += in->kernels_launched;
 	r->device += in->device_bytes_allocated;
 	r->pinned += in->host_pinned_bytes;
 	r->rejects += in->back_pressure_rejections;
 	r->yields += in->yield_count;
+	return pair_add(c, r, p, g);
 }
 
 /* A group's name as shown: sanitized, or "#ID". */
@@ -97,8 +153,9 @@ static uint64_t name_key(const char *s)
 	return h | 1ULL << 63;
 }
 
-static int collect_groups(struct top_frame *f, const struct figures *fig)
+static int collect_groups(const struct row_ctx *c, const struct figures *fig)
 {
+	struct top_frame *f = c->f;
 	char name[TOP_NAME_MAX];
 
 	for (unsigned i = 0; i < fig->nprocs; i++) {
@@ -119,7 +176,8 @@ static int collect_groups(struct top_frame *f, const struct figures *fig)
 				r->key = key;
 				strcpy(r->name, name);
 			}
-			row_add(r, &p->groups[g], p->gpu_attached);
+			if (row_add(c, r, p, &p->groups[g]))
+				return -ENOMEM;
 		}
 	}
 	return 0;
@@ -133,9 +191,10 @@ static void proc_label(char *buf, size_t size, const struct figures_process *p)
 	snprintf(buf, size, "%s[%d]", comm, (int)p->target.pid);
 }
 
-static int collect_procs(struct top_frame *f, const struct figures *fig,
-			 const struct top_prev *prev, bool by_group)
+static int collect_procs(const struct row_ctx *c, const struct figures *fig, bool by_group)
 {
+	struct top_frame *f = c->f;
+	const struct top_prev *prev = c->prev;
 	char name[TOP_NAME_MAX];
 
 	for (unsigned i = 0; i < fig->nprocs; i++) {
@@ -164,7 +223,8 @@ static int collect_procs(struct top_frame *f, const struct figures *fig,
 				snprintf(r->name + r->group_at - 1,
 					 sizeof(r->name) - r->group_at + 1, "/%s", name);
 			}
-			row_add(r, &p->groups[g], p->gpu_attached);
+			if (row_add(c, r, p, &p->groups[g]))
+				return -ENOMEM;
 		}
 	}
 	return 0;
@@ -195,15 +255,16 @@ static int list_procs(struct top_frame *f, const struct figures *fig, const stru
 }
 
 int top_rows_collect(struct top_frame *f, const struct figures *fig, const struct top_prev *prev,
-		     enum top_mode mode)
+		     double dt_s, enum top_mode mode)
 {
+	const struct row_ctx c = { f, prev, dt_s };
 	int err = list_procs(f, fig, prev);
 
-	f->nrows = 0;
+	f->nrows = f->npairs = 0;
 	f->mode = mode;
 	if (!err)
 		err = mode == TOP_MODE_GROUPS ?
-			      collect_groups(f, fig) :
-			      collect_procs(f, fig, prev, mode == TOP_MODE_PROC_GROUPS);
+			      collect_groups(&c, fig) :
+			      collect_procs(&c, fig, mode == TOP_MODE_PROC_GROUPS);
 	return err;
 }
