@@ -161,6 +161,40 @@ static void fork__other_threads_make_the_copy_inexact_until_exec(void **state)
 	tree_free(&t);
 }
 
+/* A running process's figures at a tick: its model plus what its heaps hold,
+ * the model itself untouched; not when a batch before them is still on its
+ * way, nor from a copy a flush tore. */
+static void preview__pending_records_added_model_untouched(void **state)
+{
+	struct model m;
+	(void)state;
+	model_init(&m);
+	struct tally_ev recs[] = { seg, bump, alloc_ev(0, 10) };
+	apply_batch(&m, 0, 100, recs, 3); /* words 0..4: the heap's done is 5 */
+	__u64 pending[2] = { tally_ev_word(TALLY_EV_ALLOC, 0, 30, 64),
+			     tally_ev_word(TALLY_EV_ALLOC, 0, 40, 64) };
+	struct remote_heap h = { .id = HEAP,
+				 .seq_first = 5,
+				 .pos = 7,
+				 .tid = 100,
+				 .npending = 2,
+				 .pending = pending,
+				 .whole = true };
+	struct remote_alloc ra = { .nheaps = 1, .heaps = &h };
+	struct tally_replay view;
+	assert_true(model_preview(&m, &ra, &view));
+	assert_int_equal(view.live, 80);
+	assert_int_equal(m.replay.live, 10);
+	h.seq_first = 9; /* words 5..8 not in yet */
+	h.pos = 11;
+	assert_false(model_preview(&m, &ra, &view));
+	h.seq_first = 5;
+	h.pos = 7;
+	h.whole = false;
+	assert_false(model_preview(&m, &ra, &view));
+	model_free(&m);
+}
+
 /* A child that shares its parent's memory (vfork, posix_spawn) has no
  * allocator of its own until it execs: it starts empty, with the rules. */
 static void vfork__child_starts_empty_with_the_rules(void **state)
@@ -307,6 +341,7 @@ int main(void)
 		cmocka_unit_test(fork__child_starts_with_the_parents_figures_then_its_own),
 		cmocka_unit_test(fork__other_threads_make_the_copy_inexact_until_exec),
 		cmocka_unit_test(vfork__child_starts_empty_with_the_rules),
+		cmocka_unit_test(preview__pending_records_added_model_untouched),
 		cmocka_unit_test(end__figures_kept_small_and_the_model_freed),
 		cmocka_unit_test(many__ended_bounded_running_kept_pid_reuse),
 		cmocka_unit_test(sum__groups_merged_by_name_running_only),

@@ -163,6 +163,27 @@ check "-p PID without -f: the process alone" \
 	"$(jq -c '[.processes[].target.pid]' "$tmp/p1.json" 2>&1)"
 kill "$ppid" 2>/dev/null
 
+# 12. -p PID -f: a descendant running at the attach has its state read as a
+# late attach's root has: exact, its groups' live bytes the workload's own;
+# and a running child's figures at the end include what its threads hold
+LD_PRELOAD=$PWD/$BUILD/libtally_alloc.so sh -c "$WL wait $tmp/a.expect; true" &
+apid=$!
+pids+=("$apid")
+wait_file "$tmp/a.expect"
+awpid=$(jq -r .pid "$tmp/a.expect" 2>/dev/null)
+pids+=("${awpid:-0}")
+timeout 60 "$TALLY" snapshot -p "$apid" -f -d 1 -o "$tmp/a.json" 2>"$tmp/a.err"
+aw=$(jq -c --argjson p "${awpid:-0}" '.processes[] | select(.target.pid == $p)' "$tmp/a.json" 2>/dev/null)
+bad=$(jq -r '.groups | to_entries[] | "\(.key) \(.value)"' "$tmp/a.expect" 2>/dev/null |
+	while read -r g v; do
+		got=$(echo "$aw" | jq --arg g "$g" '[.groups[] | select(.name == $g) | .live_bytes][0]')
+		[ "$got" = "$v" ] || echo "$g: $got, want $v"
+	done)
+check "-p PID -f: a running descendant's state read at attach, exact, its groups its own" \
+	"$(echo "$aw" | jq -e '.exact and .target.state_read_consistent and .stats.balanced' >/dev/null &&
+		[ -z "$bad" ]; echo $?)" "$bad $(echo "$aw" | jq -c '{exact, inexact_why, target}' | head -c 400)"
+kill "${awpid:-0}" "$apid" 2>/dev/null
+
 # 9. a child without tally's allocator (ldconfig is a static binary): its
 # CPU, allocator none, no memory figures made up
 timeout 60 "$TALLY" snapshot -o "$tmp/st.json" -- sh -c '/sbin/ldconfig -p >/dev/null; true' \

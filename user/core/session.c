@@ -249,4 +249,5 @@ void session_close(struct session *s)
 	model_free(&s->model);
 	tree_free(&s->tree);
 	figures_process_free(&s->pscratch);
+	free(s->pview); /* a shallow copy: the model it was made of owns the rest */
 }

@@ -57,6 +57,7 @@ struct session {
 	bool follow;
 	struct figures_sources psrc;	 /* scratch: one process's sources */
 	struct figures_process pscratch; /* scratch: an ended process's figures */
+	struct model *pview;		 /* scratch: a running one's, pending records in */
 	struct deferred *tree_held, **tree_held_tail;
 	struct loader *loader;
 	struct glibc_trace *glibc;

@@ -264,6 +264,7 @@ static int session_prepare(struct session *s, const struct session_opts *o)
 	s->held_tail = &s->held;
 	s->tree_held_tail = &s->tree_held;
 	tree_init(&s->tree);
+	s->pview = malloc(sizeof(*s->pview)); /* NULL: running children say so */
 	model_init(&s->model);
 	for (unsigned i = 0; i < o->nrules; i++) {
 		if (model_add_rule(&s->model, o->rules[i]))

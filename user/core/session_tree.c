@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "remote.h"
 #include "session.h"
 #include "session_state.h"
 
@@ -48,9 +49,10 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
 			 p->container ? p->container : "");
 	}
 	memcpy(src->comm, p->comm, sizeof(src->comm));
-	/* one found running at attach (-f): what it did before is unknown */
+	/* one found running at attach (-f): its state read then, or unknown */
 	src->late = s->late && !p->born_ns;
-	src->not_read = src->late;
+	src->not_read = src->late && !p->read;
+	src->late_consistent = p->read_consistent;
 	src->gone = gone;
 	src->have_exit = gone && m->exited;
 	src->exit_status = src->have_exit ? m->exit_status : 0;
@@ -114,6 +116,42 @@ static bool fork_msg(struct session *s, const struct tally_msg_thread *th)
 	return false;
 }
 
+static uint64_t proc_heaps(struct tree_proc *p);
+
+/* A running descendant's state, read as the root's is at a late attach: its
+ * threads, its allocator's figures and heap positions (records below them
+ * in the ring are then skipped), its SDK's groups. */
+static void adopt_read(struct session *s, struct tree_proc *p)
+{
+	char path[TARGET_PATH_MAX], comm[TALLY_COMM_LEN];
+	uint64_t bias, a, heaps = proc_heaps(p);
+	struct remote_alloc ra;
+	pid_t tids[256];
+	int n = target_threads(p->pid, tids, 256);
+
+	for (int i = 0; i < n; i++)
+		if (!target_comm(p->pid, tids[i], comm, sizeof(comm)))
+			model_thread_named(p->m, (uint32_t)tids[i], comm);
+	if (heaps && !remote_alloc_read(p->pid, heaps, &ra)) {
+		model_seed_alloc(p->m, &ra);
+		p->read = true;
+		p->read_consistent = ra.consistent;
+		remote_alloc_free(&ra);
+	}
+	if (target_find_lib(p->pid, "libtally.so", path, sizeof(path), &bias) ||
+	    target_elf_symbol(path, "tally_registry", &a))
+		return;
+	struct tally_registry *reg = malloc(sizeof(*reg));
+	if (reg && !remote_registry_read(p->pid, bias + a, reg)) {
+		model_seed_registry(p->m, reg, false);
+		for (unsigned i = 0; i < TALLY_MAX_THREADS; i++)
+			if (reg->threads[i].tid && reg->threads[i].group)
+				loader_set_thread_group(s->loader, p->pid, reg->threads[i].tid,
+							reg->threads[i].group);
+	}
+	free(reg);
+}
+
 /* Most running descendants -f adopts at attach. */
 #define ADOPT_MAX 4096
 
@@ -139,7 +177,11 @@ void session_adopt_descendants(struct session *s)
 			    loader_add_proc(s->loader, kids[i], parent))
 				continue;
 			target_comm(kids[i], kids[i], comm, sizeof(comm));
-			if (!tree_adopt(&s->tree, &s->model, kids[i], parent, comm))
+			struct tree_proc *p =
+				tree_adopt(&s->tree, &s->model, kids[i], parent, comm);
+			if (p)
+				adopt_read(s, p);
+			else
 				s->tree.strays++;
 			queue[tail++] = kids[i];
 		}
@@ -194,6 +236,41 @@ const struct model *session_model_of(struct session *s, pid_t pid)
 	return p ? p->m : &s->model;
 }
 
+/* Where a process's allocator keeps its heaps: found once per image. */
+static uint64_t proc_heaps(struct tree_proc *p)
+{
+	char path[TARGET_PATH_MAX];
+	uint64_t bias, a;
+
+	if (!p->heaps_looked) {
+		p->heaps_looked = true;
+		if (!target_find_lib(p->pid, "libtally_alloc.so", path, sizeof(path), &bias) &&
+		    !target_elf_symbol(path, "tally_heaps", &a))
+			p->heaps_addr = bias + a;
+	}
+	return p->heaps_addr;
+}
+
+/*
+ * A running process's figures at this tick: its model with the records its
+ * threads hold and have not handed over yet, read from its memory, into
+ * *view (its model is left as it is: those records come through the ring
+ * later). false when they cannot be had whole: then the figures say why.
+ */
+static bool proc_view(struct tree_proc *p, struct model *view)
+{
+	struct remote_alloc ra;
+	uint64_t heaps = p->m->saw_alloc ? proc_heaps(p) : 0;
+	bool ok;
+
+	if (!heaps || remote_pending_read(p->pid, heaps, &ra))
+		return false;
+	*view = *p->m;
+	ok = model_preview(p->m, &ra, &view->replay);
+	remote_alloc_free(&ra);
+	return ok;
+}
+
 /* slot: a kept process's figures, borrowed (the tree owns them). */
 static void fill_kept(struct figures_process *slot, const struct tree_proc *p)
 {
@@ -227,7 +304,12 @@ int session_figures(struct session *s, struct figures *f)
 		if (slot->borrowed)
 			memset(slot, 0, sizeof(*slot));
 		proc_sources(s, p, false);
-		err = figures_build_process(slot, p->m, &s->psrc);
+		const struct model *m = p->m;
+		if (s->pview && proc_view(p, s->pview)) {
+			m = s->pview;
+			s->psrc.held_unread = false;
+		}
+		err = figures_build_process(slot, m, &s->psrc);
 		/* s->psrc is every process's in turn: the strings are the tree's */
 		slot->target.comm = p->comm;
 		slot->target.cgroup = p->cgroup;

@@ -560,6 +560,39 @@ void model_seed_registry(struct model *m, const struct tally_registry *reg, bool
 	}
 }
 
+static const struct model_heap *heap_find(const struct model *m, uint64_t id)
+{
+	for (size_t i = 0; i < m->nheaps; i++)
+		if (m->heaps[i].id == id)
+			return &m->heaps[i];
+	return NULL;
+}
+
+bool model_preview(const struct model *m, const struct remote_alloc *ra, struct tally_replay *out)
+{
+	*out = m->replay;
+	for (uint32_t i = 0; i < ra->nheaps; i++) {
+		const struct remote_heap *h = &ra->heaps[i];
+		const struct model_heap *mh = heap_find(m, h->id);
+		uint64_t in = mh ? (mh->done > mh->applied ? mh->done : mh->applied) : 0;
+		if (in >= h->pos)
+			continue; /* all in, from the ring */
+		/* a torn copy, or batches before it still on their way */
+		if (!h->whole || in < h->seq_first || in - h->seq_first > h->npending)
+			return false;
+		const struct model_thread *t = NULL;
+		for (size_t k = 0; k < m->nthreads && !t; k++)
+			if (m->threads[k].tid == h->tid)
+				t = &m->threads[k];
+		uint64_t applied = 0, refused = 0;
+		if (tally_replay_words(out, h->pending, (uint32_t)(in - h->seq_first), h->npending,
+				       t ? t->rule_group : -1, &applied, &refused) ||
+		    refused)
+			return false;
+	}
+	return true;
+}
+
 void model_stats(const struct model *m, struct tally_stats *out)
 {
 	tally_replay_stats(&m->replay, out);

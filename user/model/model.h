@@ -145,5 +145,10 @@ struct model_thread *model_thread(struct model *m, uint32_t tid, bool create);
 uint32_t model_thread_group(const struct model_thread *t);
 
 void model_stats(const struct model *m, struct tally_stats *out);
+/* The replayed figures with each heap's pending records (read from a running
+ * process's memory) added, into *out; m is left as it is. false when a
+ * heap's copy was torn or batches before its pending records are still on
+ * their way: then *out is not of one moment. */
+bool model_preview(const struct model *m, const struct remote_alloc *ra, struct tally_replay *out);
 
 #endif /* TALLY_MODEL_H */

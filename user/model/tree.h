@@ -31,6 +31,9 @@ struct tree_proc {
 	bool listed;		    /* a view showed it ended (top keeps it one refresh) */
 	struct model *m;	    /* while it runs */
 	char *cgroup, *container;   /* where it was last seen (NULL: not known) */
+	uint64_t heaps_addr;	    /* its allocator's tally_heaps, once found (0: not yet) */
+	bool heaps_looked;	    /* ... looked for in this image */
+	bool read, read_consistent; /* -f at attach: its state read, while no heap moved */
 	struct figures_process kept;
 };
 
