@@ -20,6 +20,16 @@ export LC_ALL=C
 # STATS_OWN: jq filter, true when a process's Stats equal its allocator's own
 STATS_OWN='(.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)) == .stats_inprocess'
 
+# groups_differ EXPECT PROCESS-JSON: each group whose live bytes in the
+# process's entry are not the workload's own count (in its EXPECT file)
+groups_differ() {
+	jq -r '.groups | to_entries[] | "\(.key) \(.value)"' "$1" 2>/dev/null |
+		while read -r g v; do
+			got=$(echo "$2" | jq --arg g "$g" '[.groups[] | select(.name == $g) | .live_bytes][0]')
+			[ "$got" = "$v" ] || echo "$g: $got, want $v"
+		done
+}
+
 # 1. a grandchild: sh -> sh -> workload, each an exec after a fork
 timeout 120 "$TALLY" snapshot -o "$tmp/g.json" -- sh -c "sh -c '$WL run $tmp/g.expect'; true" \
 	>"$tmp/g.out" 2>"$tmp/g.err"
@@ -33,11 +43,7 @@ check "grandchild: listed in processes, with its parent and comm" \
 check "grandchild: exact, its Stats equal its own figures field for field" \
 	"$(echo "$w" | jq -e ".exact and .stats.balanced and $STATS_OWN" >/dev/null; echo $?)" \
 	"$(echo "$w" | jq -c '{exact, inexact_why, stats, stats_inprocess}' | head -c 600)"
-bad=$(jq -r '.groups | to_entries[] | "\(.key) \(.value)"' "$tmp/g.expect" 2>/dev/null |
-	while read -r g v; do
-		got=$(echo "$w" | jq --arg g "$g" '[.groups[] | select(.name == $g) | .live_bytes][0]')
-		[ "$got" = "$v" ] || echo "$g: $got, want $v"
-	done)
+bad=$(groups_differ "$tmp/g.expect" "$w")
 check "grandchild: each group's live bytes are the workload's own count" \
 	"$([ -n "$(jq -r '.groups' "$tmp/g.expect" 2>/dev/null)" ] && [ -z "$bad" ]; echo $?)" "$bad"
 check "the root is first in processes, the top level is the root" \
@@ -174,11 +180,7 @@ awpid=$(jq -r .pid "$tmp/a.expect" 2>/dev/null)
 pids+=("${awpid:-0}")
 timeout 60 "$TALLY" snapshot -p "$apid" -f -d 1 -o "$tmp/a.json" 2>"$tmp/a.err"
 aw=$(jq -c --argjson p "${awpid:-0}" '.processes[] | select(.target.pid == $p)' "$tmp/a.json" 2>/dev/null)
-bad=$(jq -r '.groups | to_entries[] | "\(.key) \(.value)"' "$tmp/a.expect" 2>/dev/null |
-	while read -r g v; do
-		got=$(echo "$aw" | jq --arg g "$g" '[.groups[] | select(.name == $g) | .live_bytes][0]')
-		[ "$got" = "$v" ] || echo "$g: $got, want $v"
-	done)
+bad=$(groups_differ "$tmp/a.expect" "$aw")
 check "-p PID -f: a running descendant's state read at attach, exact, its groups its own" \
 	"$(echo "$aw" | jq -e '.exact and .target.state_read_consistent and .stats.balanced' >/dev/null &&
 		[ -z "$bad" ]; echo $?)" "$bad $(echo "$aw" | jq -c '{exact, inexact_why, target}' | head -c 400)"
