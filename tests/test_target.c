@@ -160,10 +160,9 @@ static void find_lib__crafted_maps(void **state)
 	assert_int_equal(target_maps_find_lib(maps, "heap]", path, sizeof(path), &bias), -ENOENT);
 }
 
-/* A deleted file's mapping has " (deleted)" after its name. Without a
- * version after the name asked for, it is not found; with one, it is, and
- * the path kept has the marker (a path that names no file: its symbols
- * cannot be read from it). */
+/* A deleted file's mapping has " (deleted)" after its name: found when no
+ * file that is still there has the name, its path with the marker
+ * (target_find_lib then reaches the file through /proc/PID/map_files). */
 static void find_lib__a_deleted_library(void **state)
 {
 	char maps[PATH_MAX], path[TARGET_PATH_MAX];
@@ -174,8 +173,10 @@ static void find_lib__a_deleted_library(void **state)
 		   "7f0000003000-7f0000004000 r--p 00000000 08:01 12          "
 		   "/usr/lib/libgone.so (deleted)\n",
 		   maps, sizeof(maps));
-	assert_int_equal(target_maps_find_lib(maps, "libgone.so", path, sizeof(path), &bias),
-			 -ENOENT);
+	assert_int_equal(target_maps_find_lib(maps, "libgone.so", path, sizeof(path), &bias), 0);
+	assert_string_equal(path, "/usr/lib/libgone.so (deleted)");
+	assert_int_equal(bias, 0x7f0000003000);
+	assert_int_equal(target_maps_find_lib(maps, "libgon", path, sizeof(path), &bias), -ENOENT);
 	text_write("maps-deleted",
 		   "7f0000003000-7f0000004000 r--p 00000000 08:01 12          "
 		   "/usr/lib/libgone.so (deleted)\n"
@@ -183,7 +184,16 @@ static void find_lib__a_deleted_library(void **state)
 		   "/usr/lib/libgone.so.1 (deleted)\n",
 		   maps, sizeof(maps));
 	assert_int_equal(target_maps_find_lib(maps, "libgone.so", path, sizeof(path), &bias), 0);
-	assert_string_equal(path, "/usr/lib/libgone.so.1 (deleted)");
+	assert_string_equal(path, "/usr/lib/libgone.so (deleted)");
+	assert_int_equal(bias, 0x7f0000003000);
+	text_write("maps-deleted",
+		   "7f0000003000-7f0000004000 r--p 00000000 08:01 12          "
+		   "/usr/lib/libgone.so (deleted)\n"
+		   "7f0000004000-7f0000005000 r--p 00000000 08:01 12          "
+		   "/usr/lib/libgone.so.1\n",
+		   maps, sizeof(maps));
+	assert_int_equal(target_maps_find_lib(maps, "libgone.so", path, sizeof(path), &bias), 0);
+	assert_string_equal(path, "/usr/lib/libgone.so.1");
 	assert_int_equal(bias, 0x7f0000004000);
 }
 

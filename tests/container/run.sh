@@ -84,4 +84,23 @@ wait "$upid"
 rc=$?
 check "the target ends unharmed (status $rc, it printed its result)" \
 	"$([ "$rc" -eq 0 ] && grep -q "done 40000" "$tmp/out"; echo $?)" "$(cat "$tmp/out" "$tmp/err")"
+
+# a library deleted on disk since the process mapped it (a package upgraded
+# under it): reached through /proc/PID/map_files, the attach is as exact
+mkdir -p "$tmp/gone"
+cp "$PWD/$BUILD/libtally_alloc.so" "$tmp/gone/"
+LD_PRELOAD=$tmp/gone/libtally_alloc.so "$PWD/$BUILD/tests/tracer_workload" wait "$tmp/gone.expect" &
+gpid=$!
+pids+=("$gpid")
+wait_file "$tmp/gone.expect"
+rm -f "$tmp/gone/libtally_alloc.so"
+timeout 60 "$TALLY" snapshot -p "$gpid" -d 1 -o "$tmp/gone.json" 2>"$tmp/gone.err"
+check "a deleted libtally_alloc.so: found, attached, exact, its groups its own" \
+	"$(grep -q 'libtally_alloc.so (deleted)' "/proc/$gpid/maps" &&
+		jq -e --slurpfile e "$tmp/gone.expect" '.exact and .target.allocator == "tally" and
+			([.groups[] | select(.name == "export") | .live_bytes][0] == $e[0].groups.export)' \
+			"$tmp/gone.json" >/dev/null; echo $?)" \
+	"$(jq -c '{exact, inexact_why, a: .target.allocator}' "$tmp/gone.json" 2>&1) $(head -c 200 "$tmp/gone.err")"
+kill "$gpid" 2>/dev/null
+wait "$gpid" 2>/dev/null
 finish

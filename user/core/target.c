@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <inttypes.h>
 #include <libelf.h>
 #include <signal.h>
 #include <stdio.h>
@@ -201,13 +202,54 @@ bool target_is_kthread(pid_t pid)
 	return flags & 0x00200000UL;
 }
 
+#define DELETED " (deleted)"
+
+/* Whether the kernel marked the path as a file deleted since it was mapped. */
+static bool path_deleted(const char *path)
+{
+	size_t n = strlen(path), d = strlen(DELETED);
+
+	return n > d && !strcmp(path + n - d, DELETED);
+}
+
+/* The end of the mapping that starts at `start`, or 0. */
+static uint64_t map_end(pid_t pid, uint64_t start)
+{
+	char maps[64], line[256];
+	unsigned long s, e;
+	uint64_t end = 0;
+	FILE *f;
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
+	f = fopen(maps, "re");
+	if (!f)
+		return 0;
+	while (!end && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx", &s, &e) == 2 && s == start)
+			end = e;
+	fclose(f);
+	return end;
+}
+
 int target_find_lib(pid_t pid, const char *name, char *path, size_t len, uint64_t *bias)
 {
 	char maps[64];
+	uint64_t end;
 
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
 	int err = target_maps_find_lib(maps, name, path, len, bias);
-	return err ? err : target_reach(pid, path, len);
+	if (err || !path_deleted(path))
+		return err ? err : target_reach(pid, path, len);
+	/* deleted on disk (a package upgraded under a running process): the
+	 * file is still there behind its mapping, and map_files opens it, in
+	 * any mount namespace */
+	end = map_end(pid, *bias);
+	if (!end)
+		return -ENOENT;
+	if ((size_t)snprintf(path, len, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, *bias,
+			     end) >= len)
+		return -ENAMETOOLONG;
+	return 0;
 }
 
 int target_maps_find_lib(const char *maps, const char *name, char *path, size_t len, uint64_t *bias)
@@ -229,11 +271,16 @@ int target_maps_find_lib(const char *maps, const char *name, char *path, size_t 
 		if (file[0] != '/')
 			continue;
 		const char *base = strrchr(file, '/') + 1;
-		/* "libc.so.6" for "libc.so", but not "libtally_alloc.so" for "libtally.so" */
+		/* "libc.so.6" for "libc.so", but not "libtally_alloc.so" for
+		 * "libtally.so"; a file deleted since it was mapped too */
 		size_t nl = strlen(name);
-		if (strncmp(base, name, nl) || (base[nl] && base[nl] != '.'))
+		if (strncmp(base, name, nl) ||
+		    (base[nl] && base[nl] != '.' && strcmp(base + nl, DELETED)))
 			continue;
-		if (off != 0)
+		/* a file mapped since it was replaced comes first; one deleted
+		 * is the library when no other is */
+		bool deleted = path_deleted(file);
+		if (off != 0 || (deleted && err != -ENOENT))
 			continue;
 		if (strlen(file) >= len) {
 			err = -ENAMETOOLONG;
@@ -242,11 +289,12 @@ int target_maps_find_lib(const char *maps, const char *name, char *path, size_t 
 		strcpy(path, file);
 		/* shared objects are linked at 0: the first mapping is the bias */
 		*bias = start;
-		err = 0;
-		break;
+		err = deleted ? 1 : 0;
+		if (!deleted)
+			break;
 	}
 	fclose(f);
-	return err;
+	return err > 0 ? 0 : err;
 }
 
 int target_comm(pid_t pid, pid_t tid, char *buf, size_t len)
