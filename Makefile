@@ -259,7 +259,8 @@ $(BUILD)/tests/fuzz/fuzz_remote: $(BUILD)/tests/fuzz/remote/tests/fuzz/fuzz_remo
 $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_decoder.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/model.o $(BUILD)/tests/fuzz/decoder/user/model/replay.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/gpu.o $(BUILD)/tests/fuzz/decoder/user/model/figures.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/figures_tree.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o
+		$(BUILD)/tests/fuzz/decoder/user/model/figures_tree.o $(BUILD)/tests/fuzz/decoder/user/model/tree.o \
+		$(BUILD)/tests/fuzz/decoder/user/model/model_fork.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
 test-build: $(if $(FUZZ_RT),$(FUZZERS))
 # The seed corpus, written from the real structures (tests/fuzz/seeds.c):

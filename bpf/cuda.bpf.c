@@ -86,7 +86,7 @@ static __always_inline void emit(__u8 type, __u8 term, __u32 group, __u32 n, __u
 	m->hdr.tid = (__u32)id;
 	m->hdr.ts_ns = bpf_ktime_get_ns();
 	m->hdr.pid = (__u32)(id >> 32);
-	m->hdr.pad = 0;
+	m->hdr.ns_pid = 0;
 	m->ev.type = type;
 	m->ev.term = term;
 	m->ev.group = (__u16)group;

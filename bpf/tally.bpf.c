@@ -100,7 +100,7 @@ static __always_inline void fill_hdr(struct tally_msg *m, __u16 kind, __u32 tid,
 	m->tid = tid;
 	m->ts_ns = now;
 	m->pid = pid;
-	m->pad = 0;
+	m->ns_pid = 0;
 }
 
 /* The calling thread's tid and tgid, as the header has them. */
@@ -324,7 +324,7 @@ static __always_inline void thread_msg(__u16 kind, __u16 flags, struct task_stru
 	m->hdr.flags = flags;
 	/* a new process: where its own PID namespace numbers it (a container) */
 	if (kind == TALLY_MSG_PROC_FORK)
-		m->hdr.pad = ns_tgid(task);
+		m->hdr.ns_pid = ns_tgid(task);
 	m->pid = pid;
 	m->parent_tid = parent;
 	BPF_CORE_READ_STR_INTO(&m->comm, task, comm);

@@ -245,12 +245,12 @@ enum tally_msg_kind {
 };
 
 struct tally_msg {
-	__u16 kind;  /* enum tally_msg_kind */
-	__u16 flags; /* per kind */
-	__u32 tid;   /* the thread the message is about */
-	__u64 ts_ns; /* CLOCK_MONOTONIC */
-	__u32 pid;   /* its process (thread group): which model of the tree it feeds */
-	__u32 pad;   /* PROC_FORK: the child's pid in its own PID namespace; else 0 */
+	__u16 kind;   /* enum tally_msg_kind */
+	__u16 flags;  /* per kind */
+	__u32 tid;    /* the thread the message is about */
+	__u64 ts_ns;  /* CLOCK_MONOTONIC */
+	__u32 pid;    /* its process (thread group): which model of the tree it feeds */
+	__u32 ns_pid; /* PROC_FORK: the child's pid in its own PID namespace; else 0 */
 };
 _Static_assert(sizeof(struct tally_msg) == 24, "tally_msg is 24 bytes");
 

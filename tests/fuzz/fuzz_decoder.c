@@ -7,7 +7,11 @@
  *
  *   byte 0        bit 0: two --group rules ("work=work*", "io=io[0-9]*");
  *                 bits 1-2: the allocator mode of the figures (figures.h), mod 3
- *   header >> 14  0 or 3: the payload is one message (model_apply)
+ *   header >> 14  0: the payload is one message (model_apply)
+ *                 3: one message to the tree of processes (tree.h): a fork
+ *                    clones the root's model (or its parent's), the others go
+ *                    to their process's model, the last thread's exit keeps
+ *                    its figures and frees the model
  *                 1: records read from a live heap's memory
  *                    (model_apply_pending): heap id u64, seq_first u64,
  *                    tid u32, then the record words
@@ -24,10 +28,12 @@
 
 #include "../../user/model/figures.h"
 #include "../../user/model/model.h"
+#include "../../user/model/tree.h"
 
 #define CHUNK_MESSAGE 0
 #define CHUNK_PENDING 1
 #define CHUNK_CUT 2
+#define CHUNK_TREE 3
 
 static uint64_t le(const uint8_t *p, size_t n)
 {
@@ -51,6 +57,36 @@ static void apply_pending(struct model *m, const uint8_t *p, size_t len)
 	free(words);
 }
 
+/* A message to the tree, as the session routes it (core/session_tree.c). */
+static void apply_tree(struct tree *t, struct model *root, const uint8_t *p, size_t len)
+{
+	static struct figures_sources src;
+	const struct tally_msg *h = (const void *)p;
+	struct tree_proc *tp;
+
+	if (len < sizeof(*h))
+		return;
+	if (h->kind == TALLY_MSG_PROC_FORK) {
+		const struct tally_msg_thread *th = (const void *)p;
+		if (len < sizeof(*th) || tree_find(t, (pid_t)h->pid))
+			return;
+		tp = tree_find(t, (pid_t)th->pid);
+		tree_fork(t, tp ? tp->m : root, root, th);
+		return;
+	}
+	tp = tree_find(t, (pid_t)h->pid);
+	if (!tp)
+		return;
+	model_apply(tp->m, p, len);
+	if (h->kind == TALLY_MSG_THREAD_EXIT && (h->flags & TALLY_THREAD_GROUP_DEAD)) {
+		struct figures_process fig = { 0 };
+		src.gone = true;
+		if (!figures_build_process(&fig, tp->m, &src))
+			tree_end(t, tp, &fig);
+		figures_process_free(&fig);
+	}
+}
+
 /* What the views read: the figures (snapshot, top, trace and prom render
  * them and nothing else), with the contracts they rely on: names they print
  * as strings are terminated. In the allocator mode the input's flags byte
@@ -68,7 +104,7 @@ static void read_figures(const struct model *m, enum figures_allocator mode)
 	if (!figures_build(&f, m, &src)) { /* else out of memory: nothing to read */
 		const struct figures_process *p = &f.procs[0];
 		sink += (uint64_t)p->stats.v[TALLY_STAT_live] + p->exact + p->nwhy;
-		for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+		for (unsigned g = 0; g < p->ngroups; g++) {
 			const struct figures_group *fg = &p->groups[g];
 			sink += (uint64_t)fg->live_bytes + fg->instance.kernels_launched;
 			if (fg->name &&
@@ -100,6 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct model *m = malloc(sizeof(*m));
+	struct tree t;
 	size_t at = 1;
 
 	if (!m || !size) {
@@ -107,6 +144,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	model_init(m);
+	tree_init(&t);
 	if (data[0] & 1) {
 		if (model_add_rule(m, "work=work*") || model_add_rule(m, "io=io[0-9]*"))
 			abort();
@@ -132,13 +170,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				m->cut = true;
 			}
 			break;
+		case CHUNK_TREE:
+			apply_tree(&t, m, p, len);
+			break;
 		default:
 			model_apply(m, p, len);
 			break;
 		}
 		free(p);
 	}
-	read_figures(m, (enum figures_allocator)((data[0] >> 1) % (FIGURES_ALLOC_NONE + 1)));
+	enum figures_allocator mode =
+		(enum figures_allocator)((data[0] >> 1) % (FIGURES_ALLOC_NONE + 1));
+	read_figures(m, mode);
+	for (size_t i = 0; i < t.n; i++)
+		if (t.procs[i].m)
+			read_figures(t.procs[i].m, mode);
+	tree_free(&t);
 	model_free(m);
 	free(m);
 	return 0;

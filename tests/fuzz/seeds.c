@@ -407,7 +407,7 @@ static void batch(struct stream *s, uint16_t source, uint64_t heap, uint64_t seq
 	size_t hdr = offsetof(struct tally_batch, words);
 
 	memset(&m, 0, sizeof(m));
-	m.hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, tid, 1 };
+	m.hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, tid, 1, 0, 0 };
 	m.batch.magic = magic;
 	m.batch.version = TALLY_BATCH_VERSION;
 	m.batch.source = source;
@@ -523,7 +523,7 @@ static int decoder_seeds(void)
 		const char name[] = "vector_add_kernel";
 		size_t hdr = offsetof(struct tally_batch, words);
 		memset(&m, 0, sizeof(m));
-		m.hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 100, 5 };
+		m.hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 100, 5, 0, 0 };
 		m.batch.magic = TALLY_BATCH_MAGIC;
 		m.batch.version = TALLY_BATCH_VERSION;
 		m.batch.source = TALLY_SRC_CUPTI;
@@ -549,6 +549,48 @@ static int decoder_seeds(void)
 		chunk(&s, 0, &st, sizeof(st));
 	}
 	err = err ?: write_seed("decoder", "exit-stats", s.b, s.len);
+
+	/* a tree: the root's batch, a fork, the child's own batch and group,
+	 * its exit; a vfork child that execs */
+	start(&s, 0);
+	batch(&s, TALLY_SRC_ALLOC, 1, 0, 100, alloc_recs, 5, TALLY_BATCH_MAGIC);
+	{
+		struct tally_msg_thread f = { .hdr = { TALLY_MSG_PROC_FORK, 0, 200, 7, 200, 2 },
+					      .pid = 100,
+					      .parent_tid = 100 };
+		strcpy(f.comm, "child");
+		chunk(&s, 3, &f, sizeof(f));
+		static struct tally_msg_batch m;
+		memset(&m, 0, sizeof(m));
+		m.hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 200, 8, 200, 0 };
+		m.batch.magic = TALLY_BATCH_MAGIC;
+		m.batch.version = TALLY_BATCH_VERSION;
+		m.batch.source = TALLY_SRC_ALLOC;
+		m.batch.tid = 200;
+		m.batch.heap_id = 1;
+		m.batch.seq_first = 9;
+		for (unsigned i = 3; i < 6; i++)
+			tally_ev_put(m.batch.words, &m.batch.count, &alloc_recs[i]);
+		m.bytes = (uint32_t)(offsetof(struct tally_batch, words) + m.batch.count * 8);
+		chunk(&s, 3, &m, offsetof(struct tally_msg_batch, batch) + m.bytes);
+		struct tally_msg_group g = { .hdr = { TALLY_MSG_GROUP_REGISTER, 0, 200, 9, 200, 0 },
+					     .group = 2 };
+		strcpy(g.name, "kid");
+		chunk(&s, 3, &g, sizeof(g));
+		struct tally_msg_thread v = { .hdr = { TALLY_MSG_PROC_FORK, TALLY_PROC_SHARED_VM,
+						       201, 10, 201, 3 },
+					      .pid = 200,
+					      .parent_tid = 200 };
+		chunk(&s, 3, &v, sizeof(v));
+		v.hdr.kind = TALLY_MSG_THREAD_NAME;
+		v.hdr.flags = TALLY_THREAD_EXEC;
+		strcpy(v.comm, "true");
+		chunk(&s, 3, &v, sizeof(v));
+		f.hdr.kind = TALLY_MSG_THREAD_EXIT;
+		f.hdr.flags = TALLY_THREAD_GROUP_DEAD;
+		chunk(&s, 3, &f, sizeof(f));
+	}
+	err = err ?: write_seed("decoder", "tree", s.b, s.len);
 	return err;
 }
 

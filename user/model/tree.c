@@ -87,7 +87,7 @@ struct tree_proc *tree_fork(struct tree *t, const struct model *parent, const st
 	if (!p)
 		return NULL;
 	p->born_ns = msg->hdr.ts_ns;
-	p->ns_pid = (pid_t)msg->hdr.pad;
+	p->ns_pid = (pid_t)msg->hdr.ns_pid;
 	p->shared_vm = msg->hdr.flags & TALLY_PROC_SHARED_VM;
 	int err = parent && !p->shared_vm ?
 			  model_fork(p->m, parent, msg->parent_tid, msg->hdr.tid) :
