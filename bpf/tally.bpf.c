@@ -30,6 +30,9 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* include/linux/sched.h: getting shut down (vmlinux.h has no macros) */
+#define PF_EXITING 0x00000004
+
 /* The processes of the traced tree (key: tgid, value: its parent's tgid):
  * the root, seeded by the loader, and with `follow` every process one of
  * them starts, added at its fork. */
@@ -274,11 +277,15 @@ int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_s
 	if (tgid_in_tree(prev_pid)) {
 		__u32 tid = BPF_CORE_READ(prev, pid);
 		/* running since before we looked: from the attach on, in root
-		 * unless the loader seeded another group */
+		 * unless the loader seeded another group; but a thread past its
+		 * exit (its entry went there, its CPU charged) switches out once
+		 * more, and must not start again from the attach */
 		struct tally_bpf_thread fresh = { .last_ns = attach_ns,
 						  .running = 1,
 						  .pid = prev_pid };
-		struct tally_bpf_thread *t = map_lookup_or_init(&threads, &tid, &fresh);
+		struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
+		if (!t && !(BPF_CORE_READ(prev, flags) & PF_EXITING))
+			t = map_lookup_or_init(&threads, &tid, &fresh);
 		if (t) {
 			charge(t, now);
 			t->running = 0;

@@ -46,6 +46,12 @@ check "grandchild: exact, its Stats equal its own figures field for field" \
 bad=$(groups_differ "$tmp/g.expect" "$w")
 check "grandchild: each group's live bytes are the workload's own count" \
 	"$([ -n "$(jq -r '.groups' "$tmp/g.expect" 2>/dev/null)" ] && [ -z "$bad" ]; echo $?)" "$bad"
+# a thread's last switch after its exit must not charge it again from the
+# attach: on these 2 CPUs no process has more CPU than twice its lifetime
+check "CPU: no process of the tree charged more than two CPUs over its lifetime" \
+	"$(jq -e 'all(.processes[] | select(.target.lifetime_s != null);
+		([.groups[].cpu_ns] | add) / 1e9 <= 2 * .target.lifetime_s + 0.002)' "$tmp/g.json" >/dev/null
+		echo $?)" "$(jq -c '[.processes[] | {c: .target.comm, life: .target.lifetime_s, cpu: (([.groups[].cpu_ns] | add) / 1e9)}]' "$tmp/g.json" 2>&1 | head -c 400)"
 check "the root is first in processes, the top level is the root" \
 	"$(jq -e '.processes[0].target.pid == .target.pid and (.processes | length) == 3 and
 		.tree.processes == 3 and .tree.alive == 0' "$tmp/g.json" >/dev/null; echo $?)" \
