@@ -213,6 +213,14 @@ if command -v unshare >/dev/null; then
 			echo $?)" "$(jq -c '[.processes[] | {p: .target.pid, ns: .target.ns_pid, c: .target.comm, e: .exact}]' "$tmp/u.json" 2>&1 | head -c 400)"
 fi
 
+# 13. children killed by a signal: listed with it, and one line on stderr
+timeout 60 "$TALLY" snapshot -o "$tmp/sig.json" -- \
+	sh -c 'sh -c "kill -SEGV \$\$"; sh -c "kill -TERM \$\$"; true' >/dev/null 2>"$tmp/sig.err"
+check "children killed by a signal: in processes with it, one line on stderr" \
+	"$(jq -e '[.processes[].target.signal | select(. != null)] == ["SIGSEGV", "SIGTERM"]' "$tmp/sig.json" >/dev/null &&
+		grep -qE '^tally: 2 processes of the tree killed by a signal: [0-9]+ \(sh, SIGSEGV\), [0-9]+ \(sh, SIGTERM\)$' "$tmp/sig.err"
+		echo $?)" "$(cat "$tmp/sig.err") $(jq -c '[.processes[].target.signal]' "$tmp/sig.json" 2>&1)"
+
 # 10. kill -9 of tally while the tree forks: the tree goes on unharmed
 script='bad=0; for i in $(seq 400); do x=$(echo $i); [ "$x" = "$i" ] || bad=$((bad+1)); done; echo bad=$bad >'"$tmp"'/k.out'
 "$TALLY" snapshot -o "$tmp/k.json" -- bash -c "$script" >/dev/null 2>&1 &

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "../core/outfile.h"
 #include "../views/snapshot_doc.h"
+#include "../views/top_rows.h"
 
 struct snapshot_opts {
 	struct cli_target target;
@@ -75,6 +76,31 @@ static void snapshot_report(const struct figures_process *p, const struct model 
 				"they never handed over: the figures are not exact\n");
 }
 
+/* The tree's other processes a signal killed: one line, the first few by
+ * pid, comm (escaped: it comes from the target) and signal. */
+static void snapshot_report_tree(const struct figures *f)
+{
+	unsigned killed = 0;
+
+	for (unsigned i = 1; i < f->nprocs; i++)
+		killed += f->procs[i].target.signal != 0;
+	if (!killed)
+		return;
+	fprintf(stderr, "tally: %u process%s of the tree killed by a signal:", killed,
+		killed == 1 ? "" : "es");
+	for (unsigned i = 1, n = 0; i < f->nprocs && n < 5; i++) {
+		const struct figures_target *t = &f->procs[i].target;
+		char comm[4 * TALLY_COMM_LEN + 1];
+		const char *sig = t->signal ? sigabbrev_np(t->signal) : NULL;
+		if (!t->signal)
+			continue;
+		top_sanitize(comm, sizeof(comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
+		fprintf(stderr, "%s %d (%s, SIG%s)", n++ ? "," : "", (int)t->pid, comm,
+			sig ? sig : "?");
+	}
+	fprintf(stderr, "%s\n", killed > 5 ? ", ..." : "");
+}
+
 static int run_snapshot(struct snapshot_opts *so)
 {
 	struct cli_target *c = &so->target;
@@ -114,8 +140,10 @@ static int run_snapshot(struct snapshot_opts *so)
 		fprintf(stderr, "tally snapshot: cannot write the snapshot%s%s: %s\n",
 			so->out ? " to " : "", so->out ? so->out : "", strerror(-err));
 	session_report_end(&s, "tally snapshot");
-	if (!err)
+	if (!err) {
 		snapshot_report(&fig.procs[0], &s.model);
+		snapshot_report_tree(&fig);
+	}
 	figures_free(&fig);
 	session_close(&s);
 	return err ? TALLY_EXIT_FAIL : TALLY_EXIT_OK;
