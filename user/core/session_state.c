@@ -313,17 +313,12 @@ int session_read_attach(struct session *s)
 /* The addresses a started CMD's libraries have, once it has mapped them. */
 static void find_started_libs(struct session *s)
 {
-	uint64_t a, bias;
-
-	if (!s->heaps_addr && (s->spawned || s->execed) &&
-	    !target_find_lib(s->pid, "libtally_alloc.so", s->alloc_path, sizeof(s->alloc_path),
-			     &bias) &&
-	    !target_elf_symbol(s->alloc_path, "tally_heaps", &a))
-		s->heaps_addr = bias + a;
-	if (!s->registry_addr && (s->spawned || s->execed) &&
-	    !target_find_lib(s->pid, "libtally.so", s->sdk_path, sizeof(s->sdk_path), &bias) &&
-	    !target_elf_symbol(s->sdk_path, "tally_registry", &a))
-		s->registry_addr = bias + a;
+	if (!s->heaps_addr && (s->spawned || s->execed))
+		target_lib_symbol(s->pid, "libtally_alloc.so", "tally_heaps", s->alloc_path,
+				  sizeof(s->alloc_path), &s->heaps_addr);
+	if (!s->registry_addr && (s->spawned || s->execed))
+		target_lib_symbol(s->pid, "libtally.so", "tally_registry", s->sdk_path,
+				  sizeof(s->sdk_path), &s->registry_addr);
 }
 
 /* A view's tick is a cut: each heap's position and pending records read at

@@ -124,7 +124,7 @@ static uint64_t proc_heaps(struct tree_proc *p);
 static void adopt_read(struct session *s, struct tree_proc *p)
 {
 	char path[TARGET_PATH_MAX], comm[TALLY_COMM_LEN];
-	uint64_t bias, a, heaps = proc_heaps(p);
+	uint64_t reg_addr, heaps = proc_heaps(p);
 	struct remote_alloc ra;
 	pid_t tids[256];
 	int n = target_threads(p->pid, tids, 256);
@@ -138,11 +138,11 @@ static void adopt_read(struct session *s, struct tree_proc *p)
 		p->read_consistent = ra.consistent;
 		remote_alloc_free(&ra);
 	}
-	if (target_find_lib(p->pid, "libtally.so", path, sizeof(path), &bias) ||
-	    target_elf_symbol(path, "tally_registry", &a))
+	if (target_lib_symbol(p->pid, "libtally.so", "tally_registry", path, sizeof(path),
+			      &reg_addr))
 		return;
 	struct tally_registry *reg = malloc(sizeof(*reg));
-	if (reg && !remote_registry_read(p->pid, bias + a, reg)) {
+	if (reg && !remote_registry_read(p->pid, reg_addr, reg)) {
 		model_seed_registry(p->m, reg, false);
 		for (unsigned i = 0; i < TALLY_MAX_THREADS; i++)
 			if (reg->threads[i].tid && reg->threads[i].group)
@@ -240,13 +240,12 @@ const struct model *session_model_of(struct session *s, pid_t pid)
 static uint64_t proc_heaps(struct tree_proc *p)
 {
 	char path[TARGET_PATH_MAX];
-	uint64_t bias, a;
 
 	if (!p->heaps_looked) {
 		p->heaps_looked = true;
-		if (!target_find_lib(p->pid, "libtally_alloc.so", path, sizeof(path), &bias) &&
-		    !target_elf_symbol(path, "tally_heaps", &a))
-			p->heaps_addr = bias + a;
+		if (target_lib_symbol(p->pid, "libtally_alloc.so", "tally_heaps", path,
+				      sizeof(path), &p->heaps_addr))
+			p->heaps_addr = 0;
 	}
 	return p->heaps_addr;
 }

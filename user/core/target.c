@@ -445,6 +445,19 @@ close_fd:
 	return err;
 }
 
+int target_lib_symbol(pid_t pid, const char *lib, const char *sym, char *path, size_t len,
+		      uint64_t *addr)
+{
+	uint64_t bias, a;
+	int err = target_find_lib(pid, lib, path, len, &bias);
+
+	if (!err)
+		err = target_elf_symbol(path, sym, &a);
+	if (!err)
+		*addr = bias + a;
+	return err;
+}
+
 int target_elf_symbol(const char *path, const char *sym, uint64_t *addr)
 {
 	int err = target_elf_symbols(path, &sym, 1, addr);

@@ -86,6 +86,10 @@ int target_alloc_resident(pid_t pid, uint64_t *bytes);
 int target_smaps_alloc_resident(const char *smaps, uint64_t *bytes);
 /* Address of symbol `sym` defined in the ELF file `path` (symtab or dynsym). */
 int target_elf_symbol(const char *path, const char *sym, uint64_t *addr);
+/* Where symbol sym of the library `lib` (as target_find_lib finds it, its
+ * path into path) is in process pid: 0 and *addr, or -errno. */
+int target_lib_symbol(pid_t pid, const char *lib, const char *sym, char *path, size_t len,
+		      uint64_t *addr);
 /* The same for n symbols at once: addr[k] is 0 where names[k] is not defined. */
 int target_elf_symbols(const char *path, const char *const names[], size_t n, uint64_t addr[]);
 
