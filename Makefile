@@ -19,7 +19,7 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.c alloc/heap.c \
 	alloc/large.c alloc/malloc.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
-	alloc/probe_guard.c alloc/purge.c alloc/span_check.c
+	alloc/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
@@ -36,7 +36,8 @@ SDK_OBJS := $(call obj,pic,$(SDK_SRCS))
 PRODUCTS := $(BUILD)/libtally_alloc.so $(BUILD)/libtally_alloc.a $(BUILD)/libtally.so \
 	$(BUILD)/libtally_alloc_noprobes.so $(BUILD)/tally
 
-CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+# (and libm, for the model's heap-profile weights, which most tests link)
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) -lm
 TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
 	$(BUILD)/tests/test_alloc_fastpath $(BUILD)/tests/test_alloc_idle $(BUILD)/tests/test_span \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model $(BUILD)/tests/test_tree $(BUILD)/tests/test_figures \
@@ -58,19 +59,25 @@ cupti:
 setup:
 	@scripts/setup.sh
 
+# The allocator's code in one section of its own, tally_text, however it is
+# linked (a library, or an archive in a program): the linker then gives its
+# bounds (__start_tally_text), and a sample's stack starts past them
+# (alloc/sample.c).
+ALLOC_TEXT = objcopy $(foreach s,.text .text.unlikely .text.startup .text.exit .text.hot,\
+	--rename-section $(s)=tally_text) $@
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
-	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) -c $< -o $@
+	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) -c $< -o $@ && $(ALLOC_TEXT)
 $(BUILD)/noprobes/%.o: %.c
 	@mkdir -p $(dir $@)
-	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) -DTALLY_NO_PROBES -c $< -o $@
+	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) -DTALLY_NO_PROBES -c $< -o $@ && $(ALLOC_TEXT)
 $(BUILD)/sink/%.o: %.c
 	@mkdir -p $(dir $@)
-	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) -DTALLY_ALLOC_TEST_SINK -c $< -o $@
+	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) -DTALLY_ALLOC_TEST_SINK -c $< -o $@ && $(ALLOC_TEXT)
 $(BUILD)/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC $@"; $(CC) $(ALLOC_CFLAGS) $(SAN) -DTALLY_ALLOC_TEST_SINK -DTALLY_ALLOC_PREFIX \
-		-DTALLY_DEBUG -c $< -o $@
+		-DTALLY_DEBUG -c $< -o $@ && $(ALLOC_TEXT)
 
 $(BUILD)/libtally_alloc.so: $(ALLOC_OBJS)
 	$(CC) -shared -pthread -Wl,-z,now -o $@ $^
@@ -97,7 +104,7 @@ USER_OBJS := $(call obj,user,$(USER_SRCS)) $(BUILD)/user/stats_identity.o
 # -fwrapv: the model's figures are sums of 64-bit values a target hands over
 # (untrusted); one that wraps is defined, and shows as unbalanced, not exact
 USER_CFLAGS := $(CFLAGS_BASE) -fwrapv -I$(BUILD)/bpf -Ibpf
-USER_LIBS := -lbpf -lelf -lz -lncursesw -ltinfo -lmicrohttpd
+USER_LIBS := -lbpf -ldw -lelf -lz -lncursesw -ltinfo -lmicrohttpd -lstdc++ -lm
 
 $(BUILD)/bpf/vmlinux.h:
 	@mkdir -p $(dir $@)
@@ -183,7 +190,7 @@ $(BUILD)/tests/test_sdk_alloc: $(BUILD)/tests/sdk_alloc/test_sdk.o $(BUILD)/libt
 # The tracer's pure parts under the sanitizers, and the integration tests' workload.
 # The model layer (user/model/model.c and what it needs, and the figures built
 # from it), as every view's test links it.
-MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork gpu replay figures figures_tree tree) \
+MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork gpu replay figures figures_tree tree sites) \
 	$(BUILD)/tests/san/alloc/stats_identity.o
 $(BUILD)/tests/test_tree: $(BUILD)/tests/san/tests/test_tree.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -214,7 +221,7 @@ $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/
 		$(BUILD)/tests/san/user/views/trace_threads.o \
 		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
-$(BUILD)/tests/test_top: $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top_rows.o \
+$(BUILD)/tests/test_top: $(BUILD)/tests/san/user/views/top_sites.o $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top_rows.o \
 		$(BUILD)/tests/san/user/views/top_tree.o \
 		$(BUILD)/tests/san/user/views/top_text.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -260,8 +267,9 @@ $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_de
 		$(BUILD)/tests/fuzz/decoder/user/model/model.o $(BUILD)/tests/fuzz/decoder/user/model/replay.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/gpu.o $(BUILD)/tests/fuzz/decoder/user/model/figures.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/figures_tree.o $(BUILD)/tests/fuzz/decoder/user/model/tree.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/model_fork.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o
-	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
+		$(BUILD)/tests/fuzz/decoder/user/model/model_fork.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o \
+		$(BUILD)/tests/fuzz/decoder/user/model/sites.o
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
 test-build: $(if $(FUZZ_RT),$(FUZZERS))
 # The seed corpus, written from the real structures (tests/fuzz/seeds.c):
 # after a change to their layout.
@@ -359,3 +367,60 @@ $(BUILD)/tests/test_image_size: $(BUILD)/tests/san/tests/test_image_size.o \
 test-build: $(BUILD)/tests/test_image_size
 $(BUILD)/tests/gpu/.built: tests/gpu/image_workload.c tests/image_fixtures.c \
 	tests/image_fixtures.h bpf/image_format.h
+
+# Heap profiles: the symbolizer (user/core/symbols.c) and its fixtures, run by
+# its test: a C program built as a release build with debug information, the
+# same stripped, a C++ one (demangling); beside the first, the build ID
+# readelf finds in it, for the test to compare with the symbolizer's.
+SYM_FIXTURES := $(BUILD)/tests/symbols/fixture $(BUILD)/tests/symbols/fixture_stripped \
+	$(BUILD)/tests/symbols/fixture_cxx
+$(BUILD)/tests/symbols/fixture: tests/symbols/fixture.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -fomit-frame-pointer $(WARN) -o $@ $<
+	readelf -n $@ | sed -n 's/.*Build ID: *//p' > $@.build-id
+$(BUILD)/tests/symbols/fixture_stripped: $(BUILD)/tests/symbols/fixture
+	strip -o $@ $<
+$(BUILD)/tests/symbols/fixture_cxx: tests/symbols/fixture_cxx.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -o $@ $<
+$(BUILD)/tests/test_symbols: $(BUILD)/tests/san/tests/test_symbols.o \
+		$(BUILD)/tests/san/user/core/symbols.o $(BUILD)/tests/san/user/core/symbols_maps.o \
+		| $(SYM_FIXTURES)
+	$(CC) $(SAN) -o $@ $^ -ldw -lelf -lstdc++ $(CMOCKA_LIBS)
+test-build: $(BUILD)/tests/test_symbols $(SYM_FIXTURES)
+
+# Heap profiles: the pprof and folded encoders (user/views/pprof.c, folded.c),
+# and the real pprof, built offline from Debian's sources (golang-go,
+# golang-github-google-pprof-dev) to read what they write (tests/pprof/run.sh).
+# --wrap: the test fails the encoders' allocations one by one. GOCACHE
+# explicit: HOME may be unset, and go has no default cache then.
+$(BUILD)/tests/test_pprof: $(BUILD)/tests/san/tests/test_pprof.o $(BUILD)/tests/san/user/views/pprof.o \
+		$(BUILD)/tests/san/user/views/folded.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS) -lz \
+		-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=reallocarray
+$(BUILD)/pprof:
+	@mkdir -p $(dir $@)
+	@echo "  GO $@"; GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$(abspath $(BUILD))/gocache \
+		go build -o $@ github.com/google/pprof
+test-build: $(BUILD)/tests/test_pprof $(BUILD)/pprof
+
+# Heap profiles: sampling in the allocator (its test-sink build, under the
+# sanitizers) into the model's sites, and the sites model alone.
+$(BUILD)/tests/test_sample: $(BUILD)/tests/san/tests/test_sample.o \
+		$(BUILD)/tests/san/user/model/replay.o $(BUILD)/tests/san/user/model/sites.o $(ALLOC_SAN_OBJS)
+	$(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
+test-build: $(BUILD)/tests/test_sample
+$(BUILD)/tests/test_sites: $(BUILD)/tests/san/tests/test_sites.o \
+		$(BUILD)/tests/san/user/model/replay.o $(BUILD)/tests/san/user/model/sites.o \
+		$(BUILD)/tests/san/alloc/stats_identity.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+test-build: $(BUILD)/tests/test_sites
+# The heap profile's workload (tests/profile/run.sh): built as Debian builds,
+# without frame pointers; and a copy without symbols.
+$(BUILD)/tests/profile/sites_workload: tests/profile/sites_workload.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fomit-frame-pointer -o $@ $< -L$(BUILD) -l:libtally.so \
+		-Wl,-rpath,'$$ORIGIN/../..'
+$(BUILD)/tests/profile/sites_workload_stripped: $(BUILD)/tests/profile/sites_workload
+	strip -o $@ $<
+test-build: $(BUILD)/tests/profile/sites_workload $(BUILD)/tests/profile/sites_workload_stripped

@@ -43,6 +43,9 @@ void ev_flush(struct heap *h)
 {
 	struct tally_batch *b = &h->batch;
 
+	/* tally wrote another rate (at its attach): a new gap, by the owner */
+	if (unlikely(h->sample.rate != tally_sample_rate) && h == tally_tls_heap)
+		sample_redraw(h);
 	if (!b->count)
 		return;
 	b->magic = TALLY_BATCH_MAGIC;
@@ -86,7 +89,7 @@ static uint64_t ev_resident(void)
 {
 	size_t hlen = (sizeof(struct heap) + OS_PAGE - 1) & ~(OS_PAGE - 1);
 	size_t blen = (sizeof(struct bin) * CLASS_COUNT + OS_PAGE - 1) & ~(OS_PAGE - 1);
-	uint64_t bytes = large_resident();
+	uint64_t bytes = large_resident() + sample_resident();
 
 	for (struct heap *h = tally_heaps; h; h = h->all_next) {
 		bytes += os_resident(h, hlen);

@@ -45,6 +45,7 @@ static void heaps_init(void)
 			tally_purge_ms = (uint32_t)v;
 	}
 	classes_init();
+	sample_init();
 	pthread_key_create(&heap_key, heap_thread_exit);
 	heaps_ready = true;
 }
@@ -73,6 +74,7 @@ struct heap *heap_new_locked(void)
 	h->id = heap_next_id++;
 	h->gbins[0] = h->bins0;
 	h->bins = h->bins0;
+	sample_redraw(h);
 	/* the heap's own mapping is metadata; its record goes out with the first batch */
 	h->stats.mapped += len;
 	h->stats.segment_overhead += len;
@@ -153,6 +155,7 @@ void heap_release(struct heap *h)
 	heap_drain_xspans(h);
 	if (ev_tracing())
 		ev_flush(h);
+	h->sample.p = NULL; /* a borrowed heap's: no stack worth the unwinding */
 	tally_tls_heap = &tally_heap_none;
 	pthread_mutex_lock(&tally_heaps_lock);
 	/* under the lock, where the purger is not: it may have turned the fast
@@ -492,10 +495,12 @@ static void fork_prepare(void)
 	pthread_mutex_lock(&tally_heaps_lock);
 	large_lock_prepare();
 	segment_lock_prepare();
+	sample_lock_prepare();
 }
 
 static void fork_parent(void)
 {
+	sample_lock_release();
 	segment_lock_release();
 	large_lock_release();
 	pthread_mutex_unlock(&tally_heaps_lock);
@@ -505,6 +510,7 @@ static void fork_child(void)
 {
 	struct heap *self = tally_tls_heap != &tally_heap_none ? tally_tls_heap : NULL;
 
+	sample_lock_release();
 	segment_lock_release();
 	large_lock_release();
 	for (struct heap *h = tally_heaps; h; h = h->all_next) {

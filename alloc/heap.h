@@ -55,6 +55,19 @@ struct group_ctr {
  * a madvise costs about 100 us on these VMs whatever its length. */
 #define DISCARD_BATCH 128
 
+/* A heap's sampling for heap profiles (sample.c), owner-only. */
+struct heap_sample {
+	uint64_t rate;	  /* the mean the current gap was drawn with (0: none) */
+	uint64_t rng;	  /* xorshift64* state */
+	bool busy;	  /* unwinding: allocations meanwhile are not sampled */
+	bool large;	  /* the pending block is a large mapping */
+	uint16_t group;	  /* ... charged to this group */
+	void *p;	  /* the pending block (NULL: none) */
+	size_t q;	  /* ... its requested bytes */
+	uint64_t p_rate;  /* ... the rate of the gap it ended */
+	uint64_t dropped; /* blocks that ended a gap while one was pending */
+};
+
 struct heap {
 	/* the current span of the current group's bin for every request of at
 	 * most DIRECT_MAX bytes, by direct_index(size): one load from size to
@@ -90,6 +103,10 @@ struct heap {
 	uint32_t purge_kicks;  /* spans that became reclaimable, until the purger runs */
 	uint32_t ndiscard;     /* pages ranges waiting in discard[] (heap_discard) */
 	struct iovec discard[DISCARD_BATCH];
+	struct heap_sample sample;
+	/* bytes the thread may allocate while traced before its next sample:
+	 * beside the batch header, which the traced fast path writes too */
+	int64_t sample_left;
 	struct tally_batch batch;
 };
 

@@ -24,6 +24,7 @@
 #include "bin.h"
 #include "heap.h"
 #include "debug.h"
+#include "sample.h"
 
 /* large.c */
 void *large_alloc(struct heap *h, size_t q, size_t align, bool zero);

@@ -201,6 +201,8 @@ void *large_alloc(struct heap *h, size_t q, size_t align, bool zero)
 	tab_put(&e);
 	account_alloc(h, &e, how);
 	pthread_mutex_unlock(&large_lock);
+	if (ev_tracing())
+		sample_count(h, (void *)e.ptr, q, (uint16_t)e.group, true);
 	return (void *)e.ptr;
 fail:
 	pthread_mutex_unlock(&large_lock);
@@ -249,6 +251,8 @@ bool large_free(struct heap *h, void *p, size_t expect_q)
 		account_free(h, &e, TALLY_LARGE_FRESH);
 	}
 	pthread_mutex_unlock(&large_lock);
+	if (ev_tracing())
+		sample_forget(h, p);
 	return true;
 }
 
@@ -295,6 +299,8 @@ void *large_realloc(struct heap *h, void *p, size_t q)
 	h->stats.mapped += len;
 	account_alloc(h, &e, TALLY_LARGE_FRESH);
 	pthread_mutex_unlock(&large_lock);
+	if (ev_tracing())
+		sample_resized(h, p, np, q, (uint16_t)e.group, true);
 	return np;
 fail:
 	pthread_mutex_unlock(&large_lock);

@@ -41,11 +41,11 @@ static void op_begin_tail(struct heap *h)
 		heap_settle(h);
 }
 
-/* The span's fold and the heap's tick, every 512 allocations, and a traced
- * batch that is full: a tail call, so that the fast path saves no register
- * for it. `end`: reached from the fast path, whose operation it ends. */
+/* The span's fold and the heap's tick every 512 allocations, a full traced
+ * batch, a sample (sample.c): a tail call, so that the fast path saves no
+ * register. `end`: from the fast path, whose operation it ends. */
 __attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, struct span *sp,
-							     void *p, bool end)
+							     void *p, size_t q, bool end)
 {
 	if (end)
 		op_begin_tail(h);
@@ -53,11 +53,15 @@ __attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, str
 		span_fold_acc(sp);
 		heap_tick(h);
 	}
+	if (h->sample_left < 0 && ev_tracing())
+		sample_mark(h, p, q, sp->group, false);
 	if (h->batch.count == TALLY_BATCH_WORDS)
 		ev_flush(h);
 	if (end) {
 		op_end(h);
 		purge_poll();
+		if (unlikely(h->sample.p))
+			sample_run(h);
 	}
 	return p;
 }
@@ -79,12 +83,12 @@ span_pop_as(struct heap *h, struct span *sp, size_t q, uint16_t m, bool traced, 
 	sp->cells[span_cell_product(sp, p) >> 32] = m;
 	sp->used++;
 	bool full = traced && ev_word(h, sp, TALLY_EV_ALLOC, (uint32_t)q);
-	/* every 512 allocations the counter turns negative: fold it, and the
-	 * heap's tick */
+	bool sample = traced && (h->sample_left -= (int64_t)q) < 0;
+	/* every 512 allocations the counter turns negative: fold, and tick */
 	uint64_t acc = sp->acc + ((1ULL << ACC_SHIFT) | q);
 	sp->acc = acc;
-	if (unlikely((int64_t)acc < 0 || full))
-		return tick_and_return(h, sp, p, end);
+	if (unlikely((int64_t)acc < 0 || full || sample))
+		return tick_and_return(h, sp, p, q, end);
 	return p;
 }
 
@@ -209,6 +213,8 @@ static void small_free_foreign(struct heap *h, struct small_ref *r)
 static inline void small_free(struct heap *h, struct small_ref *r)
 {
 	struct span *sp = r->sp;
+	if (ev_tracing())
+		sample_freeing(h, sp, r->slot);
 
 	if (unlikely(sp->heap != h)) {
 		small_free_foreign(h, r);
@@ -287,6 +293,8 @@ static void op_end_slow(void)
 	else
 		op_end(h);
 	purge_poll();
+	if (unlikely(h->sample.p))
+		sample_run(h);
 }
 
 /* Where the fast paths give up: slow operations. */
@@ -395,6 +403,8 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		free_slow(p, SIZE_MAX);
 		return;
 	}
+	if (unlikely(traced && sp->sampled) && span_sample_hit(sp, prod >> 32))
+		sample_forget_fast(p);
 	bool full = traced &&
 		    ev_word(tally_tls_heap, sp, TALLY_EV_FREE, meta_requested(sp->size, *cell));
 	/* a relaxed atomic store, so that it is an immediate store rather than
@@ -473,6 +483,8 @@ static void *realloc_op(void *p, size_t n)
 			sp->abytes += n;
 			sp->nalloc++;
 			ev(h, TALLY_EV_REALLOC, 0, sp->group, (uint32_t)r.q, n);
+			if (ev_tracing())
+				sample_resized(h, p, p, n, sp->group, false);
 			return p;
 		}
 		old_q = r.q;

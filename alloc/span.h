@@ -36,6 +36,8 @@ struct segment;
  * handling). Every flag change goes through span_set_flags.
  */
 #define USED_SLOW 0x80000000u
+#define SPAN_SAMPLE_CELLS 4
+#define SPAN_CELL_UNKNOWN 0xffff /* sample_cell0 after an overflow: no cell is */
 
 /*
  * One span descriptor; lives in the segment header. SPAN_DESC_SIZE (256)
@@ -59,6 +61,12 @@ struct span {
 	uint8_t flags;	    /* enum span_flags */
 	uint8_t src_term;   /* term of bytes at or above bump: virgin or returned */
 	uint8_t index;	    /* span number inside its segment */
+	/* its sampled blocks still live (sample.c, under its lock): while
+	 * any, the traced free path sees whether the block is one of them;
+	 * the cell of the first, on this line (span_sample_hit), or
+	 * SPAN_CELL_UNKNOWN since more than SPAN_SAMPLE_CELLS were */
+	uint16_t sampled;
+	uint16_t sample_cell0;
 	/*
 	 * The span's share of its group's counters (struct group_ctr). The
 	 * allocation path counts in one word (acc), folded into abytes and
@@ -90,8 +98,31 @@ struct span {
 	struct heap *heap;  /* owner (read by any thread) */
 	uint32_t slot_off;  /* offset of slot 0 (== metadata bytes counted as overhead) */
 	uint32_t bump;	    /* slots ever handed to the free list: [0, bump); 0 when unassigned */
+	/* the cells of its sampled blocks, while `sampled` is at most
+	 * SPAN_SAMPLE_CELLS and none overflowed since it was 0 (sample.c) */
+	uint16_t sample_cells[SPAN_SAMPLE_CELLS];
+	uint8_t sample_overflow;
 } __attribute__((aligned(SPAN_DESC_SIZE)));
 _Static_assert(sizeof(struct span) == SPAN_DESC_SIZE, "span descriptors are SPAN_DESC_SIZE");
+
+/* Whether the block at metadata cell `cell` may be a sampled one: its span
+ * lists them while they are few, else any may be. Read without the lock:
+ * a block's own entry is in place before the block is handed out. */
+static inline bool span_sample_hit(const struct span *sp, uint32_t cell)
+{
+	uint32_t n = __atomic_load_n(&sp->sampled, __ATOMIC_RELAXED);
+
+	uint16_t c0 = __atomic_load_n(&sp->sample_cell0, __ATOMIC_RELAXED);
+
+	if (n == 1 && c0 != SPAN_CELL_UNKNOWN)
+		return c0 == cell;
+	if (n > SPAN_SAMPLE_CELLS || __atomic_load_n(&sp->sample_overflow, __ATOMIC_RELAXED))
+		return true;
+	for (uint32_t k = 0; k < n; k++)
+		if (__atomic_load_n(&sp->sample_cells[k], __ATOMIC_RELAXED) == cell)
+			return true;
+	return false;
+}
 
 static inline struct segment *segment_of(const void *p)
 {

@@ -25,7 +25,7 @@
 #endif
 
 #define TALLY_BATCH_MAGIC 0x7a11ba7cu
-#define TALLY_BATCH_VERSION 2
+#define TALLY_BATCH_VERSION 3
 /* 8-byte words per batch: a probe hit, with the copy of its batch into the
  * ring, costs about 9 us here (measured: bench-trace's traced churn went from
  * 71 to 85 M ops/s when batches doubled from 16 KiB), so a batch carries up to
@@ -83,6 +83,21 @@ enum tally_ev_type {
 	TALLY_EV_LARGE_FREE = 16,
 	/* a pooled large mapping unmapped: bytes hysteresis -> gone (mapped -) */
 	TALLY_EV_POOL_UNMAP = 17,
+	/* heap profiles (DESIGN.md §7), beside the identity (they move no
+	 * byte): a sampled block, bytes = its sample id, group its group, n =
+	 * frames; then a word of its requested bytes, a word of the sampling
+	 * rate its gap was drawn with, and n words of return addresses, the
+	 * allocation's caller first */
+	TALLY_EV_SAMPLE = 18,
+	/* a sampled block freed: bytes = its sample id */
+	TALLY_EV_SAMPLE_FREE = 19,
+	/* an object (executable or library) the frames of samples lie in,
+	 * once per process and tracer: bytes = its load bias (file address +
+	 * bias = process address), n = its path's length; then a word of its
+	 * mapping's start, one of its end, and the path in ceil(n / 8) words,
+	 * not NUL-terminated. The tracer needs no /proc/PID/maps, which a
+	 * process that has exited no longer has. */
+	TALLY_EV_MODULE = 20,
 
 	/*
 	 * GPU records (DESIGN.md §4), from libtally_cupti.so's batches or, one
@@ -110,7 +125,9 @@ enum tally_ev_type {
 	TALLY_EV_MAX,
 };
 
-#define TALLY_KERNEL_NAME_MAX 256 /* longer names are cut */
+#define TALLY_KERNEL_NAME_MAX 256  /* longer names are cut */
+#define TALLY_SAMPLE_FRAMES_MAX 64 /* deeper stacks are cut */
+#define TALLY_MODULE_PATH_MAX 1024 /* longer paths are cut */
 
 /* The driver entry point a GPU record came from (field `bytes` of launches). */
 enum tally_gpu_api {
@@ -146,6 +163,12 @@ _Static_assert(sizeof(struct tally_ev) == 16, "tally_ev is 16 bytes");
 static inline int tally_ev_is_word(__u8 type)
 {
 	return type == TALLY_EV_ALLOC || type == TALLY_EV_FREE || type == TALLY_EV_FREE_FOREIGN;
+}
+
+/* Heap-profile records: beside the identity, they move no byte. */
+static inline int tally_ev_is_sample(__u8 type)
+{
+	return type == TALLY_EV_SAMPLE || type == TALLY_EV_SAMPLE_FREE || type == TALLY_EV_MODULE;
 }
 
 static inline __u64 tally_ev_word(__u8 type, __u16 group, __u32 n, __u32 bytes)
@@ -192,6 +215,17 @@ static inline int tally_ev_next(const __u64 *words, __u32 count, __u32 *pos, str
 		if (e->bytes > TALLY_KERNEL_NAME_MAX || *pos + extra > count)
 			return -1;
 		*pos += (__u32)extra;
+	}
+	if (e->type == TALLY_EV_SAMPLE) {
+		if (e->n > TALLY_SAMPLE_FRAMES_MAX || *pos + 2 + e->n > count)
+			return -1;
+		*pos += 2 + e->n;
+	}
+	if (e->type == TALLY_EV_MODULE) {
+		__u32 extra = 2 + (e->n + 7) / 8;
+		if (e->n > TALLY_MODULE_PATH_MAX || *pos + extra > count)
+			return -1;
+		*pos += extra;
 	}
 	return 0;
 }

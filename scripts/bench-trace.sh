@@ -116,7 +116,8 @@ fi
 # every event until it exits, then prints a JSON snapshot on stdout. The workload already
 # preloads the allocator itself, hence --no-preload.
 tally_bin=${BENCH_TALLY:-$root/build/tally}
-tally_trace_cmd=("$tally_bin" snapshot --no-preload --)
+tally_trace_cmd=("$tally_bin" snapshot --no-preload)
+trace_flags=() # a row's own flags (sampling)
 
 pin_cpu=$(($(nproc) - 1))
 kernel=$(uname -r)
@@ -126,14 +127,20 @@ workload=($quick churn 1)
 fork_workload=($quick forks 8)
 memleak_workload=(-q churn 1)
 
-rows=(tally-untraced tally-traced tally-fork-untraced tally-fork-traced glibc-untraced
-	glibc-memleak glibc-heaptrack)
+# tally-traced samples for heap profiles at the default rate (512 KiB), as tally
+# does unless told otherwise; tally-traced-nosample is the same trace with
+# --no-sample (its baseline for the sampling's cost), tally-traced-rate64k
+# samples eight times as often.
+rows=(tally-untraced tally-traced tally-traced-nosample tally-traced-rate64k tally-fork-untraced
+	tally-fork-traced glibc-untraced glibc-memleak glibc-heaptrack)
 declare -A baseline=(
-	[tally-traced]=tally-untraced [glibc-memleak]=glibc-untraced
+	[tally-traced]=tally-untraced [tally-traced-nosample]=tally-untraced
+	[tally-traced-rate64k]=tally-traced-nosample [glibc-memleak]=glibc-untraced
 	[glibc-heaptrack]=glibc-untraced [tally-fork-traced]=tally-fork-untraced
 )
 declare -A expect_from=(
 	[tally-untraced]=libtally_alloc.so [tally-traced]=libtally_alloc.so
+	[tally-traced-nosample]=libtally_alloc.so [tally-traced-rate64k]=libtally_alloc.so
 	[tally-fork-untraced]=libtally_alloc.so [tally-fork-traced]=libtally_alloc.so
 	[glibc-untraced]=libc.so.6 [glibc-memleak]=libc.so.6
 	[glibc-heaptrack]=libheaptrack_preload.so
@@ -154,7 +161,11 @@ if [ ! -x "$tally_bin" ]; then
 elif [ "$(id -u)" -ne 0 ]; then
 	skip[tally-traced]="tracing needs root"
 fi
-[ -z "${skip[tally-traced]:-}" ] || skip[tally-fork-traced]=${skip[tally-traced]}
+if [ -n "${skip[tally-traced]:-}" ]; then
+	for r in tally-fork-traced tally-traced-nosample tally-traced-rate64k; do
+		skip[$r]=${skip[tally-traced]}
+	done
+fi
 
 if ! command -v heaptrack >/dev/null 2>&1; then
 	skip[glibc-heaptrack]="heaptrack not installed (Debian package heaptrack)"
@@ -278,6 +289,24 @@ run_tally_fork_traced()
 	traced_run tally-fork-traced "${fork_workload[@]}"
 }
 
+run_tally_traced_nosample()
+{
+	local rc=0
+	trace_flags=(--no-sample)
+	traced_run tally-traced-nosample "${workload[@]}" || rc=$?
+	trace_flags=()
+	return $rc
+}
+
+run_tally_traced_rate64k()
+{
+	local rc=0
+	trace_flags=(--rate 65536)
+	traced_run tally-traced-rate64k "${workload[@]}" || rc=$?
+	trace_flags=()
+	return $rc
+}
+
 # traced_run ROW WORKLOAD...: the workload under tally; exact means every process of the
 # tree is (the snapshot's root and each of its processes).
 traced_run()
@@ -285,7 +314,7 @@ traced_run()
 	local row=$1 out=${log%.log}.out json fields rc=0
 	shift
 
-	timeout --kill-after=10 "$run_timeout" "${tally_trace_cmd[@]}" \
+	timeout --kill-after=10 "$run_timeout" "${tally_trace_cmd[@]}" ${trace_flags[@]+"${trace_flags[@]}"} -- \
 		env "LD_PRELOAD=$tally_lib" taskset -c "$pin_cpu" "$bin" "$@" \
 		>"$out" 2>"$log" || rc=$?
 	if [ $rc -ne 0 ]; then
@@ -587,7 +616,8 @@ report_row()
 	notes=${note[$r]:-}
 	[ "${nfail[$r]:-0}" -eq 0 ] || notes+="${notes:+; }first failure: ${first_fail[$r]}"
 	case $r in
-	tally-traced | tally-fork-traced) notes="$(traced_events "$r")${notes:+; $notes}" ;;
+	tally-traced | tally-fork-traced | tally-traced-nosample | tally-traced-rate64k)
+		notes="$(traced_events "$r")${notes:+; $notes}" ;;
 	tally-fork-untraced) notes="alloc_bench ${fork_workload[*]}${notes:+; $notes}" ;;
 	esac
 	[ "$r" != glibc-memleak ] || notes="-q workload (5M pairs)${notes:+; $notes}"
@@ -626,6 +656,27 @@ verdict()
 	fi
 }
 
+# Heap-profile sampling at the default rate against the same trace without it.
+sampling_line()
+{
+	local t=${med[tally-traced]:-} n=${med[tally-traced-nosample]:-} r=${med[tally-traced-rate64k]:-}
+
+	if [ -n "${skip[tally-traced-nosample]:-}" ] || [ -z "$t" ] || [ -z "$n" ]; then
+		echo "- SKIP sampling at the default rate <= 1.03x of traced without it" \
+		     "(${skip[tally-traced-nosample]:-no runs})"
+		return
+	fi
+	if awk -v n="$n" -v t="$t" 'BEGIN { exit !(n / t <= 1.03) }'; then
+		echo "- PASS sampling at the default rate (512 KiB) = $(fmt_x "$n" "$t") of traced" \
+		     "without it (need <= 1.03)"
+	else
+		echo "- FAIL sampling at the default rate (512 KiB) = $(fmt_x "$n" "$t") of traced" \
+		     "without it (need <= 1.03)"
+	fi
+	[ -z "$r" ] || echo "- sampling at --rate 65536: $(fmt_x "$n" "$r") of traced without it" \
+		"(reported, not gated)"
+}
+
 # The forking row: reported beside the verdict, not gated.
 fork_line()
 {
@@ -653,6 +704,7 @@ report()
 	done
 	echo
 	verdict
+	sampling_line
 	fork_line
 	echo
 	echo "Runs failed: $(printf '%s\n' 0 "${nfail[@]}" | awk '{ n += $1 } END { print n }')." \

@@ -64,6 +64,11 @@ run remote 60 "$BUILD/tests/test_remote"
 run trace 60 "$BUILD/tests/test_trace"
 run prom 60 "$BUILD/tests/test_prom"
 run top 60 "$BUILD/tests/test_top"
+run sites 60 "$BUILD/tests/test_sites"
+run sample 120 "$BUILD/tests/test_sample"
+run symbols 60 "$BUILD/tests/test_symbols"
+run pprof_unit 60 "$BUILD/tests/test_pprof"
+run pprof 120 tests/pprof/run.sh
 run sdk_with_tally_alloc 60 "$BUILD/tests/test_sdk_alloc"
 run alloc_idle 300 "$BUILD/tests/test_alloc_idle"
 for i in $(seq 1 "$STRESS_RUNS"); do
@@ -92,6 +97,7 @@ run top_view 300 tests/top/run.sh
 run demo 120 tests/demo/run.sh
 run record 300 tests/record/run.sh
 run serve 300 tests/serve/run.sh
+run profile 300 tests/profile/run.sh
 run container 120 tests/container/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
 

@@ -13,7 +13,7 @@ pkgs=(
 	clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
 	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux libncurses-dev libmicrohttpd-dev curl
-	sqlite3 strace time
+	sqlite3 strace time libdw-dev golang-go golang-github-google-pprof-dev
 )
 # The tracers tally is compared with (`make bench-trace`), only when asked:
 # `scripts/setup.sh --bench`. bcc compiles its programs against kernel

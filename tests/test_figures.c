@@ -317,6 +317,9 @@ static void threads__alive_only_by_tid(void **state)
 	assert_string_equal(p->threads[1].comm, "c");
 }
 
+/* The heap profile the next document carries (NULL: none sampled). */
+static const struct prof *doc_sites;
+
 /* The document, compact, of the figures now. */
 static char *document(void)
 {
@@ -328,7 +331,7 @@ static char *document(void)
 	assert_non_null(out);
 	build();
 	json_init(&w, out, false);
-	snapshot_write(&w, &fig);
+	snapshot_write(&w, &fig, doc_sites);
 	assert_int_equal(json_finish(&w), 0);
 	fclose(out);
 	assert_true(len > 0 && buf[len - 1] == '\n'); /* one document, one line */
@@ -348,7 +351,8 @@ static char *one_process_doc(const char *fields)
 	char *doc;
 
 	assert_true(asprintf(&doc,
-			     "{%s,\"processes\":[{%s}],\"tree\":{\"processes\":1,\"alive\":0,"
+			     "{%s,\"sampling\":{\"rate\":0},\"sites\":[],\"processes\":[{%s}],"
+			     "\"tree\":{\"processes\":1,\"alive\":0,"
 			     "\"not_listed\":0,\"live\":0,\"mapped\":0,\"cpu_ns\":0,"
 			     "\"instance\":{" ZERO_INSTANCE "}}}",
 			     fields, fields) > 0);
@@ -474,6 +478,44 @@ static void document__late_tally__says_whether_the_read_was_consistent(void **st
 	free(doc);
 }
 
+/* "sites": the largest SNAPSHOT_SITES with in-use bytes, in the order given
+ * (largest first), each frame a line (inlined ones too, innermost first),
+ * unknown parts null, and the sampling rate. */
+static void document__sites__frames_lines_and_the_largest_only(void **state)
+{
+	static const struct prof_line inl[2] = { { "inner", "a.c", 7 }, { "outer", "a.c", 30 } };
+	static const struct prof_mapping maps[1] = { { 0x1000, 0x9000, 0, "/bin/app", "ab", true,
+						       true, true } };
+	const struct prof_loc locs[2] = { { 0x1100, 0, inl, 2 }, { 0x2200, -1, NULL, 0 } };
+	static const size_t ix[2] = { 0, 1 };
+	struct prof_sample smp[SNAPSHOT_SITES + 2];
+	for (int i = 0; i < SNAPSHOT_SITES + 2; i++)
+		smp[i] = (struct prof_sample){ ix, 2, 3, 300, 2, SNAPSHOT_SITES + 2 - i, "io", 42 };
+	smp[SNAPSHOT_SITES + 1].inuse_space = 0;
+	struct prof p = { maps, 1, locs, 2, smp, SNAPSHOT_SITES + 2, 65536, 0, 0, NULL };
+
+	(void)state;
+	balanced_heap();
+	doc_sites = &p;
+	char *doc = document();
+	doc_sites = NULL;
+	assert_non_null(strstr(
+		doc,
+		"\"sampling\":{\"rate\":65536},\"sites\":[{\"frames\":[{\"function\":\"inner\","
+		"\"file\":\"a.c\",\"line\":7,\"module\":\"/bin/app\",\"address\":4352},"
+		"{\"function\":\"outer\",\"file\":\"a.c\",\"line\":30,\"module\":\"/bin/app\","
+		"\"address\":4352},{\"function\":null,\"file\":null,\"line\":null,"
+		"\"module\":null,\"address\":8704}],\"group\":\"io\",\"pid\":42,"
+		"\"inuse_bytes\":22,\"inuse_objects\":2,\"alloc_bytes\":300,\"alloc_objects\":3}"));
+	/* twenty of the twenty-two: the smallest (3 bytes) is not there */
+	int n = 0;
+	for (const char *at = doc; (at = strstr(at, "\"inuse_bytes\":")); at++)
+		n++;
+	assert_int_equal(n, SNAPSHOT_SITES);
+	assert_null(strstr(doc, "\"inuse_bytes\":2,"));
+	free(doc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -491,6 +533,7 @@ int main(void)
 		T(document__tally_mode__every_field_in_order),
 		T(document__glibc_late_killed__nulls_and_reasons),
 		T(document__late_tally__says_whether_the_read_was_consistent),
+		T(document__sites__frames_lines_and_the_largest_only),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

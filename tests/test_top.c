@@ -3,7 +3,8 @@
  * The figures of `tally top` (user/views/top_rows.c) and its batch frames
  * (user/views/top_text.c) on a model filled by hand: rates between two samples,
  * the order on every column, the identity's split and bar, which groups are
- * shown, and names from a hostile target reaching the output harmlessly.
+ * shown, and names from a hostile target reaching the output harmlessly; the
+ * sites view's rows (user/views/top_sites.c) from a heap profile made by hand.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 #include <cmocka.h>
 
 #include "../user/views/top_rows.h"
+#include "../user/views/top_sites.h"
 #include "../user/views/top_text.h"
 
 #define SEC 1000000000ULL
@@ -157,14 +159,20 @@ static void figures_of(struct figures *fig, struct top_in *in)
 	assert_int_equal(figures_build(fig, in->m, &in->src), 0);
 }
 
-static int build(struct top_frame *f, struct top_in *in, struct top_prev *prev)
+static int build_mode(struct top_frame *f, struct top_in *in, struct top_prev *prev,
+		      enum top_mode mode)
 {
 	struct figures fig = { 0 };
 
 	figures_of(&fig, in);
-	int err = top_frame_build(f, &fig, prev, TOP_MODE_GROUPS);
+	int err = top_frame_build(f, &fig, prev, mode);
 	figures_free(&fig);
 	return err;
+}
+
+static int build(struct top_frame *f, struct top_in *in, struct top_prev *prev)
+{
+	return build_mode(f, in, prev, TOP_MODE_GROUPS);
 }
 
 static void take(struct top_prev *prev, struct top_in *in)
@@ -654,6 +662,306 @@ static void text__exited_target_and_unknown_rates__said_plainly(void **state)
 	model_free(&m);
 }
 
+/* A heap profile by hand: two mappings, locations with inlined lines, one
+ * without a known function, one in no mapping; sites in no particular order. */
+static const struct prof_mapping maps[] = {
+	{ .start = 0x400000, .limit = 0x500000, .offset = 0, .file = "/opt/app/bin/server" },
+	{ .start = 0x7f0000000000,
+	  .limit = 0x7f0000100000,
+	  .offset = 0x2000,
+	  .file = "/usr/lib/libz.so.1" },
+};
+static const struct prof_line lines[] = {
+	{ "lz_inlined", "z.c", 10 },	     /* 0: inlined into 1 */
+	{ "lz_alloc_state", "z.c", 20 },     /* 1 */
+	{ "handle_request", "server.c", 5 }, /* 2 */
+	{ "main", "server.c", 1 },	     /* 3 */
+	{ NULL, NULL, 0 },		     /* 4: a line without a function */
+	{ "evil\x1b[2J\x9b", NULL, 0 },	     /* 5 */
+};
+static const struct prof_loc locs[] = {
+	{ 0x7f0000000123, 1, &lines[0], 2 }, /* 0: two lines, inlined first */
+	{ 0x401000, 0, &lines[2], 1 },	     /* 1 */
+	{ 0x400100, 0, &lines[3], 1 },	     /* 2 */
+	{ 0x7f0000000456, 1, NULL, 0 },	     /* 3: not symbolized */
+	{ 0xdeadbeef, -1, NULL, 0 },	     /* 4: in no mapping */
+	{ 0x402000, 0, &lines[4], 1 },	     /* 5: a line, no function */
+	{ 0x403000, 0, &lines[5], 1 },	     /* 6: the target's name */
+};
+static const size_t stack_inlined[] = { 0, 1, 2 };
+static const size_t stack_unknown[] = { 3, 4, 5, 2 };
+static const size_t stack_evil[] = { 6, 2 };
+
+static void prof_of(struct prof *p, const struct prof_sample *samples, size_t n)
+{
+	memset(p, 0, sizeof(*p));
+	p->maps = maps;
+	p->nmaps = sizeof(maps) / sizeof(maps[0]);
+	p->locs = locs;
+	p->nlocs = sizeof(locs) / sizeof(locs[0]);
+	p->samples = samples;
+	p->nsamples = n;
+	p->period = 524288;
+}
+
+static void sites__inlined_lines__innermost_first_then_callers(void **state)
+{
+	const struct prof_sample s = { stack_inlined, 3, 10, 4096, 2, 1024, "ingest", 42 };
+	static struct top_frame f;
+	struct prof p;
+	(void)state;
+	prof_of(&p, &s, 1);
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(f.sites_state, TOP_SITES_SHOWN);
+	assert_int_equal(f.nsites, 1);
+	assert_int_equal(f.sites_total, 1);
+	assert_int_equal(f.sites_period, 524288);
+	assert_string_equal(f.sites[0].stack,
+			    "lz_inlined < lz_alloc_state < handle_request < main");
+	assert_int_equal(f.sites[0].inuse, 1024);
+	assert_int_equal(f.sites[0].objects, 2);
+	assert_int_equal(f.sites[0].allocated, 4096);
+	assert_string_equal(f.sites[0].group, "ingest");
+	assert_int_equal(f.sites[0].pid, 42);
+	top_frame_free(&f);
+}
+
+static void sites__unknown_function__module_offset_or_address(void **state)
+{
+	const struct prof_sample s[] = {
+		{ stack_unknown, 4, 1, 64, 1, 64, NULL, 0 },
+		{ NULL, 0, 1, 32, 1, 32, "", -5 }, /* no stack, no group, a bad pid */
+	};
+	static struct top_frame f;
+	struct prof p;
+	(void)state;
+	prof_of(&p, s, 2);
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(f.nsites, 2);
+	/* its file's base name and the offset in the file; an address alone;
+	 * a line without a function is not a name */
+	assert_string_equal(f.sites[0].stack,
+			    "libz.so.1+0x2456 < 0xdeadbeef < server+0x2000 < main");
+	assert_string_equal(f.sites[0].group, "-");
+	assert_int_equal(f.sites[0].pid, 0);
+	assert_string_equal(f.sites[1].stack, "[unknown]");
+	assert_string_equal(f.sites[1].group, "-");
+	assert_int_equal(f.sites[1].pid, 0);
+	top_frame_free(&f);
+}
+
+static void sites__target_strings__sanitized(void **state)
+{
+	static const struct prof_mapping evil_map = { .start = 0x1000,
+						      .limit = 0x2000,
+						      .file = "/tmp/\x1b]0;pwned\x07" };
+	static const struct prof_loc evil_loc = { 0x1010, 0, NULL, 0 };
+	static const size_t evil_ix[] = { 0 };
+	const struct prof_sample s[] = {
+		{ stack_evil, 2, 1, 8, 1, 8, "grp\x1b[31m\\\r\n", 7 },
+	};
+	static struct top_frame f;
+	struct prof p;
+	(void)state;
+	prof_of(&p, s, 1);
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_string_equal(f.sites[0].stack, "evil\\x1b[2J\\x9b < main");
+	assert_string_equal(f.sites[0].group, "grp\\x1b[31m\\\\\\x0d\\x0a");
+	/* a module's path is the target's too */
+	const struct prof_sample m = { evil_ix, 1, 1, 8, 1, 8, "g", 7 };
+	memset(&p, 0, sizeof(p));
+	p.maps = &evil_map;
+	p.nmaps = 1;
+	p.locs = &evil_loc;
+	p.nlocs = 1;
+	p.samples = &m;
+	p.nsamples = 1;
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_string_equal(f.sites[0].stack, "\\x1b]0;pwned\\x07+0x10");
+	top_frame_free(&f);
+}
+
+static void sites__order__most_in_use_first_then_allocated_then_profile_order(void **state)
+{
+	const struct prof_sample s[] = {
+		{ stack_inlined, 3, 1, 100, 1, 10, "a", 1 },
+		{ stack_inlined, 3, 1, 900, 0, 0, "b", 1 },
+		{ stack_inlined, 3, 1, 500, 1, 50, "c", 1 },
+		{ stack_inlined, 3, 1, 200, 1, 10, "d", 1 },
+		{ stack_inlined, 3, 1, 100, 1, 10, "e", 1 },
+	};
+	static struct top_frame f;
+	struct prof p;
+	(void)state;
+	prof_of(&p, s, 5);
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(f.nsites, 5);
+	const char *want[] = { "c", "d", "a", "e", "b" };
+	for (unsigned i = 0; i < 5; i++)
+		assert_string_equal(f.sites[i].group, want[i]);
+	top_frame_free(&f);
+}
+
+static void sites__more_than_max__largest_kept_and_counted(void **state)
+{
+	enum { N = TOP_SITES_MAX + 50 };
+	static struct prof_sample s[N];
+	static struct top_frame f;
+	struct prof p;
+	(void)state;
+	for (unsigned i = 0; i < N; i++)
+		s[i] = (struct prof_sample){ stack_inlined, 3, 1, 1, 1, (int64_t)i, "g", 1 };
+	prof_of(&p, s, N);
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(f.nsites, TOP_SITES_MAX);
+	assert_int_equal(f.sites_total, N);
+	assert_int_equal(f.sites[0].inuse, N - 1);
+	assert_int_equal(f.sites[TOP_SITES_MAX - 1].inuse, N - TOP_SITES_MAX);
+	/* the next frame's profile is smaller: the rows are its own */
+	prof_of(&p, s, 3);
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(f.nsites, 3);
+	assert_int_equal(f.sites[0].inuse, 2);
+	top_frame_free(&f);
+}
+
+static void sites__deep_stack__cut_with_a_tilde_never_inside_an_escape(void **state)
+{
+	enum { DEPTH = 400 };
+	static struct prof_line deep_lines[DEPTH];
+	static struct prof_loc deep_locs[DEPTH];
+	static size_t deep_ix[DEPTH];
+	static struct top_frame f;
+	const struct prof_sample s = { deep_ix, DEPTH, 1, 8, 1, 8, "g", 1 };
+	struct prof p = { 0 };
+	(void)state;
+	for (unsigned i = 0; i < DEPTH; i++) {
+		/* names of escapes only: a cut in the middle of one would show */
+		deep_lines[i].function = "\x1b\x1b\x1b";
+		deep_locs[i] = (struct prof_loc){ 0x1000 + i, -1, &deep_lines[i], 1 };
+		deep_ix[i] = i;
+	}
+	p.locs = deep_locs;
+	p.nlocs = DEPTH;
+	p.samples = &s;
+	p.nsamples = 1;
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	size_t len = strlen(f.sites[0].stack);
+	assert_true(len < TOP_STACK_MAX);
+	assert_true(len > TOP_STACK_MAX - 16);
+	assert_int_equal(f.sites[0].stack[len - 1], '~');
+	assert_true(harmless(f.sites[0].stack, len, false));
+	/* before the mark, whole escapes and separators only */
+	for (size_t i = 0; i < len - 1;) {
+		if (!strncmp(f.sites[0].stack + i, "\\x1b", 4))
+			i += 4;
+		else if (!strncmp(f.sites[0].stack + i, " < ", 3))
+			i += 3;
+		else
+			fail_msg("cut inside an escape at %zu: %s", i, f.sites[0].stack + i);
+	}
+	top_frame_free(&f);
+}
+
+static void sites__no_profile_none_sampled_or_failed__one_line(void **state)
+{
+	static struct top_frame f;
+	const struct prof_sample bad = { (const size_t[]){ 99 }, 1, 1, 8, 1, 8, "g", 1 };
+	struct prof p;
+	char buf[128];
+	(void)state;
+	assert_int_equal(top_sites_build(&f, NULL), 0);
+	assert_int_equal(f.sites_state, TOP_SITES_OFF);
+	assert_string_equal(top_sites_empty(&f, buf, sizeof(buf)),
+			    "no sites: sampling is off (--no-sample)");
+	prof_of(&p, NULL, 0);
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_string_equal(top_sites_empty(&f, buf, sizeof(buf)), "no sites sampled yet");
+	prof_of(&p, &bad, 1); /* a location index out of range */
+	assert_int_equal(top_sites_build(&f, &p), -EINVAL);
+	assert_int_equal(f.sites_state, TOP_SITES_FAILED);
+	assert_int_equal(f.nsites, 0);
+	assert_non_null(strstr(top_sites_empty(&f, buf, sizeof(buf)),
+			       "no sites: cannot build the heap profile: "));
+	top_sites_failed(&f, -ENOMEM);
+	assert_non_null(strstr(top_sites_empty(&f, buf, sizeof(buf)), strerror(ENOMEM)));
+	prof_of(&p, (const struct prof_sample[]){ { stack_inlined, 3, 1, 8, 1, 8, "g", 1 } }, 1);
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_null(top_sites_empty(&f, buf, sizeof(buf)));
+	top_frame_free(&f);
+}
+
+static void mode__sites__parsed_and_its_frame_keeps_the_groups_rows(void **state)
+{
+	struct model m;
+	static struct top_in in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	enum top_mode mode;
+	(void)state;
+	assert_int_equal(top_mode_parse("sites", &mode), 0);
+	assert_int_equal(mode, TOP_MODE_SITES);
+	assert_int_equal(TOP_MODE_SITES + 1, TOP_MODES); /* v: sites, then groups again */
+	fill(&m);
+	input(&in, &m, 11 * SEC);
+	assert_int_equal(build_mode(&f, &in, &prev, TOP_MODE_SITES), 0);
+	assert_int_equal(f.mode, TOP_MODE_SITES);
+	/* the rates' base of the view after it: the groups' pairs */
+	assert_non_null(row(&f, 1));
+	assert_true(f.npairs > 0);
+	assert_true(prev.valid && prev.n == f.npairs);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void text__sites_view__table_instead_of_groups(void **state)
+{
+	const struct prof_sample s[] = {
+		{ stack_inlined, 3, 10, 4096, 2, 1024, "ingest", 42 },
+		{ stack_evil, 2, 1, 8, 1, 8, "grp\x1b[31m", 42 },
+	};
+	struct model m;
+	static struct top_in in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	struct prof p;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out;
+	(void)state;
+	fill(&m);
+	input(&in, &m, 11 * SEC);
+	build_mode(&f, &in, &prev, TOP_MODE_SITES);
+	prof_of(&p, s, 2);
+	assert_int_equal(top_sites_build(&f, &p), 0);
+	out = open_memstream(&buf, &len);
+	assert_non_null(out);
+	assert_int_equal(top_text_frame(out, &f, 3, false), 0);
+	fclose(out);
+	assert_true(harmless(buf, len, true));
+	assert_non_null(strstr(buf, "--- frame 3 ---\ntarget: app, pid 42,"));
+	assert_non_null(strstr(buf, "\nidentity: "));
+	assert_non_null(strstr(buf, "\nsites: 2 of 2, most bytes in use first (estimates: a sample "
+				    "every 524288 bytes on average)\n"));
+	/* GROUP as wide as the longest, sanitized */
+	assert_non_null(
+		strstr(buf, "\n      IN USE    OBJECTS    ALLOCATED GROUP           PID STACK\n"));
+	assert_non_null(strstr(buf, "\n        1024          2         4096 ingest           42 "
+				    "lz_inlined < lz_alloc_state < handle_request < main\n"));
+	assert_non_null(strstr(buf, " grp\\x1b[31m      42 evil\\x1b[2J\\x9b < main\n"));
+	assert_null(strstr(buf, "CPU%")); /* not the groups' table */
+	free(buf);
+	buf = NULL;
+	top_sites_build(&f, NULL);
+	out = open_memstream(&buf, &len);
+	assert_int_equal(top_text_frame(out, &f, 4, false), 0);
+	fclose(out);
+	assert_non_null(strstr(buf, "\nno sites: sampling is off (--no-sample)\n\n"));
+	free(buf);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -681,6 +989,15 @@ int main(void)
 		cmocka_unit_test(fmt_bytes__units),
 		cmocka_unit_test(text__hostile_names__no_control_bytes_reach_the_output),
 		cmocka_unit_test(text__exited_target_and_unknown_rates__said_plainly),
+		cmocka_unit_test(sites__inlined_lines__innermost_first_then_callers),
+		cmocka_unit_test(sites__unknown_function__module_offset_or_address),
+		cmocka_unit_test(sites__target_strings__sanitized),
+		cmocka_unit_test(sites__order__most_in_use_first_then_allocated_then_profile_order),
+		cmocka_unit_test(sites__more_than_max__largest_kept_and_counted),
+		cmocka_unit_test(sites__deep_stack__cut_with_a_tilde_never_inside_an_escape),
+		cmocka_unit_test(sites__no_profile_none_sampled_or_failed__one_line),
+		cmocka_unit_test(mode__sites__parsed_and_its_frame_keeps_the_groups_rows),
+		cmocka_unit_test(text__sites_view__table_instead_of_groups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

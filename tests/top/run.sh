@@ -9,6 +9,7 @@ BUILD=${BUILD:-build}
 TALLY=$PWD/$BUILD/tally
 DEMO=$PWD/$BUILD/demo_workload
 EVIL=$PWD/$BUILD/tests/top_evil_workload
+SITES_WL=$PWD/$BUILD/tests/profile/sites_workload # tests/profile/sites_workload.c
 GROUPS_RE='ingest|decode|render|layout|cache' # demo/workload.c
 TM=(tmux -L "tallytest$$" -f /dev/null)
 S=tallytest
@@ -83,6 +84,52 @@ timeout 60 "$TALLY" top -n 1 -i 200 -- "$DEMO" -s 1 2>"$tmp/p.err" | cat >"$tmp/
 check "without a terminal and without -b: batch frames" \
 	"$(grep -q '^--- frame 1 ---$' "$tmp/p.txt"; echo $?)" "$(head -c 200 "$tmp/p.txt" "$tmp/p.err")"
 
+# 1d. the sites view: the heap profile by call site, each site's stack named
+#     by the workload's own functions. The workload waits on its stdin (a
+#     FIFO held open here) so that it still runs at both frames; frames 1 s
+#     apart, so that the second comes after its three sites (keep_small
+#     takes about 0.6 s under tracing).
+sites_rows() { # FILE: "K IN_USE ALLOCATED GROUP LEAF" per site row of frame K
+	awk '/^--- frame [0-9]+ ---$/ { k = $3; t = 0 }
+		/^ +IN USE +OBJECTS +ALLOCATED +GROUP +PID STACK$/ { t = 1; next }
+		/^$/ { t = 0 } t && k { print k, $1, $3, $4, $6 }' "$1"
+}
+if [ ! -x "$SITES_WL" ]; then
+	check "the sites workload is built" 1 "no $SITES_WL (make $BUILD/tests/profile/sites_workload)"
+else
+	mkfifo "$tmp/sites.in"
+	exec 7<>"$tmp/sites.in"
+	# (7>&-: the workload must not hold the FIFO's writing end itself)
+	timeout 60 "$TALLY" top -b -n 2 -i 1000 --view sites -- "$SITES_WL" wait <"$tmp/sites.in" \
+		>"$tmp/s.txt" 2>"$tmp/s.err" 7>&-
+	rc=$?
+	remember_pid "$tmp/s.txt" s
+	exec 7>&- # the workload reads the end of its input, and exits
+	n=$(grep -c '^--- frame [0-9]* ---$' "$tmp/s.txt")
+	sites_rows "$tmp/s.txt" >"$tmp/s.rows"
+	check "sites view, batch: -n 2 exits 0 with 2 frames, the last with a sites table" \
+		"$([ $rc -eq 0 ] && [ "$n" -eq 2 ] && grep -q '^2 ' "$tmp/s.rows"; echo $?)" \
+		"rc=$rc frames=$n $(tail -8 "$tmp/s.txt") $(head -c 300 "$tmp/s.err")"
+	check "sites view, batch: a site of group cache whose stack begins at keep_small, bytes in use" \
+		"$(awk '$4 == "cache" && $5 == "keep_small" && $2 > 0 { f = 1 } END { exit !f }' "$tmp/s.rows"; echo $?)" \
+		"$(cat "$tmp/s.rows")"
+	check "sites view, batch: frame 2: keep_large holds bytes, churn none but allocated some" \
+		"$(awk '$1 == 2 && $5 == "keep_large" && $2 > 0 { l = 1 }
+			$1 == 2 && $5 == "churn" && $2 == 0 && $3 > 0 { c = 1 }
+			END { exit !(l && c) }' "$tmp/s.rows"; echo $?)" "$(cat "$tmp/s.rows")"
+	check "sites view, batch: most bytes in use first" \
+		"$(awk '$1 == k && $2 > prev { bad = 1 } { k = $1; prev = $2 } END { exit bad }' "$tmp/s.rows"; echo $?)" \
+		"$(cat "$tmp/s.rows")"
+	check "sites view, batch: the stack goes on to the caller ('keep_small < main')" \
+		"$(grep -qE ' keep_small < main( |$)' "$tmp/s.txt"; echo $?)" "$(grep keep_small "$tmp/s.txt" | head -2)"
+fi
+timeout 60 "$TALLY" top -b -n 1 -i 200 --no-sample --view sites -- "$DEMO" -s 1 >"$tmp/ns.txt" 2>&1
+rc=$?
+remember_pid "$tmp/ns.txt" ns
+check "sites view, --no-sample: the table says so in one line" \
+	"$([ $rc -eq 0 ] && grep -qx 'no sites: sampling is off (--no-sample)' "$tmp/ns.txt"; echo $?)" \
+	"rc=$rc $(tail -4 "$tmp/ns.txt")"
+
 # 2. the live view in a real terminal
 "${TM[@]}" new-session -d -s "$S" -x 200 -y 50 \
 	env -i PATH="$PATH" HOME="$HOME" TERM=screen-256color PS1='tallytest$ ' \
@@ -96,7 +143,8 @@ table() { pane | awk '$1 ~ /^[0-9]+$/ && NF == 11'; }
 names() { table | awk '{ print $2 }' | tr '\n' ' '; }
 wait_pane 'tallytest\$' 50
 "${TM[@]}" send-keys -t "$S" "stty -g >$tmp/stty.before" Enter
-"${TM[@]}" send-keys -t "$S" "$TALLY top -i 200 -- $DEMO -s 12; echo TALLY_EXIT=\$?" Enter
+# (-s 20: it runs on past the checks below, on a busy machine too; q ends it)
+"${TM[@]}" send-keys -t "$S" "$TALLY top -i 200 -- $DEMO -s 20; echo TALLY_EXIT=\$?" Enter
 wait_pane '^ +[0-9]+ render ' 100
 sleep 1
 table >"$tmp/t1"
@@ -132,6 +180,18 @@ check "live: 'l' sorts by live bytes, most first" \
 	"$(table | awk '{ v = $4; m = 1; if (v ~ /K$/) m = 1024; else if (v ~ /M$/) m = 1048576;
 		else if (v ~ /G$/) m = 1073741824; sub(/[BKMG]$/, "", v); x = v * m;
 		if (NR > 1 && x > prev) bad = 1; prev = x } END { exit bad }'; echo $?)" "$(table)"
+"${TM[@]}" send-keys -t "$S" h
+sleep 0.8
+sites_table() { pane | grep -E '^ +[0-9.]+[BKMGTPE] +[0-9.]+[KMGTP]? +[0-9.]+[BKMGTPE] +[^ ]+ +[0-9]+ [^ ]'; }
+check "live: 'h' shows the heap's sites (bytes in use, group, pid, stack)" \
+	"$(pane | grep -qE '^vIN USE OBJECTS ALLOCATED GROUP +PID STACK' &&
+		pane | grep -q 'view sites' && sites_table | grep -qE " ($GROUPS_RE|root) "; echo $?)" \
+	"$(pane | sed -n 1,14p)"
+"${TM[@]}" send-keys -t "$S" h
+sleep 0.5
+check "live: 'h' again: back to the groups" \
+	"$([ "$(table | grep -cE " ($GROUPS_RE) ")" -eq 5 ] && pane | grep -q 'view groups'; echo $?)" \
+	"$(pane | sed -n 1,14p)"
 "${TM[@]}" send-keys -t "$S" t
 sleep 0.5
 check "live: 't' shows the threads (tid, name, group)" \

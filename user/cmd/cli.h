@@ -22,8 +22,13 @@
 #define CLI_RING_MB_DEFAULT                                                                        \
 	32 /* one or two threads allocating flat out lose nothing (make bench) */
 
+/* --rate: the allocator's default (alloc/sample.h); at most a TiB */
+#define CLI_RATE_DEFAULT 524288
+#define CLI_RATE_MAX (1ULL << 40)
+
 struct cli_target {
 	struct session_opts o;
+	bool rate_given, no_sample;
 	double secs; /* -d: 0 = until the target exits or a signal */
 	const char *rules[CLI_MAX_RULES];
 	unsigned follow; /* CLI_FOLLOW (-f), CLI_NO_FOLLOW (--no-follow) as given */
@@ -64,5 +69,6 @@ int cmd_top(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 #endif /* TALLY_CLI_H */

@@ -13,7 +13,15 @@
 
 #include "cli.h"
 
-enum { OPT_RING_MB = 1000, OPT_NO_PRELOAD, OPT_GROUP, OPT_VERBOSE, OPT_NO_FOLLOW };
+enum {
+	OPT_RING_MB = 1000,
+	OPT_NO_PRELOAD,
+	OPT_GROUP,
+	OPT_VERBOSE,
+	OPT_NO_FOLLOW,
+	OPT_RATE,
+	OPT_NO_SAMPLE
+};
 
 static const struct argp_option target_options[] = {
 	{ NULL, 0, NULL, 0, "Which process:", 1 },
@@ -36,6 +44,12 @@ static const struct argp_option target_options[] = {
 	{ "no-preload", OPT_NO_PRELOAD, NULL, 0,
 	  "Start CMD as it is: without libtally_alloc.so and libtally.so preloaded", 1 },
 	{ "verbose", 'v', NULL, 0, "Say on stderr when the probes are in place", 1 },
+	{ NULL, 0, NULL, 0, "Heap profiles by call site (tally's allocator):", 2 },
+	{ "rate", OPT_RATE, "BYTES", 0,
+	  "Sample one allocation per BYTES allocated, on average (default " CLI_STR(
+		  CLI_RATE_DEFAULT) "; 1: every allocation, exact and slow)",
+	  2 },
+	{ "no-sample", OPT_NO_SAMPLE, NULL, 0, "No sampling: no sites, no stacks unwound", 2 },
 	{ 0 },
 };
 
@@ -149,9 +163,30 @@ static void target_end(struct cli_target *c, const struct argp_state *state)
 		cli_usage_error(state, "-p PID and -- CMD exclude each other");
 	if (c->follow == (CLI_FOLLOW | CLI_NO_FOLLOW))
 		cli_usage_error(state, "-f and --no-follow exclude each other");
+	if (c->rate_given && c->no_sample)
+		cli_usage_error(state, "--rate and --no-sample exclude each other");
+	if (c->no_sample)
+		c->o.sample_rate = 0;
 	/* a command's processes are followed unless said otherwise; a running
 	 * process's only with -f */
 	c->o.follow = c->follow == CLI_FOLLOW || (c->o.cmd && !c->follow);
+}
+
+/* --rate BYTES, --no-sample */
+static void parse_sampling(struct cli_target *c, int key, const char *arg,
+			   const struct argp_state *state)
+{
+	uint64_t rate;
+
+	if (key == OPT_NO_SAMPLE) {
+		c->no_sample = true;
+		return;
+	}
+	if (cli_uint(arg, 1, CLI_RATE_MAX, &rate))
+		cli_usage_error(state, "bad --rate '%s': want bytes from 1 to %llu", arg,
+				(unsigned long long)CLI_RATE_MAX);
+	c->o.sample_rate = rate;
+	c->rate_given = true;
 }
 
 static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
@@ -196,6 +231,10 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 	case 'f':
 		c->follow |= CLI_FOLLOW;
 		break;
+	case OPT_RATE:
+	case OPT_NO_SAMPLE:
+		parse_sampling(c, key, arg, state);
+		break;
 	case OPT_NO_FOLLOW:
 		c->follow |= CLI_NO_FOLLOW;
 		break;
@@ -205,7 +244,6 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case ARGP_KEY_END:
 		target_end(c, state);
-		break;
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -221,5 +259,6 @@ void cli_target_init(struct cli_target *t)
 {
 	memset(t, 0, sizeof(*t));
 	t->o.ring_bytes = (uint64_t)CLI_RING_MB_DEFAULT << 20;
+	t->o.sample_rate = CLI_RATE_DEFAULT;
 	t->o.rules = t->rules;
 }

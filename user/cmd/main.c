@@ -22,7 +22,7 @@ static const struct {
 	int (*run)(int argc, char **argv);
 } commands[] = {
 	{ "snapshot", cmd_snapshot }, { "top", cmd_top },   { "record", cmd_record },
-	{ "serve", cmd_serve },	      { "demo", cmd_demo },
+	{ "serve", cmd_serve },	      { "demo", cmd_demo }, { "profile", cmd_profile },
 };
 
 static const char main_doc[] =
@@ -32,6 +32,7 @@ static const char main_doc[] =
 	"  snapshot   trace a process, print one JSON snapshot\n"
 	"  record     write a Chrome/Perfetto trace (JSON) of a process\n"
 	"  serve      serve Prometheus metrics of a process on /metrics\n"
+	"  profile    write a heap profile by call site (pprof, or folded stacks)\n"
 	"  demo       the built-in demo workload under the live view\n"
 	"\nRun `tally COMMAND --help` for a command's options.\n"
 	"EXAMPLES:\n"
@@ -39,6 +40,7 @@ static const char main_doc[] =
 	"  tally top -- ./myapp\n"
 	"  tally snapshot -p $(pidof myapp) -d 2\n"
 	"  tally record -o trace.json -- ./myapp\n"
+	"  tally profile -o heap.pb.gz -- ./myapp\n"
 	"  tally serve --listen 127.0.0.1:9464 -p $(pidof myapp)";
 
 int main(int argc, char **argv)

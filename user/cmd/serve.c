@@ -28,6 +28,7 @@
 #include "../model/figures.h"
 #include "../views/prom.h"
 #include "../core/serve_gate.h"
+#include "serve_pprof.h"
 
 #define SERVE_LISTEN_DEFAULT "127.0.0.1:9464"
 #define SERVE_INTERVAL_MS 500
@@ -49,6 +50,7 @@ struct serve_text {
 
 struct serve_ctx {
 	struct serve_text text;
+	struct serve_pprof pprof;
 	struct figures fig; /* each tick's, reused */
 	bool render_failed; /* said once on stderr */
 };
@@ -92,12 +94,37 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 	return ret;
 }
 
+/* /debug/pprof/heap or /allocs: the profile as Go's net/http/pprof sends it. */
+static enum MHD_Result reply_pprof(struct MHD_Connection *c, struct serve_pprof *sp, bool allocs)
+{
+	uint8_t *buf;
+	size_t len;
+	enum MHD_Result ret;
+
+	if (serve_pprof_get(sp, allocs, &buf, &len))
+		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "tally: no heap profile yet\n");
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(buf);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "application/octet-stream");
+	MHD_add_response_header(r, "Content-Disposition",
+				allocs ? "attachment; filename=\"allocs\"" :
+					 "attachment; filename=\"heap\"");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 static enum MHD_Result serve_handle(void *cls, struct MHD_Connection *c, const char *url,
 				    const char *method, const char *version,
 				    const char *upload_data, size_t *upload_data_size,
 				    void **con_cls)
 {
-	struct serve_text *t = cls;
+	struct serve_ctx *ctx = cls;
+	struct serve_text *t = &ctx->text;
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 
@@ -107,8 +134,12 @@ static enum MHD_Result serve_handle(void *cls, struct MHD_Connection *c, const c
 	(void)con_cls;
 	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
 		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "tally: only GET and HEAD\n");
+	if (!strcmp(url, "/debug/pprof/heap") || !strcmp(url, "/debug/pprof/allocs"))
+		return reply_pprof(c, &ctx->pprof, !strcmp(url, "/debug/pprof/allocs"));
 	if (strcmp(url, "/metrics"))
-		return reply(c, MHD_HTTP_NOT_FOUND, "tally: the metrics are at /metrics\n");
+		return reply(c, MHD_HTTP_NOT_FOUND,
+			     "tally: the metrics are at /metrics, heap profiles at "
+			     "/debug/pprof/heap and /debug/pprof/allocs\n");
 	pthread_mutex_lock(&t->lock);
 	r = t->buf ? MHD_create_response_from_buffer(t->len, t->buf, MHD_RESPMEM_MUST_COPY) : NULL;
 	pthread_mutex_unlock(&t->lock);
@@ -153,20 +184,25 @@ static void serve_render(struct session *s, struct serve_ctx *ctx)
 
 static int tick(struct session *s, void *arg)
 {
-	serve_render(s, arg);
+	struct serve_ctx *ctx = arg;
+
+	serve_render(s, ctx);
+	serve_pprof_tick(&ctx->pprof, s, false);
 	return 0;
 }
 
 /* After the target exited: its final figures until a signal or the
  * deadline of -d (0: none). */
-static void serve_linger(const struct session *s, uint64_t deadline)
+static void serve_linger(struct session *s, struct serve_ctx *ctx, uint64_t deadline)
 {
 	fprintf(stderr,
 		"tally serve: process %d exited; serving its final figures until SIGINT or "
 		"SIGTERM%s\n",
 		s->pid, deadline ? " or the end of -d" : "");
-	while (!session_exiting && (!deadline || clock_now_ns() < deadline))
+	while (!session_exiting && (!deadline || clock_now_ns() < deadline)) {
+		serve_pprof_tick(&ctx->pprof, s, false);
 		usleep(50 * 1000);
+	}
 }
 
 /* libmicrohttpd on its own thread, its connections from the gate
@@ -177,8 +213,8 @@ static int serve_http(const struct serve_opts *o, struct serve_ctx *ctx, int fd,
 	*d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_NO_LISTEN_SOCKET |
 				      MHD_USE_ITC |
 				      (o->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-			      0, NULL, NULL, serve_handle, &ctx->text,
-			      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+			      0, NULL, NULL, serve_handle, ctx, MHD_OPTION_CONNECTION_TIMEOUT,
+			      (unsigned)10, MHD_OPTION_END);
 	if (*d && !serve_gate_start(gate, *d, fd))
 		return 0;
 	fprintf(stderr, "tally serve: cannot start the HTTP server on %s\n", o->listen);
@@ -201,6 +237,7 @@ static int run_serve(struct serve_opts *o)
 		return TALLY_EXIT_FAIL;
 	}
 	pthread_mutex_init(&ctx->text.lock, NULL);
+	serve_pprof_init(&ctx->pprof);
 	fd = serve_listen(o);
 	if (fd < 0) {
 		fprintf(stderr, "tally serve: cannot listen on %s: %s\n", o->listen, strerror(-fd));
@@ -227,7 +264,7 @@ static int run_serve(struct serve_opts *o)
 	serve_render(&s, ctx);
 	uint64_t deadline = cli_deadline(&s, &o->target);
 	if (s.gone && !session_exiting && !(deadline && clock_now_ns() >= deadline))
-		serve_linger(&s, deadline);
+		serve_linger(&s, ctx, deadline);
 	serve_gate_stop(gate); /* closes the listening socket */
 	MHD_stop_daemon(d);
 	rc = TALLY_EXIT_OK;
@@ -237,6 +274,7 @@ out_ctx:
 	figures_free(&ctx->fig);
 	free(ctx->text.buf);
 	pthread_mutex_destroy(&ctx->text.lock);
+	serve_pprof_destroy(&ctx->pprof);
 	free(ctx);
 	return rc;
 }
@@ -284,6 +322,9 @@ static const char serve_doc[] =
 	"the target's memory, so expose them on purpose (--listen 0.0.0.0:9464). When the "
 	"target exits, its final figures (equal to `tally snapshot`'s) stay on /metrics until "
 	"SIGINT, SIGTERM or -d SECS.\n\n"
+	"Heap profiles by call site (see tally profile --help) on /debug/pprof/heap (in-use "
+	"bytes first) and /debug/pprof/allocs (allocated bytes first), as Go programs serve "
+	"them: `pprof http://ADDR/debug/pprof/heap`, or Parca and Pyroscope scraping it.\n\n"
 	"A traced tree (the processes CMD starts, or -p PID -f): the unlabelled series are "
 	"the sums over the root and the processes still running, groups merged by name; the "
 	"tally_process_ series (live and mapped bytes, CPU seconds, exact) carry pid and comm "

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "../core/outfile.h"
+#include "../core/profile.h"
 #include "../views/snapshot_doc.h"
 #include "../views/top_rows.h"
 
@@ -130,8 +131,11 @@ static int run_snapshot(struct snapshot_opts *so)
 	cli_run(&s, c, 0, NULL, NULL);
 	session_finish(&s);
 	err = session_figures(&s, &fig);
+	struct profile pr;
+	const struct prof *sites = profile_for_snapshot(&s, &pr);
 	if (!err)
-		err = snapshot_print(so->out ? of.f : stdout, &fig);
+		err = snapshot_print(so->out ? of.f : stdout, &fig, sites);
+	profile_free(&pr);
 	if (so->out && !err)
 		err = outfile_commit(&of);
 	else

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * `tally top`: the live view (DESIGN.md §6). The session collects, figures.c
- * builds each tick's figures, top_rows.c turns them into frames, and either top_view.c (curses) or top_text.c
- * (batch: plain text) shows them. This file holds the command line and the
- * loops that tie them together.
+ * builds each tick's figures, top_rows.c turns them into frames (top_sites.c
+ * the heap profile, for the sites view), and either top_view.c (curses) or
+ * top_text.c (batch: plain text) shows them. This file holds the command line
+ * and the loops that tie them together.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,8 +14,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "../core/profile.h"
 #include "../views/snapshot_doc.h"
 #include "../views/top_rows.h"
+#include "../views/top_sites.h"
 #include "../views/top_text.h"
 #include "../views/top_view.h"
 
@@ -66,7 +69,8 @@ static const struct argp_option top_options[] = {
 	  "The live view starts with the thread table; batch frames add it after the groups", 0 },
 	{ "view", OPT_VIEW, "ROWS", 0,
 	  "Rows: groups (summed over the processes of the tree, the live view's default), "
-	  "processes, or process-groups (each process's groups, the batch default)",
+	  "processes, process-groups (each process's groups, the batch default), or sites (the "
+	  "heap profile by call site)",
 	  0 },
 	{ "final-snapshot", OPT_FINAL_SNAPSHOT, NULL, OPTION_HIDDEN, NULL, 0 },
 	{ 0 },
@@ -113,9 +117,10 @@ static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_VIEW:
 		if (top_mode_parse(arg, &o->mode))
-			cli_usage_error(state,
-					"bad view '%s': want groups, processes or process-groups",
-					arg);
+			cli_usage_error(
+				state,
+				"bad view '%s': want groups, processes, process-groups or sites",
+				arg);
 		o->mode_set = true;
 		break;
 	default:
@@ -124,16 +129,46 @@ static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-/* A frame of the figures now, its rates since prev, sorted by order. An
- * -ENOMEM on the way leaves what it could not build empty: the rest is
- * still worth showing. */
+/*
+ * The sites view's rows: the tree's heap profile as of now. Built for this
+ * view alone, once a frame: it symbolizes every site. A failure is said by
+ * the frame, not on stderr, which would write over the live view.
+ */
+static void build_sites(struct top_run *r)
+{
+	struct profile pr;
+	int err;
+
+	if (!r->s.sample_rate) {
+		top_sites_build(&r->frame, NULL);
+		return;
+	}
+	err = profile_build(&r->s, &pr);
+	if (err)
+		top_sites_failed(&r->frame, err);
+	else
+		top_sites_build(&r->frame, &pr.p);
+	profile_free(&pr);
+}
+
+/* A frame of r->fig, its rates since prev, sorted by order. An -ENOMEM on
+ * the way leaves what it could not build empty: the rest is still worth
+ * showing. */
+static void frame_of(struct top_run *r, struct top_prev *prev, const struct top_order *order,
+		     enum top_mode mode)
+{
+	top_frame_build(&r->frame, &r->fig, prev, mode);
+	top_sort(r->frame.rows, r->frame.nrows, order->col, order->desc);
+	if (mode == TOP_MODE_SITES)
+		build_sites(r);
+}
+
+/* A frame of the figures now. */
 static void build(struct top_run *r, struct top_prev *prev, const struct top_order *order,
 		  enum top_mode mode)
 {
-	if (session_figures(&r->s, &r->fig))
-		return;
-	top_frame_build(&r->frame, &r->fig, prev, mode);
-	top_sort(r->frame.rows, r->frame.nrows, order->col, order->desc);
+	if (!session_figures(&r->s, &r->fig))
+		frame_of(r, prev, order, mode);
 }
 
 static int batch_frame(struct top_run *r)
@@ -169,8 +204,11 @@ static int run_batch(struct top_run *r)
 		if (!r->s.gone || session_exiting)
 			session_finish(&r->s);
 		r->err = session_figures(&r->s, &r->fig);
+		struct profile pr;
+		const struct prof *sites = profile_for_snapshot(&r->s, &pr);
 		if (!r->err)
-			r->err = snapshot_print(stdout, &r->fig);
+			r->err = snapshot_print(stdout, &r->fig, sites);
+		profile_free(&pr);
 	}
 	if (r->err == -EPIPE)
 		return TALLY_EXIT_OK; /* the reader had enough (| head): not a failure */
@@ -229,8 +267,7 @@ static void remode(struct top_run *r, struct top_ui *ui)
 
 	if (!none)
 		return;
-	top_frame_build(&r->frame, &r->fig, none, ui->mode);
-	top_sort(r->frame.rows, r->frame.nrows, ui->order.col, ui->order.desc);
+	frame_of(r, none, &ui->order, ui->mode);
 	free(none);
 }
 
@@ -354,8 +391,14 @@ static const char top_doc[] =
 	"process, or each process's groups (batch frames' default, each process under a "
 	"'process PID COMM: running' line); a process that ends stays one refresh, with how it "
 	"ended.\n\n"
-	"KEYS: q quit; p pause (tracing goes on); v view (groups, processes, process-groups); "
-	"t thread table (tid, name, current group) or "
+	"The sites view (--view sites, or h) is the heap profile by call site, of the root and "
+	"the processes running: a row per site, most bytes in use first (the first 200), with "
+	"its bytes and objects in use, the bytes it allocated, its group, its process and its "
+	"stack, leaf first ('leaf < caller < ...'; a frame without a function is MODULE+0xOFFSET "
+	"or its address). Its figures are estimates from samples; with --no-sample it has none. "
+	"The live view cuts a stack at the terminal's edge.\n\n"
+	"KEYS: q quit; p pause (tracing goes on); v view (groups, processes, process-groups, "
+	"sites); h heap sites, or back to the groups; t thread table (tid, name, current group) or "
 	"groups; s or > next sort column, < previous; r reverse; n c l a f k d i e y sort by "
 	"name, cpu, live, allocs, frees, kernels, device, pinned, rejects, yields (the same "
 	"key again reverses); arrows, PgUp, PgDn scroll; ^L redraw.\n\n"
@@ -375,6 +418,7 @@ static const char top_doc[] =
 	"  tally top -p 1234 -s live             attach to 1234, most live bytes first\n"
 	"  tally top -b -n 3 -i 500 -- ./app     three text frames, 0.5 s apart\n"
 	"  tally top -b -t -p 1234 > top.txt     frames with their thread tables\n"
+	"  tally top --view sites -p 1234        where 1234's heap was allocated\n"
 	"\nEXIT STATUS: 0 done, 2 usage, 3 no permission, 4 no BTF, 5 no such process, 6 PID "
 	"already traced, 7 CMD could not start, 1 other failures.";
 

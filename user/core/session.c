@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "session.h"
+#include "symbols.h"
 #include "session_state.h"
 
 volatile sig_atomic_t session_exiting;
@@ -250,4 +251,5 @@ void session_close(struct session *s)
 	tree_free(&s->tree);
 	figures_process_free(&s->pscratch);
 	free(s->pview); /* a shallow copy: the model it was made of owns the rest */
+	symbolizer_free(s->sym);
 }

@@ -47,14 +47,19 @@ struct session_opts {
 	const char *cmd_stdio;	   /* a started CMD's stdin, stdout and stderr, or NULL: tally's */
 	bool cmd_stdout_to_stderr; /* a started CMD's stdout is tally's stderr */
 	uint64_t ring_bytes;	   /* ring buffer size */
+	uint64_t sample_rate;	   /* heap profiles: mean bytes between samples; 0: none */
 	const char **rules;	   /* --group NAME=GLOB */
 	unsigned nrules;
 };
+
+struct symbolizer;
 
 struct session {
 	struct model model; /* the root's */
 	struct tree tree;   /* the other processes of the tree */
 	bool follow;
+	uint64_t sample_rate;		 /* heap profiles: mean bytes between samples; 0: none */
+	struct symbolizer *sym;		 /* heap profiles' symbols, kept between them (profile.c) */
 	struct figures_sources psrc;	 /* scratch: one process's sources */
 	struct figures_process pscratch; /* scratch: an ended process's figures */
 	struct model *pview;		 /* scratch: a running one's, pending records in */
@@ -135,6 +140,9 @@ const struct model *session_model_of(struct session *s, pid_t pid);
 /* The figures of every process of the tree, root first (after
  * session_refresh): 0 or -ENOMEM. */
 int session_figures(struct session *s, struct figures *f);
+/* Sampling as asked in a running process tally's allocator serves (its
+ * rate, and a new epoch: its objects announced again); quiet otherwise. */
+void session_sample_attach(const struct session *s, pid_t pid);
 /* Everything that is still to be had, for the final figures. */
 void session_finish(struct session *s);
 /* How the target ended: false while it runs (or nobody knows); else its wait

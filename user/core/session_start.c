@@ -187,7 +187,8 @@ static int spawn(struct session *s, const struct session_opts *o)
 {
 	char alloc[PATH_MAX], sdk[PATH_MAX], preload[2 * PATH_MAX + 2];
 	char cupti[PATH_MAX], inject[PATH_MAX + 32];
-	char *env_extra[2] = { NULL, NULL };
+	char rate[48];
+	char *env_extra[3] = { NULL, NULL, NULL };
 	int err;
 
 	err = lib_beside_self("libtally_alloc.so", alloc, sizeof(alloc));
@@ -205,6 +206,9 @@ static int spawn(struct session *s, const struct session_opts *o)
 		env_extra[0] = inject;
 		s->cupti = true;
 	}
+	/* the allocator reads its sampling rate at start */
+	snprintf(rate, sizeof(rate), "TALLY_SAMPLE_RATE=%llu", (unsigned long long)s->sample_rate);
+	env_extra[env_extra[0] ? 1 : 0] = rate;
 	err = target_spawn(o->cmd, o->no_preload ? NULL : preload, env_extra, o->cmd_stdio,
 			   o->cmd_stdout_to_stderr, &s->child);
 	if (err)
@@ -263,6 +267,7 @@ static int session_prepare(struct session *s, const struct session_opts *o)
 	s->child.gate_fd = s->child.status_fd = -1;
 	s->held_tail = &s->held;
 	s->tree_held_tail = &s->tree_held;
+	s->sample_rate = o->sample_rate;
 	tree_init(&s->tree);
 	s->pview = malloc(sizeof(*s->pview)); /* NULL: running children say so */
 	model_init(&s->model);
@@ -358,7 +363,13 @@ static int attach_spawned(struct session *s, const struct session_opts *o)
 /* A running process: the probes, then its state read from memory. */
 static int attach_running(struct session *s)
 {
-	int rc = attach_libs(s);
+	int rc;
+
+	/* before the probes raise the semaphores: the first gaps are drawn at
+	 * this rate */
+	if (s->alloc_path[0])
+		session_sample_attach(s, s->pid);
+	rc = attach_libs(s);
 
 	if (!rc && !s->alloc_path[0])
 		rc = start_glibc(s);

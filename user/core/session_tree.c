@@ -132,6 +132,8 @@ static void adopt_read(struct session *s, struct tree_proc *p)
 	for (int i = 0; i < n; i++)
 		if (!target_comm(p->pid, tids[i], comm, sizeof(comm)))
 			model_thread_named(p->m, (uint32_t)tids[i], comm);
+	if (heaps)
+		session_sample_attach(s, p->pid);
 	if (heaps && !remote_alloc_read(p->pid, heaps, &ra)) {
 		model_seed_alloc(p->m, &ra);
 		p->read = true;

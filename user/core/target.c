@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -455,6 +456,26 @@ int target_lib_symbol(pid_t pid, const char *lib, const char *sym, char *path, s
 		err = target_elf_symbol(path, sym, &a);
 	if (!err)
 		*addr = bias + a;
+	return err;
+}
+
+int target_lib_poke(pid_t pid, const char *lib, const char *const names[], const uint64_t v[],
+		    size_t n)
+{
+	char path[TARGET_PATH_MAX];
+	uint64_t bias, addr[8];
+	int err = n > 8 ? -EINVAL : target_find_lib(pid, lib, path, sizeof(path), &bias);
+
+	if (!err)
+		err = target_elf_symbols(path, names, n, addr);
+	for (size_t k = 0; !err && k < n; k++) {
+		if (!addr[k])
+			continue;
+		struct iovec local = { (void *)&v[k], sizeof(v[k]) };
+		struct iovec remote = { (void *)(uintptr_t)(bias + addr[k]), sizeof(v[k]) };
+		if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(v[k]))
+			err = -errno;
+	}
 	return err;
 }
 

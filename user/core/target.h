@@ -90,6 +90,10 @@ int target_elf_symbol(const char *path, const char *sym, uint64_t *addr);
  * path into path) is in process pid: 0 and *addr, or -errno. */
 int target_lib_symbol(pid_t pid, const char *lib, const char *sym, char *path, size_t len,
 		      uint64_t *addr);
+/* Write v[k] over the 8-byte variable names[k] of library `lib` in process
+ * pid, each that it defines: 0, or -errno (-ENOENT: none defined). */
+int target_lib_poke(pid_t pid, const char *lib, const char *const names[], const uint64_t v[],
+		    size_t n);
 /* The same for n symbols at once: addr[k] is 0 where names[k] is not defined. */
 int target_elf_symbols(const char *path, const char *const names[], size_t n, uint64_t addr[]);
 

@@ -24,6 +24,7 @@ void model_init(struct model *m)
 void model_free(struct model *m)
 {
 	gpu_free(&m->gpu);
+	sites_free(&m->sites);
 	free(m->threads);
 	free(m->heaps);
 	m->threads = NULL;
@@ -233,10 +234,15 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 	/* records already in a state read from memory */
 	while (pos < count && seq_first + pos < h->applied) {
 		struct tally_ev e;
+		uint32_t at = pos;
 		if (tally_ev_next(words, count, &pos, &e)) {
 			m->malformed++;
 			return;
 		}
+		/* in the state read, but not in its profile: a process's objects
+		 * are announced once */
+		if (tally_ev_is_sample(e.type))
+			sites_on_record(&m->sites, &e, &words[at + 2]);
 		m->skipped++;
 	}
 	/* records past the final cut: counted, not applied; past a view's
@@ -255,6 +261,8 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		}
 	}
 	uint64_t applied = 0, refused = 0;
+	m->replay.on_sample = sites_on_record;
+	m->replay.sample_ctx = &m->sites;
 	int err = tally_replay_words(&m->replay, words, pos, count, rule, &applied, &refused);
 	m->records += applied;
 	m->malformed += refused + (err ? 1 : 0);
@@ -386,37 +394,6 @@ static int apply_group(struct model *m, const struct tally_msg_group *g)
 	return 0;
 }
 
-/*
- * exec: a new image in the same process, with an allocator and an SDK
- * registry of its own that start from zero. The old image's figures end here
- * (what it had not handed over went with it); CPU, lost counts and threads
- * go on, as they are the process's.
- */
-static void model_exec(struct model *m)
-{
-	tally_replay_init(&m->replay);
-	m->nheaps = 0;
-	m->have_inprocess = false;
-	m->saw_alloc = false;
-	m->exited = false;
-	m->fork_threads = false;
-	m->inherited = false;
-	for (unsigned g = 1; g < TALLY_MAX_GROUPS; g++) {
-		bool ruled = false;
-		for (unsigned r = 0; r < m->nrules; r++)
-			ruled |= m->rules[r].group == g;
-		m->groups[g].yields = m->groups[g].rejects = 0;
-		/* the old registry's names go, but for groups threads were in
-		 * (CPU may be charged to them, and CPU is the process's);
-		 * --group rules stay (they name threads, whatever image runs) */
-		if (!m->groups[g].occupied && !ruled) {
-			m->groups[g].known = false;
-			m->groups[g].name[0] = 0;
-		}
-	}
-	m->groups[0].yields = m->groups[0].rejects = 0;
-}
-
 static int apply_thread(struct model *m, const struct tally_msg_thread *th)
 {
 	char comm[TALLY_COMM_LEN];
@@ -523,6 +500,7 @@ void model_seed_alloc(struct model *m, const struct remote_alloc *ra)
 		if (gs->allocated_objects)
 			m->groups[g].known = true;
 	}
+	sites_seed(&m->sites, r);
 	for (uint32_t i = 0; i < ra->nheaps; i++) {
 		struct model_heap *h = model_heap(m, ra->heaps[i].id);
 		if (h && h->applied < ra->heaps[i].pos)
@@ -571,6 +549,7 @@ static const struct model_heap *heap_find(const struct model *m, uint64_t id)
 bool model_preview(const struct model *m, const struct remote_alloc *ra, struct tally_replay *out)
 {
 	*out = m->replay;
+	out->on_sample = NULL; /* figures only: the model's sites stay as they are */
 	for (uint32_t i = 0; i < ra->nheaps; i++) {
 		const struct remote_heap *h = &ra->heaps[i];
 		const struct model_heap *mh = heap_find(m, h->id);

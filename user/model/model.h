@@ -18,6 +18,7 @@
 #include "alloc_state.h"
 #include "gpu.h"
 #include "replay.h"
+#include "sites.h"
 
 #define MODEL_MAX_RULES 32
 
@@ -57,6 +58,7 @@ struct model_rule {
 struct model {
 	struct tally_replay replay;
 	struct gpu_model gpu;
+	struct sites sites; /* heap profile by call site */
 	struct model_group groups[TALLY_MAX_GROUPS];
 	struct model_thread *threads;
 	size_t nthreads, cap_threads;
@@ -108,6 +110,8 @@ int model_init_like(struct model *m, const struct model *like);
  * thread (tid) in the group of parent's parent_tid. -ENOMEM. */
 int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid, uint32_t tid);
 void model_free(struct model *m);
+/* exec: the old image's figures end (its allocator and SDK start anew) */
+void model_exec(struct model *m);
 /* A rule; -EINVAL for a bad NAME=GLOB, -ENOSPC past MODEL_MAX_RULES. The
  * group's id is the registered one with that name or one from the top. */
 int model_add_rule(struct model *m, const char *spec);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The models of a tree's other processes (model.h): a fresh one, and a
- * forked child's, cloned from its parent's. */
+ * forked child's, cloned from its parent's; and a model's new image. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,10 +57,15 @@ int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid,
 	m->nheaps = m->cap_heaps = 0;
 	if (gpu_copy(&m->gpu, &parent->gpu))
 		return -ENOMEM;
+	if (sites_copy(&m->sites, &parent->sites)) {
+		gpu_free(&m->gpu);
+		return -ENOMEM;
+	}
 	if (parent->nheaps) {
 		m->heaps = malloc(parent->nheaps * sizeof(*m->heaps));
 		if (!m->heaps) {
 			gpu_free(&m->gpu);
+			sites_free(&m->sites);
 			return -ENOMEM;
 		}
 		memcpy(m->heaps, parent->heaps, parent->nheaps * sizeof(*m->heaps));
@@ -89,4 +94,36 @@ int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid,
 	if (t && pt)
 		t->group = pt->group;
 	return 0;
+}
+
+/*
+ * exec: a new image in the same process, with an allocator and an SDK
+ * registry of its own that start from zero. The old image's figures end here
+ * (what it had not handed over went with it); CPU, lost counts and threads
+ * go on, as they are the process's.
+ */
+void model_exec(struct model *m)
+{
+	tally_replay_init(&m->replay);
+	sites_reset(&m->sites);
+	m->nheaps = 0;
+	m->have_inprocess = false;
+	m->saw_alloc = false;
+	m->exited = false;
+	m->fork_threads = false;
+	m->inherited = false;
+	for (unsigned g = 1; g < TALLY_MAX_GROUPS; g++) {
+		bool ruled = false;
+		for (unsigned r = 0; r < m->nrules; r++)
+			ruled |= m->rules[r].group == g;
+		m->groups[g].yields = m->groups[g].rejects = 0;
+		/* the old registry's names go, but for groups threads were in
+		 * (CPU may be charged to them, and CPU is the process's);
+		 * --group rules stay (they name threads, whatever image runs) */
+		if (!m->groups[g].occupied && !ruled) {
+			m->groups[g].known = false;
+			m->groups[g].name[0] = 0;
+		}
+	}
+	m->groups[0].yields = m->groups[0].rejects = 0;
 }

@@ -207,8 +207,18 @@ int tally_replay_words(struct tally_replay *r, const __u64 *words, uint32_t pos,
 			pos = end;
 			continue;
 		}
+		uint32_t at = pos;
 		if (tally_ev_next(words, count, &pos, &e))
 			return -EINVAL;
+		if (tally_ev_is_sample(e.type)) {
+			if (rule >= 0 && e.group == 0)
+				e.group = (uint16_t)rule;
+			r->samples++;
+			if (r->on_sample)
+				r->on_sample(r->sample_ctx, &e, &words[at + 2]);
+			(*applied)++;
+			continue;
+		}
 		/* a thread grouped by name: what it charges to root is its group's */
 		if (rule >= 0 && e.group == 0 &&
 		    (e.type == TALLY_EV_REALLOC || e.type == TALLY_EV_LARGE_ALLOC ||

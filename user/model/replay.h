@@ -21,6 +21,13 @@ struct tally_replay {
 	struct {
 		int64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs;
 	} groups[TALLY_MAX_GROUPS];
+	/* sample records (heap profiles, DESIGN.md §7) go here, the words
+	 * after the record's two with them; NULL: skipped. They move no byte
+	 * of the identity. Set by the caller before each use (the model sets
+	 * it to its own sites, models move). */
+	void (*on_sample)(void *ctx, const struct tally_ev *e, const __u64 *extra);
+	void *sample_ctx;
+	uint64_t samples;  /* sample records seen */
 	uint64_t records;  /* records applied */
 	uint64_t batches;  /* batches applied */
 	uint64_t rejected; /* malformed batches or records, not applied */

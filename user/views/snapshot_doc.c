@@ -204,10 +204,70 @@ static void write_tree(struct json_writer *w, const struct figures *f)
 	json_end_object(w);
 }
 
-void snapshot_write(struct json_writer *w, const struct figures *f)
+/* A frame: one line of a location (several where functions were inlined). */
+static void write_frame(struct json_writer *w, const struct prof *p, const struct prof_loc *l,
+			const struct prof_line *ln)
+{
+	json_begin_object(w);
+	if (ln && ln->function)
+		json_kv_str(w, "function", ln->function);
+	else
+		json_kv_null(w, "function");
+	if (ln && ln->file)
+		json_kv_str(w, "file", ln->file);
+	else
+		json_kv_null(w, "file");
+	if (ln && ln->line)
+		json_kv_i64(w, "line", ln->line);
+	else
+		json_kv_null(w, "line");
+	if (l->mapping >= 0)
+		json_kv_str(w, "module", p->maps[l->mapping].file);
+	else
+		json_kv_null(w, "module");
+	json_kv_u64(w, "address", l->addr);
+	json_end_object(w);
+}
+
+static void write_sites(struct json_writer *w, const struct prof *p)
+{
+	json_key(w, "sampling");
+	json_begin_object(w);
+	json_kv_u64(w, "rate", p ? p->period : 0);
+	json_end_object(w);
+	json_key(w, "sites");
+	json_begin_array(w);
+	for (size_t i = 0; p && i < p->nsamples && i < SNAPSHOT_SITES; i++) {
+		const struct prof_sample *s = &p->samples[i];
+		if (!s->inuse_space)
+			break;
+		json_begin_object(w);
+		json_key(w, "frames");
+		json_begin_array(w);
+		for (size_t k = 0; k < s->nlocs; k++) {
+			const struct prof_loc *l = &p->locs[s->locs[k]];
+			for (size_t j = 0; j < l->nlines; j++)
+				write_frame(w, p, l, &l->lines[j]);
+			if (!l->nlines)
+				write_frame(w, p, l, NULL);
+		}
+		json_end_array(w);
+		json_kv_str(w, "group", s->group ? s->group : "root");
+		json_kv_i64(w, "pid", s->pid);
+		json_kv_i64(w, "inuse_bytes", s->inuse_space);
+		json_kv_i64(w, "inuse_objects", s->inuse_objects);
+		json_kv_i64(w, "alloc_bytes", s->alloc_space);
+		json_kv_i64(w, "alloc_objects", s->alloc_objects);
+		json_end_object(w);
+	}
+	json_end_array(w);
+}
+
+void snapshot_write(struct json_writer *w, const struct figures *f, const struct prof *sites)
 {
 	json_begin_object(w);
 	write_process_fields(w, &f->procs[0]);
+	write_sites(w, sites);
 	json_key(w, "processes");
 	json_begin_array(w);
 	for (unsigned i = 0; i < f->nprocs; i++) {
@@ -220,7 +280,7 @@ void snapshot_write(struct json_writer *w, const struct figures *f)
 	json_end_object(w);
 }
 
-int snapshot_print(FILE *out, const struct figures *f)
+int snapshot_print(FILE *out, const struct figures *f, const struct prof *sites)
 {
 	struct json_writer w;
 	char *buf = NULL;
@@ -231,7 +291,7 @@ int snapshot_print(FILE *out, const struct figures *f)
 	if (!mem)
 		return -errno;
 	json_init(&w, mem, true);
-	snapshot_write(&w, f);
+	snapshot_write(&w, f, sites);
 	err = json_finish(&w);
 	if (fclose(mem) && !err)
 		err = -EIO;

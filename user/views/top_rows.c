@@ -250,6 +250,9 @@ void top_frame_free(struct top_frame *f)
 	free(f->rows);
 	free(f->procs);
 	free(f->pairs);
+	free(f->sites);
+	f->sites = NULL;
+	f->nsites = f->capsites = 0;
 	f->threads = NULL;
 	f->rows = NULL;
 	f->procs = NULL;

@@ -40,8 +40,15 @@ enum top_col {
 };
 
 /* What the rows are: the groups summed over the tree's processes by name,
- * the processes, or each process's groups. */
-enum top_mode { TOP_MODE_GROUPS, TOP_MODE_PROCS, TOP_MODE_PROC_GROUPS, TOP_MODES };
+ * the processes, each process's groups, or the heap profile's call sites
+ * (whose frame has the groups' rows as well: the rates' base stays whole). */
+enum top_mode {
+	TOP_MODE_GROUPS,
+	TOP_MODE_PROCS,
+	TOP_MODE_PROC_GROUPS,
+	TOP_MODE_SITES,
+	TOP_MODES,
+};
 extern const char *const top_mode_names[TOP_MODES]; /* for --view: "groups", ... */
 /* A view by its --view name; 0 or -EINVAL. */
 int top_mode_parse(const char *name, enum top_mode *out);
@@ -131,6 +138,30 @@ struct top_thread {
 	char group_name[TOP_NAME_MAX]; /* sanitized */
 };
 
+/* The sites view: at most TOP_SITES_MAX sites, each stack's text cut (with
+ * a "~") at TOP_STACK_MAX - 1 bytes, a deep C++ stack's dozens of frames. */
+#define TOP_SITES_MAX 200
+#define TOP_STACK_MAX 2048
+
+/* One call site of the heap profile; its figures are the profile's
+ * estimates from samples, not counts. */
+struct top_site_row {
+	int64_t inuse;		  /* bytes in use */
+	int64_t objects;	  /* objects in use */
+	int64_t allocated;	  /* bytes allocated since the trace began, freed or not */
+	pid_t pid;		  /* its process; 0: not known */
+	char group[TOP_NAME_MAX]; /* sanitized; "-" when the site has none */
+	/* sanitized frames, leaf first, "leaf < caller < ...": a function, or
+	 * "module+0xOFFSET" (its file's base name), or "0xADDRESS" */
+	char stack[TOP_STACK_MAX];
+};
+
+enum top_sites_state {
+	TOP_SITES_SHOWN,  /* the rows are the profile's (none: nothing sampled yet) */
+	TOP_SITES_OFF,	  /* sampling is off (--no-sample) */
+	TOP_SITES_FAILED, /* the profile could not be built: sites_err */
+};
+
 struct top_frame {
 	struct top_header hdr;
 	struct top_identity id;
@@ -143,6 +174,13 @@ struct top_frame {
 	struct top_prev_row *pairs;
 	size_t nthreads; /* live threads, by tid */
 	struct top_thread *threads;
+	/* the sites view's (top_sites.h), built only for it */
+	enum top_sites_state sites_state;
+	int sites_err; /* TOP_SITES_FAILED: the negative errno */
+	unsigned nsites, capsites;
+	struct top_site_row *sites; /* largest in use first */
+	size_t sites_total;	    /* sites in the profile, shown or not */
+	uint64_t sites_period;	    /* mean bytes between samples; 0: not known */
 };
 
 extern const char *const *const top_term_names; /* TOP_TERMS of figures_stat_names */

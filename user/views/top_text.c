@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "top_sites.h"
 #include "top_text.h"
 
 /* names are never cut: a script reads all of it (a sanitized one is 124 bytes at most) */
@@ -167,6 +168,42 @@ static void print_rows(FILE *out, const struct top_frame *f)
 	}
 }
 
+/* The sites view: a line that counts them, and a row per site, its stack
+ * last and whole (but for TOP_STACK_MAX) so that a script reads all of it. */
+static void print_sites(FILE *out, const struct top_frame *f)
+{
+	const char *empty;
+	char line[128];
+	int gw = NAME_MIN;
+
+	empty = top_sites_empty(f, line, sizeof(line));
+	if (empty) {
+		fprintf(out, "%s\n", empty);
+		return;
+	}
+	fprintf(out, "sites: %u of %zu, most bytes in use first", f->nsites, f->sites_total);
+	if (f->sites_period)
+		fprintf(out, " (estimates: a sample every %llu bytes on average)",
+			(unsigned long long)f->sites_period);
+	fputc('\n', out);
+	for (unsigned i = 0; i < f->nsites; i++) {
+		int len = (int)strlen(f->sites[i].group);
+		if (len > gw)
+			gw = len;
+	}
+	fprintf(out, "%12s %10s %12s %-*s %7s %s\n", "IN USE", "OBJECTS", "ALLOCATED", gw, "GROUP",
+		"PID", "STACK");
+	for (unsigned i = 0; i < f->nsites; i++) {
+		const struct top_site_row *r = &f->sites[i];
+		char pid[16];
+
+		cell_i64(pid, sizeof(pid), r->pid > 0, r->pid);
+		fprintf(out, "%12lld %10lld %12lld %-*s %7s %s\n", (long long)r->inuse,
+			(long long)r->objects, (long long)r->allocated, gw, r->group, pid,
+			r->stack);
+	}
+}
+
 static void print_threads(FILE *out, const struct top_frame *f)
 {
 	int nw = 16;
@@ -191,7 +228,10 @@ int top_text_frame(FILE *out, const struct top_frame *f, unsigned long k, bool t
 	fprintf(out, "--- frame %lu ---\n", k);
 	print_header(out, &f->hdr);
 	print_identity(out, &f->id, f->hdr.alloc);
-	print_rows(out, f);
+	if (f->mode == TOP_MODE_SITES)
+		print_sites(out, f);
+	else
+		print_rows(out, f);
 	if (threads)
 		print_threads(out, f);
 	fputc('\n', out);

@@ -16,8 +16,9 @@
 
 /*
  * Frame number k (from 1) to out: a line "--- frame K ---", the header, the
- * identity and its bar, the group table in the frame's row order, the thread
- * table when threads is set, and a blank line. Flushed. 0 or -errno.
+ * identity and its bar, the group table in the frame's row order (the sites
+ * table in the sites view), the thread table when threads is set, and a
+ * blank line. Flushed. 0 or -errno.
  */
 int top_text_frame(FILE *out, const struct top_frame *f, unsigned long k, bool threads);
 

@@ -13,7 +13,7 @@
 
 #include "top_rows.h"
 
-const char *const top_mode_names[TOP_MODES] = { "groups", "processes", "process-groups" };
+const char *const top_mode_names[TOP_MODES] = { "groups", "processes", "process-groups", "sites" };
 
 int top_mode_parse(const char *name, enum top_mode *out)
 {
@@ -262,8 +262,10 @@ int top_rows_collect(struct top_frame *f, const struct figures *fig, const struc
 
 	f->nrows = f->npairs = 0;
 	f->mode = mode;
+	/* the sites view's frame has the groups' rows too: the same pairs as
+	 * the groups view's, the base of the rates whatever the view after it */
 	if (!err)
-		err = mode == TOP_MODE_GROUPS ?
+		err = mode == TOP_MODE_GROUPS || mode == TOP_MODE_SITES ?
 			      collect_groups(&c, fig) :
 			      collect_procs(&c, fig, mode == TOP_MODE_PROC_GROUPS);
 	return err;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "top_sites.h"
 #include "top_view.h"
 
 enum {
@@ -28,6 +29,8 @@ enum {
  * ID's; 80 columns leave the name 10 */
 static const int col_w[TOP_NCOLS] = { 0, 6, 6, 7, 6, 7, 6, 6, 7, 6 };
 #define FIXED_W 70
+/* the sites view: IN USE, OBJECTS, ALLOCATED, then GROUP, PID and STACK */
+#define GROUP_MAX_W 20
 
 static SCREEN *screen;
 static bool color;
@@ -338,6 +341,49 @@ static void draw_groups(const struct top_frame *f, struct top_ui *ui, int y)
 	}
 }
 
+/* The sites view: a row per site, largest in use first, the group as wide
+ * as the longest (within GROUP_MAX_W), the stack cut at the right edge. */
+static void draw_sites(const struct top_frame *f, struct top_ui *ui, int y)
+{
+	attr_t title = pair_or(PAIR_TABLE, A_REVERSE);
+	char line[128];
+	const char *empty = top_sites_empty(f, line, sizeof(line));
+	int gw = 5, x;
+
+	for (unsigned i = 0; i < f->nsites; i++) {
+		int len = (int)strlen(f->sites[i].group);
+		if (len > gw)
+			gw = len < GROUP_MAX_W ? len : GROUP_MAX_W;
+	}
+	put(y, 0, title, "%*s", COLS, "");
+	x = put(y, 0, pair_or(PAIR_SORTED, A_BOLD) | A_BOLD, "%7s", "vIN USE");
+	put(y, x, title, " %7s %9s %-*s %7s STACK, leaf first (%u of %zu sites)", "OBJECTS",
+	    "ALLOCATED", gw, "GROUP", "PID", f->nsites, f->sites_total);
+	y++;
+	if (empty) {
+		put(y, 1, A_NORMAL, "%s", empty);
+		return;
+	}
+	clamp_scroll(ui, f->nsites, table_room(y));
+	for (unsigned i = ui->top; i < f->nsites && y < LINES - 1; i++, y++) {
+		const struct top_site_row *r = &f->sites[i];
+		char in[16], objs[16], al[16];
+
+		top_fmt_bytes(in, sizeof(in), r->inuse);
+		fmt_count(objs, sizeof(objs), (double)r->objects);
+		top_fmt_bytes(al, sizeof(al), r->allocated);
+		x = put(y, 0, A_NORMAL, "%7s %7s %9s ", in, objs, al);
+		draw_name(y, x, r->group, gw);
+		x += gw;
+		if (r->pid > 0)
+			x = put(y, x, A_NORMAL, " %7d ", (int)r->pid);
+		else
+			x = put(y, x, A_NORMAL, " %7s ", "-");
+		if (x < COLS)
+			draw_name(y, x, r->stack, COLS - x);
+	}
+}
+
 static void draw_threads(const struct top_frame *f, struct top_ui *ui, int y)
 {
 	int nw = 16; /* a sanitized thread name is 60 bytes at most: shown whole */
@@ -365,13 +411,10 @@ static void draw_threads(const struct top_frame *f, struct top_ui *ui, int y)
 static void draw_footer(const struct top_ui *ui)
 {
 	static const char *const keys[][2] = {
-		{ "q", "Quit" },
-		{ "p", "Pause" },
-		{ "t", "Threads" },
-		{ "v", "View" },
-		{ "s", "Sort" },
-		{ "r", "Reverse" },
-		{ "nclafkdiey", "Sort by column" },
+		{ "q", "Quit" },    { "p", "Pause" },
+		{ "t", "Threads" }, { "v", "View" },
+		{ "h", "Sites" },   { "s", "Sort" },
+		{ "r", "Reverse" }, { "nclafkdiey", "Sort by column" },
 		{ "^L", "Redraw" },
 	};
 	int y = LINES - 1, x = 0;
@@ -383,6 +426,8 @@ static void draw_footer(const struct top_ui *ui)
 			label = "Groups";
 		if (i == 1 && ui->paused)
 			label = "Resume";
+		if (i == 4 && ui->mode == TOP_MODE_SITES)
+			label = "Groups";
 		x = put(y, x, pair_or(PAIR_KEY, A_REVERSE), "%s", keys[i][0]);
 		x = put(y, x, A_NORMAL, " %s  ", label);
 	}
@@ -404,6 +449,8 @@ void top_view_draw(const struct top_frame *f, struct top_ui *ui)
 	y = draw_identity(f, 3);
 	if (ui->threads)
 		draw_threads(f, ui, y);
+	else if (f->mode == TOP_MODE_SITES)
+		draw_sites(f, ui, y);
 	else
 		draw_groups(f, ui, y);
 	draw_footer(ui);
@@ -474,6 +521,11 @@ static enum top_view_event key(struct top_ui *ui, int ch)
 		return TOP_VIEW_RESORT;
 	case 'v':
 		ui->mode = (enum top_mode)((ui->mode + 1) % TOP_MODES);
+		ui->top = 0;
+		ui->threads = false;
+		return TOP_VIEW_REMODE;
+	case 'h': /* the heap's sites, and back to where a view starts */
+		ui->mode = ui->mode == TOP_MODE_SITES ? TOP_MODE_GROUPS : TOP_MODE_SITES;
 		ui->top = 0;
 		ui->threads = false;
 		return TOP_VIEW_REMODE;

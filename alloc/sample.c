@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Sampling for heap profiles (sample.h, DESIGN.md §7), as jemalloc, tcmalloc
+ * and Go's runtime do: the gap between two samples is exponential with mean
+ * RATE bytes, so that every allocated byte has the same chance, 1/RATE, to
+ * end a gap; a block of S bytes is sampled with probability 1 - exp(-S/RATE),
+ * and the tracer scales it by the inverse.
+ *
+ * Stacks are unwound here, in the process, with libgcc's unwinder from the
+ * .eh_frame tables every x86-64 object carries (Debian builds without frame
+ * pointers): about 100 ns a frame here, paid once per sample, against a
+ * probe per sample or a copy of the user stack into the kernel for an
+ * unwinder in BPF. The unwinder may allocate (for frames registered at run
+ * time), so it runs outside the allocator's operation, with the heap's
+ * `busy` keeping those allocations from being sampled in turn.
+ *
+ * Sampled blocks are remembered by address in one table (sampling is rare:
+ * one lock), and each span counts the table's entries in it, so that the
+ * traced free fast path sends only the frees of a span with a sampled block
+ * live to the slow path, which looks the block up. A free while nobody
+ * traces leaves its entry behind: a later sample at its address takes it
+ * over, a later free reports an id the tracer never saw (which it ignores),
+ * and a new tracer (tally_sample_epoch) starts with an empty table.
+ */
+#include <dlfcn.h>
+#include <link.h> /* struct link_map */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include "internal.h"
+
+uint64_t tally_sample_rate = SAMPLE_RATE_DEFAULT;
+uint64_t tally_sample_epoch;
+uint64_t tally_sample_live;
+
+/* The objects whose frames samples carry, announced to the tracer in
+ * TALLY_EV_MODULE records: once each, until tally_sample_epoch changes (a
+ * new tracer, which saw none of them). Under sample_lock. */
+#define MODS_MAX 512
+struct sample_mod {
+	const void *lm; /* its struct link_map */
+	uintptr_t start;
+};
+static struct sample_mod mods[MODS_MAX];
+static unsigned nmods;
+static uint64_t mods_epoch;
+/* the program's own path: its link_map has no name */
+static char self_exe[TALLY_MODULE_PATH_MAX];
+
+/* 16 bytes: a page of them is a power of two, as the probing needs */
+struct sample_ent {
+	uintptr_t ptr; /* 0: empty */
+	uint64_t tag;  /* id << 1 | 1 for a large mapping (in no span) */
+};
+_Static_assert(OS_PAGE % sizeof(struct sample_ent) == 0 &&
+		       !((OS_PAGE / sizeof(struct sample_ent)) &
+			 (OS_PAGE / sizeof(struct sample_ent) - 1)),
+	       "a page of entries is a power of two");
+
+#define TAB_HASH_MUL 0x9e3779b97f4a7c15ULL
+
+static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sample_ent *tab; /* open addressing, linear probing, power-of-two capacity */
+static size_t tab_cap;
+static uint64_t next_id = 1;
+/* the allocator's code (the Makefile puts all of it in this section): a
+ * sample's stack starts at the first frame past it */
+extern const char __start_tally_text[] __attribute__((weak, visibility("hidden")));
+extern const char __stop_tally_text[] __attribute__((weak, visibility("hidden")));
+
+void sample_init(void)
+{
+	const char *e = getenv("TALLY_SAMPLE_RATE");
+
+	if (e && *e) {
+		char *end;
+		unsigned long long v = strtoull(e, &end, 10);
+		if (!*end && e[0] != '-')
+			tally_sample_rate = v;
+	}
+	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+	self_exe[n > 0 ? n : 0] = 0;
+}
+
+static uint64_t rng_next(struct heap_sample *s)
+{
+	uint64_t x = s->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	s->rng = x;
+	return x * 0x2545f4914f6cdd1dULL;
+}
+
+/* ln(u) for u in (0, 1], without libm (a guest library keeps its
+ * dependencies few): u = m * 2^k with m in [1, 2), ln m = 2 atanh(z) with
+ * z = (m - 1) / (m + 1) in [0, 1/3), whose series is within 1e-12 at 12
+ * terms. */
+static double sample_ln(double u)
+{
+	uint64_t bits;
+	memcpy(&bits, &u, sizeof(bits));
+	int k = (int)((bits >> 52) & 0x7ff) - 1023;
+	bits = (bits & ((1ULL << 52) - 1)) | (1023ULL << 52);
+	double m;
+	memcpy(&m, &bits, sizeof(m));
+	double z = (m - 1) / (m + 1), z2 = z * z, term = z, sum = 0;
+	for (int i = 1; i <= 23; i += 2) {
+		sum += term / i;
+		term *= z2;
+	}
+	return k * 0.69314718055994530942 + 2 * sum;
+}
+
+void sample_redraw(struct heap *h)
+{
+	struct heap_sample *s = &h->sample;
+	uint64_t rate = __atomic_load_n(&tally_sample_rate, __ATOMIC_RELAXED);
+
+	if (!s->rng) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		s->rng = (h->id * TAB_HASH_MUL) ^ (uint64_t)ts.tv_nsec ^ (uintptr_t)h;
+		s->rng |= 1;
+	}
+	s->rate = rate;
+	if (!rate) {
+		h->sample_left = INT64_MAX;
+		return;
+	}
+	/* u in (0, 1]: 53 random bits */
+	double u = (double)((rng_next(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
+	double gap = -sample_ln(u) * (double)rate;
+	h->sample_left = gap >= 9.0e18 ? INT64_MAX : (int64_t)gap;
+}
+
+void sample_mark(struct heap *h, void *p, size_t q, uint16_t group, bool large)
+{
+	struct heap_sample *s = &h->sample;
+	uint64_t rate = s->rate;
+
+	sample_redraw(h);
+	if (!rate || s->busy || h == &tally_heap_none)
+		return;
+	if (s->p) {
+		s->dropped++;
+		return;
+	}
+	s->p = p;
+	s->q = q;
+	s->group = group;
+	s->large = large;
+	s->p_rate = rate;
+}
+
+struct backtrace {
+	uint64_t *pcs;
+	unsigned n;
+};
+
+static _Unwind_Reason_Code backtrace_step(struct _Unwind_Context *ctx, void *arg)
+{
+	struct backtrace *bt = arg;
+	uintptr_t ip = _Unwind_GetIP(ctx);
+
+	if (!ip)
+		return _URC_END_OF_STACK;
+	if (!bt->n && ip >= (uintptr_t)__start_tally_text && ip < (uintptr_t)__stop_tally_text)
+		return _URC_NO_REASON;
+	bt->pcs[bt->n++] = ip;
+	return bt->n == TALLY_SAMPLE_FRAMES_MAX ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+static size_t tab_home(uintptr_t p)
+{
+	return (size_t)(((p >> 4) * TAB_HASH_MUL) >> 20) & (tab_cap - 1);
+}
+
+/* Room for one more at three quarters full; the table is metadata of the
+ * heap that grows it. Under sample_lock. */
+static int tab_reserve(struct heap *h)
+{
+	if ((tally_sample_live + 1) * 4 <= tab_cap * 3)
+		return 0;
+	size_t ncap = tab_cap ? tab_cap * 2 : OS_PAGE / sizeof(*tab);
+	struct sample_ent *old = tab, *n = heap_meta_alloc(h, ncap * sizeof(*n));
+	size_t ocap = tab_cap;
+	if (!n)
+		return -1;
+	memset(n, 0, ncap * sizeof(*n));
+	tab = n;
+	tab_cap = ncap;
+	for (size_t i = 0; i < ocap; i++) {
+		if (!old[i].ptr)
+			continue;
+		size_t j = tab_home(old[i].ptr);
+		while (tab[j].ptr)
+			j = (j + 1) & (tab_cap - 1);
+		tab[j] = old[i];
+	}
+	if (old) {
+		size_t olen = (ocap * sizeof(*old) + OS_PAGE - 1) & ~(OS_PAGE - 1);
+		os_unmap(old, olen);
+		h->stats.mapped -= olen;
+		h->stats.segment_overhead -= olen;
+		ev(h, TALLY_EV_META_MAP, 1, 0, 0, olen);
+	}
+	return 0;
+}
+
+static struct sample_ent *tab_find(uintptr_t p)
+{
+	if (!tab_cap)
+		return NULL;
+	for (size_t i = tab_home(p);; i = (i + 1) & (tab_cap - 1)) {
+		if (tab[i].ptr == p)
+			return &tab[i];
+		if (!tab[i].ptr)
+			return NULL;
+	}
+}
+
+/* Backward-shift deletion: probe chains stay whole without tombstones. */
+static void tab_del(struct sample_ent *e)
+{
+	size_t i = (size_t)(e - tab), j = i;
+	for (;;) {
+		j = (j + 1) & (tab_cap - 1);
+		if (!tab[j].ptr)
+			break;
+		size_t k = tab_home(tab[j].ptr);
+		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+			tab[i] = tab[j];
+			i = j;
+		}
+	}
+	tab[i].ptr = 0;
+	tally_sample_live--;
+}
+
+static void announce_modules(struct heap *h, const uint64_t *pcs, unsigned n);
+
+/* One table entry more or less for a small block's span: its count is the
+ * table's entries in it, whatever happened to the span meanwhile (segments
+ * are never unmapped). Under sample_lock. */
+static void span_count(const struct sample_ent *e, int d)
+{
+	if (e->tag & 1)
+		return;
+	struct span *sp = span_of((void *)e->ptr);
+	uint16_t cell = (uint16_t)(span_cell_product(sp, (void *)e->ptr) >> 32);
+	uint32_t n = sp->sampled;
+	uint16_t *c = sp->sample_cells;
+	if (d > 0) {
+		if (n < SPAN_SAMPLE_CELLS) {
+			__atomic_store_n(&c[n], cell, __ATOMIC_RELAXED);
+		} else {
+			__atomic_store_n(&sp->sample_overflow, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&sp->sample_cell0, SPAN_CELL_UNKNOWN, __ATOMIC_RELAXED);
+		}
+		if (!n)
+			__atomic_store_n(&sp->sample_cell0, cell, __ATOMIC_RELAXED);
+		__atomic_store_n(&sp->sampled, (uint16_t)(n + 1), __ATOMIC_RELEASE);
+		return;
+	}
+	/* the last listed takes the place of the one that goes (and the first
+	 * is copied to the hot line before the count says one) */
+	for (uint32_t k = 0; n <= SPAN_SAMPLE_CELLS && k < n; k++) {
+		if (c[k] == cell) {
+			__atomic_store_n(&c[k], c[n - 1], __ATOMIC_RELAXED);
+			break;
+		}
+	}
+	if (!sp->sample_overflow)
+		__atomic_store_n(&sp->sample_cell0, c[0], __ATOMIC_RELAXED);
+	__atomic_store_n(&sp->sampled, (uint16_t)(n - 1), __ATOMIC_RELEASE);
+	if (n == 1)
+		__atomic_store_n(&sp->sample_overflow, 0, __ATOMIC_RELAXED);
+}
+
+/* A new tracer (tally_sample_epoch): it never saw the entries of an earlier
+ * one, nor the objects it was told of. Under sample_lock. */
+static void epoch_check(void)
+{
+	uint64_t epoch = __atomic_load_n(&tally_sample_epoch, __ATOMIC_RELAXED);
+
+	if (mods_epoch == epoch)
+		return;
+	mods_epoch = epoch;
+	nmods = 0;
+	for (size_t i = 0; i < tab_cap; i++) {
+		if (tab[i].ptr)
+			span_count(&tab[i], -1);
+		tab[i].ptr = 0;
+	}
+	tally_sample_live = 0;
+}
+
+/* The block's id in the table, 0 when the table cannot grow. An entry left
+ * at its address (its block freed while nobody traced) is taken over. */
+static uint64_t tab_insert(struct heap *h, uintptr_t p, bool large, const uint64_t *pcs, unsigned n)
+{
+	uint64_t id = 0;
+
+	pthread_mutex_lock(&sample_lock);
+	epoch_check();
+	struct sample_ent *e = tab_find(p);
+	if (!e && !tab_reserve(h)) {
+		size_t i = tab_home(p);
+		while (tab[i].ptr)
+			i = (i + 1) & (tab_cap - 1);
+		e = &tab[i];
+		*e = (struct sample_ent){ .ptr = p, .tag = large };
+		span_count(e, 1);
+		tally_sample_live++;
+	}
+	if (e) {
+		id = next_id++;
+		e->tag = id << 1 | (e->tag & 1);
+		announce_modules(h, pcs, n);
+	}
+	pthread_mutex_unlock(&sample_lock);
+	return id;
+}
+
+static void ev_sample(struct heap *h, uint64_t id, const struct heap_sample *s, const uint64_t *pcs,
+		      unsigned n)
+{
+	struct tally_batch *b = &h->batch;
+	struct tally_ev e = { TALLY_EV_SAMPLE, 0, s->group, n, id };
+
+	if (b->count + 4 + n > TALLY_BATCH_WORDS)
+		ev_flush(h);
+	tally_ev_put(b->words, &b->count, &e);
+	b->words[b->count++] = s->q;
+	b->words[b->count++] = s->p_rate;
+	memcpy(&b->words[b->count], pcs, n * sizeof(*pcs));
+	b->count += n;
+	if (b->count == TALLY_BATCH_WORDS)
+		ev_flush(h);
+}
+
+static void ev_module(struct heap *h, const struct dl_find_object *o)
+{
+	struct tally_batch *b = &h->batch;
+	const struct link_map *lm = o->dlfo_link_map;
+	const char *path = lm->l_name && lm->l_name[0] ? lm->l_name : self_exe;
+	size_t len = strnlen(path, TALLY_MODULE_PATH_MAX);
+	uint32_t words = (uint32_t)(len + 7) / 8;
+	struct tally_ev e = { TALLY_EV_MODULE, 0, 0, (uint32_t)len, lm->l_addr };
+
+	if (b->count + 4 + words > TALLY_BATCH_WORDS)
+		ev_flush(h);
+	tally_ev_put(b->words, &b->count, &e);
+	b->words[b->count++] = (uintptr_t)o->dlfo_map_start;
+	b->words[b->count++] = (uintptr_t)o->dlfo_map_end;
+	b->words[b->count + words - 1] = 0;
+	memcpy(&b->words[b->count], path, len);
+	b->count += words;
+	if (b->count == TALLY_BATCH_WORDS)
+		ev_flush(h);
+}
+
+/* Announce the objects of the frames the tracer has not heard of yet: the
+ * loader's lock-free lookup (glibc 2.35), a compare per frame after it.
+ * Under sample_lock, inside the operation. */
+static void announce_modules(struct heap *h, const uint64_t *pcs, unsigned n)
+{
+	uintptr_t lo = 0, hi = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct dl_find_object o;
+		if ((pcs[i] >= lo && pcs[i] < hi) || _dl_find_object((void *)pcs[i], &o))
+			continue;
+		lo = (uintptr_t)o.dlfo_map_start;
+		hi = (uintptr_t)o.dlfo_map_end;
+		unsigned k = 0;
+		while (k < nmods && (mods[k].lm != o.dlfo_link_map || mods[k].start != lo))
+			k++;
+		if (k < nmods || nmods == MODS_MAX)
+			continue;
+		mods[nmods++] = (struct sample_mod){ o.dlfo_link_map, lo };
+		ev_module(h, &o);
+	}
+}
+
+void sample_run(struct heap *h)
+{
+	struct heap_sample *s = &h->sample;
+	uint64_t pcs[TALLY_SAMPLE_FRAMES_MAX];
+	struct backtrace bt = { pcs, 0 };
+
+	s->busy = true;
+	_Unwind_Backtrace(backtrace_step, &bt);
+	s->busy = false;
+	op_begin(h);
+	if (unlikely(atomic_load_explicit(&h->purge, memory_order_acquire)))
+		heap_settle(h);
+	uint64_t id = ev_tracing() ? tab_insert(h, (uintptr_t)s->p, s->large, pcs, bt.n) : 0;
+	if (id) {
+		ev_sample(h, id, s, pcs, bt.n);
+	} else {
+		s->dropped++;
+	}
+	s->p = NULL;
+	op_end(h);
+}
+
+void sample_forget(struct heap *h, void *p)
+{
+	uint64_t id = 0;
+
+	if (!__atomic_load_n(&tally_sample_live, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&sample_lock);
+	struct sample_ent *e = tab_find((uintptr_t)p);
+	if (e) {
+		id = e->tag >> 1;
+		span_count(e, -1);
+		tab_del(e);
+	}
+	pthread_mutex_unlock(&sample_lock);
+	if (id)
+		ev(h, TALLY_EV_SAMPLE_FREE, 0, 0, 0, id);
+}
+
+void sample_forget_fast(void *p)
+{
+	struct heap *h = tally_tls_heap;
+
+	op_begin(h);
+	if (unlikely(atomic_load_explicit(&h->purge, memory_order_acquire)))
+		heap_settle(h);
+	sample_forget(h, p);
+	op_end(h);
+}
+
+void sample_lock_prepare(void)
+{
+	pthread_mutex_lock(&sample_lock);
+}
+
+void sample_lock_release(void)
+{
+	pthread_mutex_unlock(&sample_lock);
+}
+
+uint64_t sample_resident(void)
+{
+	uint64_t bytes = 0;
+
+	pthread_mutex_lock(&sample_lock);
+	if (tab)
+		bytes = os_resident(tab, (tab_cap * sizeof(*tab) + OS_PAGE - 1) & ~(OS_PAGE - 1));
+	pthread_mutex_unlock(&sample_lock);
+	return bytes;
+}

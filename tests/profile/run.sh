@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Integration tests of heap profiles by call site (root): `tally profile` on
+# a workload with three sites (tests/profile/sites_workload.c, built without
+# frame pointers) read back with the real pprof and compared with the
+# workload's own count; the folded format, the snapshot's "sites", serve's
+# /debug/pprof/heap, a late attach, a binary without symbols, real programs,
+# and bad input. Each check prints "ok" or "FAIL"; the last line is
+# "N passed, M failed".
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+TALLY=${TALLY_BIN:-$PWD/$BUILD/tally}
+PPROF=$PWD/$BUILD/pprof
+WL=$PWD/$BUILD/tests/profile/sites_workload
+WL_STRIPPED=$PWD/$BUILD/tests/profile/sites_workload_stripped
+. tests/lib.sh
+
+need_root profile
+
+# pprof's flat figure of one function, in bytes or objects (0 when absent)
+flat() { # FILE SAMPLE_INDEX FUNCTION
+	"$PPROF" -top -unit=B -nodecount=200 -nodefraction=0 -sample_index="$2" "$1" 2>/dev/null |
+		awk -v f="$3" '$NF == f { v = $1; sub(/B$/, "", v); print v; found = 1 }
+			END { if (!found) print 0 }'
+}
+
+# |got - want| <= pct % of want
+within() { # GOT WANT PCT
+	awk -v g="$1" -v w="$2" -v p="$3" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= w * p / 100) }'
+}
+
+truth() { # STDERR-FILE SITE FIELD: the workload's own count
+	grep '^{"keep_small"' "$1" | jq -r ".$2.$3"
+}
+
+# --- sampled at 64 KiB: each site within 15 % of the truth
+"$TALLY" profile --rate 65536 -o "$tmp/r64.pb.gz" -- "$WL" 2>"$tmp/r64.err"
+check "profile at --rate 65536: written, exit 0" $? "$(tail -2 "$tmp/r64.err")"
+for site in keep_small keep_large; do
+	got=$(flat "$tmp/r64.pb.gz" inuse_space $site)
+	want=$(truth "$tmp/r64.err" $site bytes)
+	within "$got" "$want" 15
+	check "rate 65536: $site in use $got within 15 % of $want" $? ""
+	got=$(flat "$tmp/r64.pb.gz" alloc_space $site)
+	within "$got" "$want" 15
+	check "rate 65536: $site allocated $got within 15 % of $want" $? ""
+done
+got=$(flat "$tmp/r64.pb.gz" alloc_space churn)
+want=$(truth "$tmp/r64.err" churn bytes)
+within "$got" "$want" 15
+check "rate 65536: churn allocated $got within 15 % of $want" $? ""
+got=$(flat "$tmp/r64.pb.gz" inuse_space churn)
+[ "$got" = 0 ]
+check "rate 65536: the freed site (churn) holds nothing in use" $? "got $got"
+top=$("$PPROF" -top -sample_index=alloc_space "$tmp/r64.pb.gz" 2>&1)
+for site in keep_small keep_large churn; do
+	grep -q " $site\$" <<<"$top"
+	check "pprof -top lists $site" $? "$top"
+done
+tags=$("$PPROF" -tags -sample_index=inuse_space -focus='^keep_small$' "$tmp/r64.pb.gz" 2>&1)
+grep -q '(  100%): cache' <<<"$tags"
+check "the group label (cache) is on keep_small's samples" $? "$tags"
+tags=$("$PPROF" -tags -sample_index=inuse_space -focus='^keep_large$' "$tmp/r64.pb.gz" 2>&1)
+grep -q '(  100%): root' <<<"$tags" && ! grep -q cache <<<"$tags"
+check "keep_large's samples are in root" $? "$tags"
+"$PPROF" -raw "$tmp/r64.pb.gz" 2>/dev/null | grep -qE 'Build ID: [0-9a-f]{40}|build ID.*[0-9a-f]{40}|[0-9a-f]{40}'
+check "the mappings carry build IDs" $? "$("$PPROF" -raw "$tmp/r64.pb.gz" 2>&1 | grep -A3 Mappings)"
+
+# --- every allocation: exact
+"$TALLY" profile --rate 1 -o "$tmp/r1.pb.gz" -- "$WL" 2>"$tmp/r1.err"
+check "profile at --rate 1: written, exit 0" $? "$(tail -2 "$tmp/r1.err")"
+for site in keep_small keep_large; do
+	for kind in bytes:inuse_space objects:inuse_objects bytes:alloc_space objects:alloc_objects; do
+		got=$(flat "$tmp/r1.pb.gz" "${kind#*:}" $site)
+		want=$(truth "$tmp/r1.err" $site "${kind%%:*}")
+		[ "$got" = "$want" ]
+		check "rate 1: $site ${kind#*:} exact ($got, the workload says $want)" $? ""
+	done
+done
+got=$(flat "$tmp/r1.pb.gz" alloc_space churn)
+want=$(truth "$tmp/r1.err" churn bytes)
+[ "$got" = "$want" ]
+check "rate 1: churn allocated exact ($got, the workload says $want)" $? ""
+
+# --- folded stacks, outermost first, of in-use bytes
+"$TALLY" profile --rate 1 --format folded -o "$tmp/r1.folded" -- "$WL" 2>"$tmp/f.err"
+want=$(truth "$tmp/f.err" keep_small bytes)
+grep -qE "^_start;.*;main;keep_small $want\$" "$tmp/r1.folded"
+check "folded: main;keep_small with its exact in-use bytes" $? "$(head -3 "$tmp/r1.folded")"
+! grep -qE ';churn [0-9]+$' "$tmp/r1.folded"
+check "folded: no line for the freed site" $? "$(grep churn "$tmp/r1.folded")"
+
+# --- the snapshot's sites
+"$TALLY" snapshot --rate 65536 -o "$tmp/snap.json" -- "$WL" 2>/dev/null
+jq -e '.sampling.rate == 65536 and (.sites | length) >= 2 and
+	.sites[0].frames[0].function == "keep_small" and .sites[0].group == "cache" and
+	(.sites[0].frames[0].file | endswith("sites_workload.c")) and .sites[0].frames[0].line > 0 and
+	(.sites[0].frames[0].module | endswith("sites_workload")) and
+	.sites[1].frames[0].function == "keep_large" and .sites[0].inuse_bytes >= .sites[1].inuse_bytes' \
+	"$tmp/snap.json" >/dev/null
+check "snapshot: sites, largest first, with function, file, line, module and group" $? \
+	"$(jq -c '.sites[0:2]' "$tmp/snap.json" 2>&1 | head -c 600)"
+"$TALLY" snapshot --no-sample -o "$tmp/nos.json" -- "$WL" 2>/dev/null
+jq -e '.sampling.rate == 0 and .sites == [] and .exact == true' "$tmp/nos.json" >/dev/null
+check "snapshot --no-sample: no sites, figures still exact" $? "$(jq -c '.sampling, .exact' "$tmp/nos.json" 2>&1)"
+
+# --- no symbols: addresses with the mapping's name
+"$TALLY" profile --rate 65536 --format folded -o "$tmp/strip.folded" -- "$WL_STRIPPED" 2>/dev/null
+check "a binary without symbols: profiled, exit 0" $? ""
+grep -qE 'sites_workload_stripped\+0x[0-9a-f]+ [0-9]+$' "$tmp/strip.folded"
+check "a binary without symbols: its frames are the mapping's name and offset" $? \
+	"$(head -3 "$tmp/strip.folded")"
+
+# --- a late attach: what was allocated before it is one named site
+mkfifo "$tmp/in"
+LD_PRELOAD=$PWD/$BUILD/libtally_alloc.so "$WL" wait <"$tmp/in" >"$tmp/late.out" 2>"$tmp/late.err" &
+wl=$!
+pids+=("$wl")
+exec 7>"$tmp/in"
+wait_file "$tmp/late.out"
+"$TALLY" profile -p "$wl" -d 0.5 --format folded -o "$tmp/late.folded" 2>"$tmp/late.tally"
+check "profile -p PID -d: written, exit 0" $? "$(cat "$tmp/late.tally")"
+got=$(awk '/^\(allocated before attach\) / { s += $NF } END { print s + 0 }' "$tmp/late.folded")
+want=$(($(truth "$tmp/late.err" keep_small bytes) + $(truth "$tmp/late.err" keep_large bytes)))
+within "$got" "$want" 5
+check "late attach: '(allocated before attach)' holds the live bytes ($got, kept $want)" $? \
+	"$(cat "$tmp/late.folded")"
+exec 7>&-
+wait "$wl"
+
+# --- serve's /debug/pprof/heap, as pprof fetches it
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkfifo "$tmp/in2"
+"$TALLY" serve --listen "127.0.0.1:$port" --rate 65536 -- "$WL" wait <"$tmp/in2" \
+	>"$tmp/serve.out" 2>"$tmp/serve.err" &
+srv=$!
+pids+=("$srv")
+exec 8>"$tmp/in2"
+wait_file "$tmp/serve.out"
+"$PPROF" -top -sample_index=inuse_space "http://127.0.0.1:$port/debug/pprof/heap" \
+	>"$tmp/serve.top" 2>&1
+grep -q ' keep_small$' "$tmp/serve.top" && grep -q 'Type: inuse_space' "$tmp/serve.top"
+check "serve: pprof reads /debug/pprof/heap (keep_small in it)" $? "$(head -12 "$tmp/serve.top")"
+curl -s -o "$tmp/allocs.pb.gz" "http://127.0.0.1:$port/debug/pprof/allocs"
+"$PPROF" -top "$tmp/allocs.pb.gz" 2>&1 | grep -q 'Type: alloc_space'
+check "serve: /debug/pprof/allocs shows allocated bytes first" $? ""
+exec 8>&-
+kill -INT "$srv"
+wait "$srv"
+
+# --- real programs: the profile is read by pprof, with their functions in it
+"$TALLY" profile --rate 4096 -o "$tmp/py.pb.gz" -- python3 -c \
+	'import json; d = [json.dumps({"k": i, "v": "x" * (i % 300)}) for i in range(50000)]; print(len(d))' \
+	>/dev/null 2>"$tmp/py.err"
+"$PPROF" -top -sample_index=alloc_space "$tmp/py.pb.gz" >"$tmp/py.top" 2>&1
+grep -qE 'Py|_Py|json' "$tmp/py.top"
+check "python3: profiled, pprof shows CPython's functions" $? "$(head -14 "$tmp/py.top"; tail -3 "$tmp/py.err")"
+seq 200000 | sort -R >"$tmp/nums"
+"$TALLY" profile --rate 4096 --format folded -o "$tmp/sort.folded" -- sort -n "$tmp/nums" \
+	>/dev/null 2>"$tmp/sort.err"
+# (Debian's sort has no symbols of its own: its frames are sort+0xOFFSET)
+[ -s "$tmp/sort.folded" ] && grep -qE '^sort\+0x[0-9a-f]+;__libc_start_main' "$tmp/sort.folded"
+check "sort: profiled, folded stacks through libc's start" $? "$(head -3 "$tmp/sort.folded"; tail -3 "$tmp/sort.err")"
+
+# --- bad input: one line, the usage status, nothing started
+for args in "--rate 0" "--rate -5" "--rate abc" "--rate 1.5" "--format xml" \
+	"-o /nonexistent/dir/p.pb.gz" "--no-sample" "--rate 1 --no-sample"; do
+	rm -f "$tmp/started"
+	# shellcheck disable=SC2086 # the words of $args are the options
+	"$TALLY" profile $args -- touch "$tmp/started" >"$tmp/bad.out" 2>"$tmp/bad.err"
+	rc=$?
+	[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && [ ! -e "$tmp/started" ] &&
+		[ ! -s "$tmp/bad.out" ]
+	check "profile $args: one line, exit 2, nothing started" $? "rc $rc: $(cat "$tmp/bad.err")"
+done
+
+finish

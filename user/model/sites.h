@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * A process's heap profile by call site (DESIGN.md §7), rebuilt from the
+ * allocator's sample records: stacks interned, and per site (a stack in a
+ * resource group) the estimated bytes and objects allocated and still in
+ * use. A sample of S bytes drawn at rate R stands for 1 / (1 - exp(-S/R))
+ * blocks of S bytes (Go's and jemalloc's scaling), so that the sums are
+ * unbiased; at rate 1 every block is sampled and counts once. Pure code.
+ */
+#ifndef TALLY_SITES_H
+#define TALLY_SITES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../bpf/tally_events.h"
+#include "replay.h"
+
+struct sites_stack {
+	uint64_t hash;
+	uint32_t off; /* first frame in sites.pcs */
+	uint32_t n;   /* frames, the allocation's caller first */
+};
+
+/* A stack in a group. Estimates, as doubles: they are sums of scaled samples. */
+struct site {
+	uint32_t stack;
+	uint16_t group;
+	double alloc_bytes, alloc_objects;
+	double inuse_bytes, inuse_objects;
+	uint64_t samples; /* samples taken here */
+};
+
+/* An object frames lie in, as the process announced it (TALLY_EV_MODULE). */
+struct sites_module {
+	uint64_t bias;	     /* process address - file address */
+	uint64_t start, end; /* its mapping */
+	uint32_t path, len;  /* its path: sites.names[path .. path + len) */
+};
+
+/* A sampled block still live: what its free takes off its site; or one
+ * whose free came before its sample (site SITES_FREED). */
+#define SITES_FREED UINT32_MAX
+struct sites_live {
+	uint64_t id; /* 0: empty slot */
+	uint32_t site;
+	double bytes, objects;
+};
+
+struct sites {
+	uint64_t *pcs; /* every interned stack's frames */
+	size_t npcs, cap_pcs;
+	struct sites_stack *stacks;
+	size_t nstacks, cap_stacks;
+	uint32_t *stack_ix; /* hash index into stacks (+1; 0: empty) */
+	size_t cap_stack_ix;
+	struct site *v;
+	size_t n, cap;
+	uint32_t *site_ix; /* hash index of (stack, group) into v (+1) */
+	size_t cap_site_ix;
+	struct sites_live *live; /* open addressing by id */
+	size_t nlive, cap_live;
+	uint64_t samples, frees; /* records applied */
+	/* frees of a block not sampled yet: its sample is in another thread's
+	 * batch still on its way, or it was sampled before the attach (or its
+	 * record was refused); `early` of them are still waiting */
+	uint64_t unknown_frees, early;
+	uint64_t refused; /* malformed records, or no memory */
+	uint64_t rate;	  /* the rate of the last sample (the profile's period) */
+	struct sites_module *mods;
+	size_t nmods, cap_mods;
+	char *names; /* the modules' paths, one after the other */
+	size_t nnames, cap_names;
+	/* a late attach: what each group had live then, which no sample
+	 * covers (DESIGN.md §7: one site, named for what it is) */
+	bool seeded;
+	int64_t seed_bytes[TALLY_MAX_GROUPS], seed_objects[TALLY_MAX_GROUPS];
+};
+
+void sites_init(struct sites *s);
+void sites_free(struct sites *s); /* leaves s empty */
+/* exec: the old image's blocks are gone */
+void sites_reset(struct sites *s);
+/* fork: the child's live samples are its parent's: 0 or -ENOMEM */
+int sites_copy(struct sites *dst, const struct sites *src);
+/* A late attach's state read: what each group had live then. */
+void sites_seed(struct sites *s, const struct tally_replay *r);
+/* The replay's hook (struct tally_replay.on_sample): ctx is the sites. */
+void sites_on_record(void *ctx, const struct tally_ev *e, const __u64 *extra);
+/* The module holding a process address (the latest announced), or NULL. */
+const struct sites_module *sites_module_of(const struct sites *s, uint64_t pc);
+/* The weight of one sample of `bytes` drawn at `rate`: the blocks it stands for. */
+double sites_weight(uint64_t bytes, uint64_t rate);
+/* Estimated in-use bytes of every site together. */
+double sites_inuse(const struct sites *s);
+static inline const uint64_t *sites_frames(const struct sites *s, const struct site *st,
+					   uint32_t *n)
+{
+	*n = s->stacks[st->stack].n;
+	return &s->pcs[s->stacks[st->stack].off];
+}
+
+#endif /* TALLY_SITES_H */

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The sites view of `tally top`: the tree's heap profile (pprof.h) by call
+ * site, as rows of text and numbers in the frame (top_rows.h). Pure code: the
+ * caller builds and symbolizes the profile, only for this view. Every string
+ * of a site (its functions, its objects' paths, its group) comes from the
+ * traced process and is sanitized here (STYLE.md rule 10).
+ */
+#ifndef TALLY_TOP_SITES_H
+#define TALLY_TOP_SITES_H
+
+#include <stddef.h>
+
+#include "pprof.h"
+#include "top_rows.h"
+
+/*
+ * The sites of p into f->sites: the TOP_SITES_MAX with the most bytes in use,
+ * largest first, then most bytes allocated, then in p's order; each with its
+ * stack as text (top_site_row). p NULL: sampling is off. 0, or -ENOMEM or
+ * -EINVAL (an index out of range), said by the frame (TOP_SITES_FAILED).
+ */
+int top_sites_build(struct top_frame *f, const struct prof *p);
+/* The profile could not be built (err: a negative errno): the frame says so. */
+void top_sites_failed(struct top_frame *f, int err);
+/* The line a sites table shows in place of rows ("no sites sampled yet",
+ * ...) into buf, or NULL when it has rows. */
+const char *top_sites_empty(const struct top_frame *f, char *buf, size_t size);
+
+#endif /* TALLY_TOP_SITES_H */
