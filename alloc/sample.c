@@ -350,7 +350,8 @@ static void ev_module(struct heap *h, const struct dl_find_object *o)
 	const char *path = lm->l_name && lm->l_name[0] ? lm->l_name : self_exe;
 	size_t len = strnlen(path, TALLY_MODULE_PATH_MAX);
 	uint32_t words = (uint32_t)(len + 7) / 8;
-	struct tally_ev e = { TALLY_EV_MODULE, 0, 0, (uint32_t)len, lm->l_addr };
+	/* term 1: the program itself (its link_map has no name) */
+	struct tally_ev e = { TALLY_EV_MODULE, path == self_exe, 0, (uint32_t)len, lm->l_addr };
 
 	if (b->count + 4 + words > TALLY_BATCH_WORDS)
 		ev_flush(h);

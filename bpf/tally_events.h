@@ -93,7 +93,8 @@ enum tally_ev_type {
 	TALLY_EV_SAMPLE_FREE = 19,
 	/* an object (executable or library) the frames of samples lie in,
 	 * once per process and tracer: bytes = its load bias (file address +
-	 * bias = process address), n = its path's length; then a word of its
+	 * bias = process address), n = its path's length, term 1 for the
+	 * program itself (0: a library); then a word of its
 	 * mapping's start, one of its end, and the path in ceil(n / 8) words,
 	 * not NUL-terminated. The tracer needs no /proc/PID/maps, which a
 	 * process that has exited no longer has. */

@@ -58,8 +58,8 @@ fi
 
 want_alloc="aligned_alloc calloc free free_aligned_sized free_sized malloc malloc_usable_size
 memalign posix_memalign pvalloc realloc reallocarray tally_alloc__set_group tally_alloc_collect
-tally_alloc_group_stats tally_alloc_stats tally_stats_accounted tally_stats_balanced
-tally_stats_merge tally_stats_predicted_resident valloc"
+tally_alloc_group_stats tally_alloc_stats tally_sample_epoch tally_sample_rate
+tally_stats_accounted tally_stats_balanced tally_stats_merge tally_stats_predicted_resident valloc"
 # The symbols a library exports: defined, global or weak, default visibility
 # (the linker keeps the hidden __start_/__stop_ bounds of the probe-site
 # sections in .dynsym too; hidden, they are not exported).
@@ -69,7 +69,7 @@ exports() {
 }
 got=$(exports "$BUILD/libtally_alloc.so")
 if [ "$got" = "$(tr ' \n' '\n\n' <<<"$want_alloc" | grep . | sort | tr '\n' ' ')" ]; then
-	ok "libtally_alloc.so exports exactly the malloc family and tally_alloc_*/tally_stats_*"
+	ok "libtally_alloc.so exports exactly the malloc family and tally_alloc_*/tally_stats_*/tally_sample_*"
 else
 	ko "libtally_alloc.so exports: $got"
 fi

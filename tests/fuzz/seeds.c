@@ -420,6 +420,43 @@ static void batch(struct stream *s, uint16_t source, uint64_t heap, uint64_t seq
 	chunk(s, 0, &m, offsetof(struct tally_msg_batch, batch) + m.bytes);
 }
 
+/* A batch of heap-profile records (words beyond a record's two): a
+ * module, two samples of one stack, a free of one of them. */
+static void sample_batch(struct stream *s, uint64_t heap, uint32_t tid)
+{
+	static struct tally_msg_batch m;
+	static const char path[] = "/usr/bin/app";
+	const uint64_t pcs[3] = { 0x401234, 0x402345, 0x7f0000001234 };
+	const struct tally_ev mod = { TALLY_EV_MODULE, 1, 0, sizeof(path) - 1, 0 };
+	size_t hdr = offsetof(struct tally_batch, words);
+	__u64 *w = m.batch.words;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, tid, 1, 0, 0 };
+	m.batch.magic = TALLY_BATCH_MAGIC;
+	m.batch.version = TALLY_BATCH_VERSION;
+	m.batch.source = TALLY_SRC_ALLOC;
+	m.batch.tid = tid;
+	m.batch.heap_id = heap;
+	tally_ev_put(w, &m.batch.count, &mod);
+	w[m.batch.count++] = 0x400000;
+	w[m.batch.count++] = 0x480000;
+	memcpy(&w[m.batch.count], path, sizeof(path) - 1);
+	m.batch.count += (sizeof(path) - 1 + 7) / 8;
+	for (uint64_t id = 1; id <= 2; id++) {
+		const struct tally_ev smp = { TALLY_EV_SAMPLE, 0, 1, 3, id };
+		tally_ev_put(w, &m.batch.count, &smp);
+		w[m.batch.count++] = 100 * id;
+		w[m.batch.count++] = 524288;
+		memcpy(&w[m.batch.count], pcs, sizeof(pcs));
+		m.batch.count += 3;
+	}
+	const struct tally_ev fr = { TALLY_EV_SAMPLE_FREE, 0, 0, 0, 1 };
+	tally_ev_put(w, &m.batch.count, &fr);
+	m.bytes = (uint32_t)(hdr + m.batch.count * 8);
+	chunk(s, 0, &m, offsetof(struct tally_msg_batch, batch) + m.bytes);
+}
+
 static void thread_msg(struct stream *s, uint16_t kind, uint16_t flags, uint32_t tid,
 		       const char *comm)
 {
@@ -462,6 +499,11 @@ static int decoder_seeds(void)
 	start(&s, 0);
 	batch(&s, TALLY_SRC_ALLOC, 1, 0, 100, alloc_recs, NRECS(alloc_recs), TALLY_BATCH_MAGIC);
 	err = err ?: write_seed("decoder", "alloc-batch", s.b, s.len);
+
+	/* heap-profile records: a module, samples, a free */
+	start(&s, 0);
+	sample_batch(&s, 1, 100);
+	err = err ?: write_seed("decoder", "samples", s.b, s.len);
 
 	/* the same with a bad magic: refused */
 	start(&s, 0);

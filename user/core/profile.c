@@ -204,11 +204,11 @@ static int add_before_attach(struct profile *pr, struct proc_build *b, const dou
 	const struct sites *st = &b->m->sites;
 	const struct tally_replay *r = &b->m->replay;
 
-	for (unsigned g = 0; st->seeded && g < TALLY_MAX_GROUPS; g++) {
+	for (unsigned g = 0; st->seed && g < TALLY_MAX_GROUPS; g++) {
 		double live = (double)(r->groups[g].alloc_bytes - r->groups[g].dealloc_bytes);
 		double objs = (double)(r->groups[g].alloc_objs - r->groups[g].dealloc_objs);
-		double left = fmin(live - inuse[2 * g], (double)st->seed_bytes[g]);
-		double lobj = fmin(objs - inuse[2 * g + 1], (double)st->seed_objects[g]);
+		double left = fmin(live - inuse[2 * g], (double)st->seed[g].bytes);
+		double lobj = fmin(objs - inuse[2 * g + 1], (double)st->seed[g].objects);
 		if (left < 1)
 			continue;
 		ssize_t k = PUSH(pr, locs), x = PUSH(pr, lines), ix = PUSH(pr, ix);
@@ -229,11 +229,11 @@ static int add_process(struct profile *pr, struct proc_build *b)
 	const struct sites *st = &b->m->sites;
 	double *inuse = calloc(2 * TALLY_MAX_GROUPS, sizeof(*inuse));
 	int err = inuse ? proc_maps(pr, b) : -ENOMEM;
-	if (getenv("TALLY_DEBUG_SITES"))
-		fprintf(stderr,
-			"DEBUG pid %d sites %zu samples %lu frees %lu unknown %lu refused %lu mods %zu replay.samples %lu\n",
-			b->pid, st->n, st->samples, st->frees, st->unknown_frees, st->refused,
-			st->nmods, b->m->replay.samples);
+
+	/* pprof takes the first mapping for the program: the root's */
+	for (size_t k = 0; !err && !pr->nmaps && k < st->nmods; k++)
+		if (st->mods[k].program && mapping_for(pr, b, k) < 0)
+			err = -ENOMEM;
 
 	for (size_t i = 0; !err && i < st->n; i++) {
 		const struct site *site = &st->v[i];

@@ -17,8 +17,9 @@ void session_sample_attach(const struct session *s, pid_t pid)
 	uint64_t v[2] = { s->sample_rate, clock_now_ns() | 1 };
 	int err = target_lib_poke(pid, "libtally_alloc.so", names, v, 2);
 
-	/* an allocator older than sampling has neither: no sites, figures whole */
-	if (err && err != -ENOENT)
+	/* an allocator older than sampling has neither: no sites, figures
+	 * whole; without the permission, the attach says so itself */
+	if (err && err != -ENOENT && err != -EPERM && err != -EACCES)
 		fprintf(stderr, "tally: cannot set the sampling rate in %d: %s\n", pid,
 			strerror(-err));
 }

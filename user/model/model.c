@@ -500,6 +500,7 @@ void model_seed_alloc(struct model *m, const struct remote_alloc *ra)
 		if (gs->allocated_objects)
 			m->groups[g].known = true;
 	}
+	/* without it, blocks from before the attach are not named: not fatal */
 	sites_seed(&m->sites, r);
 	for (uint32_t i = 0; i < ra->nheaps; i++) {
 		struct model_heap *h = model_heap(m, ra->heaps[i].id);

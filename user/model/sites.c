@@ -24,6 +24,7 @@ void sites_free(struct sites *s)
 	free(s->live);
 	free(s->mods);
 	free(s->names);
+	free(s->seed);
 	sites_init(s);
 }
 
@@ -55,6 +56,7 @@ int sites_copy(struct sites *dst, const struct sites *src)
 	dst->live = NULL;
 	dst->mods = NULL;
 	dst->names = NULL;
+	dst->seed = NULL;
 	dst->cap_mods = src->nmods;
 	dst->cap_names = src->nnames;
 	dst->cap_pcs = src->npcs;
@@ -69,20 +71,26 @@ int sites_copy(struct sites *dst, const struct sites *src)
 		      sizeof(*src->site_ix)) ||
 	    dup_array((void **)&dst->live, src->live, src->cap_live, sizeof(*src->live)) ||
 	    dup_array((void **)&dst->mods, src->mods, src->nmods, sizeof(*src->mods)) ||
-	    dup_array((void **)&dst->names, src->names, src->nnames, 1)) {
+	    dup_array((void **)&dst->names, src->names, src->nnames, 1) ||
+	    (src->seed &&
+	     dup_array((void **)&dst->seed, src->seed, TALLY_MAX_GROUPS, sizeof(*src->seed)))) {
 		sites_free(dst);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-void sites_seed(struct sites *s, const struct tally_replay *r)
+int sites_seed(struct sites *s, const struct tally_replay *r)
 {
+	if (!s->seed)
+		s->seed = malloc(TALLY_MAX_GROUPS * sizeof(*s->seed));
+	if (!s->seed)
+		return -ENOMEM;
 	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++) {
-		s->seed_bytes[g] = r->groups[g].alloc_bytes - r->groups[g].dealloc_bytes;
-		s->seed_objects[g] = r->groups[g].alloc_objs - r->groups[g].dealloc_objs;
+		s->seed[g].bytes = r->groups[g].alloc_bytes - r->groups[g].dealloc_bytes;
+		s->seed[g].objects = r->groups[g].alloc_objs - r->groups[g].dealloc_objs;
 	}
-	s->seeded = true;
+	return 0;
 }
 
 double sites_weight(uint64_t bytes, uint64_t rate)
@@ -104,7 +112,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
 {
 	if (need <= *cap)
 		return 0;
-	size_t ncap = *cap ? *cap * 2 : 64;
+	size_t ncap = *cap ? *cap * 2 : 16;
 	while (ncap < need)
 		ncap *= 2;
 	void *n = realloc(*p, ncap * size);
@@ -122,7 +130,7 @@ static int index_fit(uint32_t **ix, size_t *cap, size_t n, uint64_t (*hash)(cons
 {
 	if ((n + 1) * 4 <= *cap * 3)
 		return 0;
-	size_t ncap = *cap ? *cap * 2 : 256;
+	size_t ncap = *cap ? *cap * 2 : 16;
 	uint32_t *t = calloc(ncap, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -160,14 +168,16 @@ static int64_t stack_intern(struct sites *s, const __u64 *pcs, uint32_t n)
 	size_t j = h & (s->cap_stack_ix - 1);
 	for (; s->stack_ix[j]; j = (j + 1) & (s->cap_stack_ix - 1)) {
 		const struct sites_stack *st = &s->stacks[s->stack_ix[j] - 1];
-		if (st->hash == h && st->n == n && !memcmp(&s->pcs[st->off], pcs, n * sizeof(*pcs)))
+		if (st->hash == h && st->n == n &&
+		    (!n || !memcmp(&s->pcs[st->off], pcs, n * sizeof(*pcs))))
 			return s->stack_ix[j] - 1;
 	}
 	if (s->npcs + n > UINT32_MAX || s->nstacks >= UINT32_MAX - 1 ||
 	    grow((void **)&s->pcs, &s->cap_pcs, s->npcs + n, sizeof(*s->pcs)) ||
 	    grow((void **)&s->stacks, &s->cap_stacks, s->nstacks + 1, sizeof(*s->stacks)))
 		return -ENOMEM;
-	memcpy(&s->pcs[s->npcs], pcs, n * sizeof(*pcs));
+	if (n) /* (a sample without frames: none outside the allocator) */
+		memcpy(&s->pcs[s->npcs], pcs, n * sizeof(*pcs));
 	s->stacks[s->nstacks] = (struct sites_stack){ h, (uint32_t)s->npcs, n };
 	s->npcs += n;
 	s->stack_ix[j] = (uint32_t)++s->nstacks;
@@ -213,7 +223,7 @@ static int live_fit(struct sites *s)
 		return 0;
 	size_t ocap = s->cap_live;
 	struct sites_live *old = s->live;
-	s->cap_live = ocap ? ocap * 2 : 256;
+	s->cap_live = ocap ? ocap * 2 : 16;
 	s->live = calloc(s->cap_live, sizeof(*s->live));
 	if (!s->live) {
 		s->live = old;
@@ -234,7 +244,8 @@ static int live_fit(struct sites *s)
 
 static struct sites_live *live_find(struct sites *s, uint64_t id)
 {
-	if (!s->cap_live)
+	/* (id 0 marks an empty slot: no block has it) */
+	if (!s->cap_live || !id)
 		return NULL;
 	for (size_t j = live_home(s, id);; j = (j + 1) & (s->cap_live - 1)) {
 		if (s->live[j].id == id)
@@ -311,11 +322,12 @@ static void module_add(struct sites *s, const struct tally_ev *e, const __u64 *e
 	const char *path = (const char *)&extra[2];
 	for (size_t i = 0; i < s->nmods; i++) {
 		const struct sites_module *m = &s->mods[i];
-		if (m->bias == e->bytes && m->start == extra[0] && m->len == e->n &&
+		if (m->bias == e->bytes && m->start == extra[0] && m->len == e->n && e->n &&
 		    !memcmp(&s->names[m->path], path, e->n))
 			return;
 	}
-	if (extra[1] <= extra[0] || s->nnames + e->n > UINT32_MAX ||
+	/* a module without a path is of no use to anyone */
+	if (!e->n || extra[1] <= extra[0] || s->nnames + e->n > UINT32_MAX ||
 	    grow((void **)&s->mods, &s->cap_mods, s->nmods + 1, sizeof(*s->mods)) ||
 	    grow((void **)&s->names, &s->cap_names, s->nnames + e->n, 1)) {
 		s->refused++;
@@ -323,7 +335,8 @@ static void module_add(struct sites *s, const struct tally_ev *e, const __u64 *e
 	}
 	memcpy(&s->names[s->nnames], path, e->n);
 	s->mods[s->nmods++] =
-		(struct sites_module){ e->bytes, extra[0], extra[1], (uint32_t)s->nnames, e->n };
+		(struct sites_module){ e->term == 1,	    e->bytes, extra[0], extra[1],
+				       (uint32_t)s->nnames, e->n };
 	s->nnames += e->n;
 }
 

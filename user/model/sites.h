@@ -34,6 +34,7 @@ struct site {
 
 /* An object frames lie in, as the process announced it (TALLY_EV_MODULE). */
 struct sites_module {
+	bool program;	     /* the program itself, not a library */
 	uint64_t bias;	     /* process address - file address */
 	uint64_t start, end; /* its mapping */
 	uint32_t path, len;  /* its path: sites.names[path .. path + len) */
@@ -73,9 +74,11 @@ struct sites {
 	char *names; /* the modules' paths, one after the other */
 	size_t nnames, cap_names;
 	/* a late attach: what each group had live then, which no sample
-	 * covers (DESIGN.md §7: one site, named for what it is) */
-	bool seeded;
-	int64_t seed_bytes[TALLY_MAX_GROUPS], seed_objects[TALLY_MAX_GROUPS];
+	 * covers (DESIGN.md §7: one site, named for what it is); NULL: none
+	 * (a process's model is copied at each fork: this stays small) */
+	struct sites_seed {
+		int64_t bytes, objects;
+	} * seed; /* TALLY_MAX_GROUPS of them */
 };
 
 void sites_init(struct sites *s);
@@ -84,8 +87,8 @@ void sites_free(struct sites *s); /* leaves s empty */
 void sites_reset(struct sites *s);
 /* fork: the child's live samples are its parent's: 0 or -ENOMEM */
 int sites_copy(struct sites *dst, const struct sites *src);
-/* A late attach's state read: what each group had live then. */
-void sites_seed(struct sites *s, const struct tally_replay *r);
+/* A late attach's state read: what each group had live then. -ENOMEM. */
+int sites_seed(struct sites *s, const struct tally_replay *r);
 /* The replay's hook (struct tally_replay.on_sample): ctx is the sites. */
 void sites_on_record(void *ctx, const struct tally_ev *e, const __u64 *extra);
 /* The module holding a process address (the latest announced), or NULL. */
