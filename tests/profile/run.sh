@@ -90,6 +90,14 @@ check "folded: main;keep_small with its exact in-use bytes" $? "$(head -3 "$tmp/
 ! grep -qE ';churn [0-9]+$' "$tmp/r1.folded"
 check "folded: no line for the freed site" $? "$(grep churn "$tmp/r1.folded")"
 
+# --- a tree: a child that ended before its parent keeps its sites
+"$TALLY" profile --rate 1 --format folded -o "$tmp/tree.folded" -- sh -c "$WL; true" \
+	2>"$tmp/tree.err"
+want=$(truth "$tmp/tree.err" keep_small bytes)
+grep -qE ";main;keep_small $want\$" "$tmp/tree.folded"
+check "a tree: the ended child's sites are in the profile (keep_small exact)" $? \
+	"$(cut -c1-200 "$tmp/tree.folded" | head -3)"
+
 # --- the snapshot's sites
 "$TALLY" snapshot --rate 65536 -o "$tmp/snap.json" -- "$WL" 2>/dev/null
 jq -e '.sampling.rate == 65536 and (.sites | length) >= 2 and

@@ -49,9 +49,12 @@ static const char *own(struct profile *pr, const char *s, size_t len)
 	return c;
 }
 
-/* The building state of one process. */
+/* The building state of one process: a running one's model, or an ended
+ * one's kept sites and figures. */
 struct proc_build {
-	const struct model *m;
+	const struct sites *st;
+	const struct model *m;		    /* NULL: ended */
+	const struct figures_process *kept; /* ended: its group names */
 	pid_t pid;
 	unsigned ix;	 /* its number in this profile */
 	int *mapping_of; /* its modules' profile mappings (-1: none yet) */
@@ -66,7 +69,7 @@ static int by_start(const void *a, const void *b)
 /* Its modules as the symbolizer takes them. */
 static int proc_maps(struct profile *pr, struct proc_build *b)
 {
-	const struct sites *st = &b->m->sites;
+	const struct sites *st = b->st;
 	struct sym_maps *mm = &pr->maps_scratch;
 
 	sym_maps_free(mm);
@@ -97,9 +100,9 @@ static int mapping_for(struct profile *pr, struct proc_build *b, size_t k)
 {
 	if (b->mapping_of[k] >= 0)
 		return b->mapping_of[k];
-	const struct sites_module *md = &b->m->sites.mods[k];
+	const struct sites_module *md = &b->st->mods[k];
 	ssize_t i = PUSH(pr, maps);
-	const char *path = i < 0 ? NULL : own(pr, &b->m->sites.names[md->path], md->len);
+	const char *path = i < 0 ? NULL : own(pr, &b->st->names[md->path], md->len);
 	if (!path)
 		return -ENOMEM;
 	struct prof_mapping *pm = &pr->maps[i];
@@ -155,9 +158,9 @@ static ssize_t location_for(struct profile *pr, struct proc_build *b, uint64_t p
 	struct sym_loc sl;
 	l->addr = pc - 1; /* inside the call, as pprof looks it up again */
 	l->mapping = -1;
-	const struct sites_module *md = sites_module_of(&b->m->sites, pc);
+	const struct sites_module *md = sites_module_of(b->st, pc);
 	if (md) {
-		int mi = mapping_for(pr, b, (size_t)(md - b->m->sites.mods));
+		int mi = mapping_for(pr, b, (size_t)(md - b->st->mods));
 		if (mi < 0)
 			return mi;
 		l->mapping = mi;
@@ -178,11 +181,21 @@ static ssize_t location_for(struct profile *pr, struct proc_build *b, uint64_t p
 	return at;
 }
 
+static const char *group_name(const struct proc_build *b, uint16_t group)
+{
+	if (b->m)
+		return b->m->groups[group].name;
+	for (unsigned i = 0; b->kept && i < b->kept->ngroups; i++)
+		if (b->kept->groups[i].id == group && b->kept->groups[i].name)
+			return b->kept->groups[i].name;
+	return "";
+}
+
 static int add_sample(struct profile *pr, const struct proc_build *b, uint16_t group,
 		      const double v[4], size_t first_ix, size_t nlocs)
 {
 	ssize_t i = PUSH(pr, samples);
-	const char *name = b->m->groups[group].name;
+	const char *name = group_name(b, group);
 	if (i < 0)
 		return -ENOMEM;
 	struct prof_sample *ps = &pr->samples[i];
@@ -201,10 +214,10 @@ static int add_sample(struct profile *pr, const struct proc_build *b, uint16_t g
  * live beyond what its sites account for, at most what it had then. */
 static int add_before_attach(struct profile *pr, struct proc_build *b, const double *inuse)
 {
-	const struct sites *st = &b->m->sites;
-	const struct tally_replay *r = &b->m->replay;
+	const struct sites *st = b->st;
 
-	for (unsigned g = 0; st->seed && g < TALLY_MAX_GROUPS; g++) {
+	for (unsigned g = 0; b->m && st->seed && g < TALLY_MAX_GROUPS; g++) {
+		const struct tally_replay *r = &b->m->replay;
 		double live = (double)(r->groups[g].alloc_bytes - r->groups[g].dealloc_bytes);
 		double objs = (double)(r->groups[g].alloc_objs - r->groups[g].dealloc_objs);
 		double left = fmin(live - inuse[2 * g], (double)st->seed[g].bytes);
@@ -226,7 +239,7 @@ static int add_before_attach(struct profile *pr, struct proc_build *b, const dou
 
 static int add_process(struct profile *pr, struct proc_build *b)
 {
-	const struct sites *st = &b->m->sites;
+	const struct sites *st = b->st;
 	double *inuse = calloc(2 * TALLY_MAX_GROUPS, sizeof(*inuse));
 	int err = inuse ? proc_maps(pr, b) : -ENOMEM;
 
@@ -267,7 +280,7 @@ static int add_process(struct profile *pr, struct proc_build *b)
 
 int profile_build(struct session *s, struct profile *pr)
 {
-	struct proc_build b = { .m = &s->model, .pid = s->pid };
+	struct proc_build b = { .st = &s->model.sites, .m = &s->model, .pid = s->pid };
 	int err = 0;
 
 	memset(pr, 0, sizeof(*pr));
@@ -279,9 +292,13 @@ int profile_build(struct session *s, struct profile *pr)
 	err = add_process(pr, &b);
 	for (size_t i = 0; !err && i < s->tree.n; i++) {
 		const struct tree_proc *p = &s->tree.procs[i];
-		if (p->ended || !p->m)
+		if (!p->sites && (p->ended || !p->m))
 			continue;
-		b = (struct proc_build){ .m = p->m, .pid = p->pid, .ix = (unsigned)i + 1 };
+		b = (struct proc_build){ .st = p->sites ? p->sites : &p->m->sites,
+					 .m = p->sites ? NULL : p->m,
+					 .kept = &p->kept,
+					 .pid = p->pid,
+					 .ix = (unsigned)i + 1 };
 		err = add_process(pr, &b);
 	}
 	sym_maps_free(&pr->maps_scratch);

@@ -28,6 +28,26 @@ void sites_free(struct sites *s)
 	sites_init(s);
 }
 
+void sites_trim(struct sites *s)
+{
+	free(s->stack_ix);
+	free(s->site_ix);
+	free(s->live);
+	free(s->seed);
+	s->stack_ix = s->site_ix = NULL;
+	s->live = NULL;
+	s->seed = NULL;
+	s->cap_stack_ix = s->cap_site_ix = s->cap_live = s->nlive = 0;
+}
+
+size_t sites_bytes(const struct sites *s)
+{
+	return s->cap_pcs * sizeof(*s->pcs) + s->cap_stacks * sizeof(*s->stacks) +
+	       s->cap_stack_ix * sizeof(*s->stack_ix) + s->cap * sizeof(*s->v) +
+	       s->cap_site_ix * sizeof(*s->site_ix) + s->cap_live * sizeof(*s->live) +
+	       s->cap_mods * sizeof(*s->mods) + s->cap_names + (s->seed ? 4096 : 0) + sizeof(*s);
+}
+
 void sites_reset(struct sites *s)
 {
 	sites_free(s);

@@ -83,6 +83,10 @@ struct sites {
 
 void sites_init(struct sites *s);
 void sites_free(struct sites *s); /* leaves s empty */
+/* An ended process's: what a profile reads kept, the rest freed. */
+void sites_trim(struct sites *s);
+/* The bytes it holds, beside the struct. */
+size_t sites_bytes(const struct sites *s);
 /* exec: the old image's blocks are gone */
 void sites_reset(struct sites *s);
 /* fork: the child's live samples are its parent's: 0 or -ENOMEM */

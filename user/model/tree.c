@@ -22,6 +22,11 @@ static void proc_free(struct tree_proc *p)
 		p->m = NULL;
 	}
 	figures_process_free(&p->kept);
+	if (p->sites) {
+		sites_free(p->sites);
+		free(p->sites);
+		p->sites = NULL;
+	}
 }
 
 void tree_free(struct tree *t)
@@ -47,6 +52,7 @@ static void fold_oldest(struct tree *t)
 	for (size_t i = 0; i < t->n; i++) {
 		if (!t->procs[i].ended)
 			continue;
+		t->sites_bytes -= t->procs[i].sites ? sites_bytes(t->procs[i].sites) : 0;
 		proc_free(&t->procs[i]);
 		memmove(&t->procs[i], &t->procs[i + 1], (t->n - i - 1) * sizeof(t->procs[0]));
 		t->n--;
@@ -149,6 +155,19 @@ int tree_end(struct tree *t, struct tree_proc *p, const struct figures_process *
 		return err;
 	p->ended = true;
 	p->ended_ns = fig->ended_ns;
+	/* its sites move out of the model, what only a running process needs
+	 * (the live samples, the indexes) left behind */
+	struct sites *st = p->m->sites.n ? malloc(sizeof(*st)) : NULL;
+	if (st && t->sites_bytes + sites_bytes(&p->m->sites) <= TREE_SITES_BUDGET) {
+		*st = p->m->sites;
+		sites_init(&p->m->sites);
+		sites_trim(st);
+		p->sites = st;
+		t->sites_bytes += sites_bytes(st);
+	} else {
+		t->sites_dropped += p->m->sites.n != 0;
+		free(st);
+	}
 	model_free(p->m);
 	free(p->m);
 	p->m = NULL;

@@ -20,6 +20,9 @@
 
 /* Ended processes kept one by one; past it the oldest are only counted. */
 #define TREE_KEEP_ENDED 4096
+/* The heap profiles of ended processes kept, in bytes at most (a build's
+ * compilers, a shell's children: their sites stay in the tree's profile). */
+#define TREE_SITES_BUDGET (64UL << 20)
 
 struct tree_proc {
 	pid_t pid, ppid;
@@ -35,15 +38,18 @@ struct tree_proc {
 	bool heaps_looked;	    /* ... looked for in this image */
 	bool read, read_consistent; /* -f at attach: its state read, while no heap moved */
 	struct figures_process kept;
+	struct sites *sites; /* ended: its heap profile as at its end (NULL: none kept) */
 };
 
 struct tree {
 	struct tree_proc *procs; /* by birth */
 	size_t n, cap;
-	size_t nended;	     /* of procs */
-	uint64_t folded;     /* ended processes no longer kept one by one */
-	uint64_t strays;     /* messages of a process the tree does not know */
-	uint64_t unfollowed; /* forks whose parent the tree does not know */
+	size_t nended;		/* of procs */
+	uint64_t folded;	/* ended processes no longer kept one by one */
+	uint64_t strays;	/* messages of a process the tree does not know */
+	uint64_t unfollowed;	/* forks whose parent the tree does not know */
+	size_t sites_bytes;	/* kept in ended processes' sites */
+	uint64_t sites_dropped; /* ended processes whose sites were over the budget */
 };
 
 void tree_init(struct tree *t);
