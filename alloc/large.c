@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "ptr_table.h"
 #include "purge.h"
 
 /* A mapping costs system calls and a page fault per page touched, so a
@@ -22,19 +23,15 @@
 #define POOL_ENTRY_MAX (32UL << 20) /* larger mappings are unmapped at free */
 #define POOL_TOTAL_MAX (128UL << 20)
 #define POPULATE_MAX (1UL << 20)
-/* The table: Fibonacci hashing of the page number (2^64 / the golden ratio),
- * bits from TAB_HASH_SHIFT up; grown at three quarters full. */
-#define TAB_HASH_MUL 0x9e3779b97f4a7c15ULL
-#define TAB_HASH_SHIFT 20
-#define TAB_LOAD_NUM 3
-#define TAB_LOAD_DEN 4
-
 struct large_ent {
 	uintptr_t ptr; /* 0: empty table slot */
 	size_t len;    /* mapping length */
 	size_t q;      /* requested bytes */
 	uint32_t group;
 };
+_Static_assert(OS_PAGE % sizeof(struct large_ent) == 0 &&
+		       (sizeof(struct large_ent) & (sizeof(struct large_ent) - 1)) == 0,
+	       "a page of entries is a power of two");
 
 struct pool_ent {
 	void *ptr;
@@ -43,80 +40,18 @@ struct pool_ent {
 };
 
 static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct large_ent *tab; /* open addressing, linear probing, power-of-two capacity */
-static size_t tab_cap, tab_len;
+static struct ptr_table tab = { .esize = sizeof(struct large_ent), .key_shift = 12 };
 static struct pool_ent pool[POOL_SLOTS];
 static size_t pool_bytes;
 
-static size_t tab_hash(uintptr_t p)
-{
-	return (size_t)(((p / OS_PAGE) * TAB_HASH_MUL) >> TAB_HASH_SHIFT);
-}
-
 static struct large_ent *tab_find(uintptr_t p)
 {
-	if (!tab_cap)
-		return NULL;
-	for (size_t i = tab_hash(p) & (tab_cap - 1);; i = (i + 1) & (tab_cap - 1)) {
-		if (tab[i].ptr == p)
-			return &tab[i];
-		if (!tab[i].ptr)
-			return NULL;
-	}
+	return ptr_table_find(&tab, p);
 }
 
 static void tab_put(const struct large_ent *e)
 {
-	size_t i = tab_hash(e->ptr) & (tab_cap - 1);
-	while (tab[i].ptr)
-		i = (i + 1) & (tab_cap - 1);
-	tab[i] = *e;
-	tab_len++;
-}
-
-/* Backward-shift deletion keeps probe chains intact without tombstones. */
-static void tab_del(struct large_ent *e)
-{
-	size_t i = (size_t)(e - tab), j = i;
-	for (;;) {
-		j = (j + 1) & (tab_cap - 1);
-		if (!tab[j].ptr)
-			break;
-		size_t k = tab_hash(tab[j].ptr) & (tab_cap - 1);
-		/* move j into the hole at i unless its home k lies cyclically in (i, j] */
-		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
-			tab[i] = tab[j];
-			i = j;
-		}
-	}
-	tab[i].ptr = 0;
-	tab_len--;
-}
-
-static int tab_reserve(struct heap *h)
-{
-	if ((tab_len + 1) * TAB_LOAD_DEN <= tab_cap * TAB_LOAD_NUM)
-		return 0;
-	size_t ncap = tab_cap ? tab_cap * 2 : OS_PAGE / sizeof(struct large_ent);
-	struct large_ent *old = tab, *n = heap_meta_alloc(h, ncap * sizeof(*n));
-	size_t ocap = tab_cap;
-	if (!n)
-		return -1;
-	memset(n, 0, ncap * sizeof(*n));
-	tab = n;
-	tab_cap = ncap;
-	tab_len = 0;
-	for (size_t i = 0; i < ocap; i++)
-		if (old[i].ptr)
-			tab_put(&old[i]);
-	if (old) {
-		size_t olen = (ocap * sizeof(*old) + OS_PAGE - 1) & ~(OS_PAGE - 1);
-		os_unmap(old, olen);
-		h->stats.mapped -= olen;
-		h->stats.segment_overhead -= olen;
-		ev(h, TALLY_EV_META_MAP, 1, 0, 0, olen);
-	}
-	return 0;
+	*(struct large_ent *)ptr_table_put(&tab, e->ptr) = *e;
 }
 
 /* A pooled mapping of len..2*len bytes, best fit; NULL when none. */
@@ -172,7 +107,7 @@ void *large_alloc(struct heap *h, size_t q, size_t align, bool zero)
 	if (q > PTRDIFF_MAX)
 		return NULL;
 	pthread_mutex_lock(&large_lock);
-	if (tab_reserve(h))
+	if (ptr_table_reserve(&tab, h))
 		goto fail;
 	struct pool_ent *pe = align <= OS_PAGE ? pool_take(len) : NULL;
 	if (pe) {
@@ -220,7 +155,7 @@ bool large_free(struct heap *h, void *p, size_t expect_q)
 		return false;
 	}
 	struct large_ent e = *pe;
-	tab_del(pe);
+	ptr_table_del(&tab, pe);
 	int slot = -1;
 	if (e.len <= POOL_ENTRY_MAX) {
 		/* the newest free is the likeliest to be asked for again: make room
@@ -291,7 +226,7 @@ void *large_realloc(struct heap *h, void *p, size_t q)
 	}
 	/* as a free and an allocation, which is exactly how the figures move */
 	struct large_ent e = *pe;
-	tab_del(pe);
+	ptr_table_del(&tab, pe);
 	account_free(h, &e, TALLY_LARGE_FRESH);
 	h->stats.mapped -= e.len;
 	e = (struct large_ent){ .ptr = (uintptr_t)np, .len = len, .q = q, .group = h->group };
@@ -347,14 +282,15 @@ uint64_t large_resident(void)
 	uint64_t bytes = 0;
 
 	pthread_mutex_lock(&large_lock);
-	for (size_t i = 0; i < tab_cap; i++)
-		if (tab[i].ptr)
-			bytes += os_resident((void *)tab[i].ptr, tab[i].len);
+	const struct large_ent *e = tab.v;
+	for (size_t i = 0; i < tab.cap; i++)
+		if (e[i].ptr)
+			bytes += os_resident((void *)e[i].ptr, e[i].len);
 	for (size_t i = 0; i < POOL_SLOTS; i++)
 		if (pool[i].ptr)
 			bytes += os_resident(pool[i].ptr, pool[i].len);
-	if (tab)
-		bytes += os_resident(tab, (tab_cap * sizeof(*tab) + OS_PAGE - 1) & ~(OS_PAGE - 1));
+	if (tab.v)
+		bytes += os_resident(tab.v, ptr_table_mapped(&tab));
 	pthread_mutex_unlock(&large_lock);
 	return bytes;
 }

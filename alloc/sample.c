@@ -31,10 +31,10 @@
 #include <unwind.h>
 
 #include "internal.h"
+#include "ptr_table.h"
 
 uint64_t tally_sample_rate = SAMPLE_RATE_DEFAULT;
 uint64_t tally_sample_epoch;
-uint64_t tally_sample_live;
 
 /* The objects whose frames samples carry, announced to the tracer in
  * TALLY_EV_MODULE records: once each, until tally_sample_epoch changes (a
@@ -50,7 +50,7 @@ static uint64_t mods_epoch;
 /* the program's own path: its link_map has no name */
 static char self_exe[TALLY_MODULE_PATH_MAX];
 
-/* 16 bytes: a page of them is a power of two, as the probing needs */
+/* The sampled blocks by address (ptr_table.h), under sample_lock. */
 struct sample_ent {
 	uintptr_t ptr; /* 0: empty */
 	uint64_t tag;  /* id << 1 | 1 for a large mapping (in no span) */
@@ -60,11 +60,9 @@ _Static_assert(OS_PAGE % sizeof(struct sample_ent) == 0 &&
 			 (OS_PAGE / sizeof(struct sample_ent) - 1)),
 	       "a page of entries is a power of two");
 
-#define TAB_HASH_MUL 0x9e3779b97f4a7c15ULL
-
 static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sample_ent *tab; /* open addressing, linear probing, power-of-two capacity */
-static size_t tab_cap;
+/* (slots are at least 16-byte aligned) */
+static struct ptr_table tab = { .esize = sizeof(struct sample_ent), .key_shift = 4 };
 static uint64_t next_id = 1;
 /* the allocator's code (the Makefile puts all of it in this section): a
  * sample's stack starts at the first frame past it */
@@ -123,7 +121,7 @@ void sample_redraw(struct heap *h)
 	if (!s->rng) {
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		s->rng = (h->id * TAB_HASH_MUL) ^ (uint64_t)ts.tv_nsec ^ (uintptr_t)h;
+		s->rng = (h->id * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)ts.tv_nsec ^ (uintptr_t)h;
 		s->rng |= 1;
 	}
 	s->rate = rate;
@@ -172,73 +170,6 @@ static _Unwind_Reason_Code backtrace_step(struct _Unwind_Context *ctx, void *arg
 		return _URC_NO_REASON;
 	bt->pcs[bt->n++] = ip;
 	return bt->n == TALLY_SAMPLE_FRAMES_MAX ? _URC_END_OF_STACK : _URC_NO_REASON;
-}
-
-static size_t tab_home(uintptr_t p)
-{
-	return (size_t)(((p >> 4) * TAB_HASH_MUL) >> 20) & (tab_cap - 1);
-}
-
-/* Room for one more at three quarters full; the table is metadata of the
- * heap that grows it. Under sample_lock. */
-static int tab_reserve(struct heap *h)
-{
-	if ((tally_sample_live + 1) * 4 <= tab_cap * 3)
-		return 0;
-	size_t ncap = tab_cap ? tab_cap * 2 : OS_PAGE / sizeof(*tab);
-	struct sample_ent *old = tab, *n = heap_meta_alloc(h, ncap * sizeof(*n));
-	size_t ocap = tab_cap;
-	if (!n)
-		return -1;
-	memset(n, 0, ncap * sizeof(*n));
-	tab = n;
-	tab_cap = ncap;
-	for (size_t i = 0; i < ocap; i++) {
-		if (!old[i].ptr)
-			continue;
-		size_t j = tab_home(old[i].ptr);
-		while (tab[j].ptr)
-			j = (j + 1) & (tab_cap - 1);
-		tab[j] = old[i];
-	}
-	if (old) {
-		size_t olen = (ocap * sizeof(*old) + OS_PAGE - 1) & ~(OS_PAGE - 1);
-		os_unmap(old, olen);
-		h->stats.mapped -= olen;
-		h->stats.segment_overhead -= olen;
-		ev(h, TALLY_EV_META_MAP, 1, 0, 0, olen);
-	}
-	return 0;
-}
-
-static struct sample_ent *tab_find(uintptr_t p)
-{
-	if (!tab_cap)
-		return NULL;
-	for (size_t i = tab_home(p);; i = (i + 1) & (tab_cap - 1)) {
-		if (tab[i].ptr == p)
-			return &tab[i];
-		if (!tab[i].ptr)
-			return NULL;
-	}
-}
-
-/* Backward-shift deletion: probe chains stay whole without tombstones. */
-static void tab_del(struct sample_ent *e)
-{
-	size_t i = (size_t)(e - tab), j = i;
-	for (;;) {
-		j = (j + 1) & (tab_cap - 1);
-		if (!tab[j].ptr)
-			break;
-		size_t k = tab_home(tab[j].ptr);
-		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
-			tab[i] = tab[j];
-			i = j;
-		}
-	}
-	tab[i].ptr = 0;
-	tally_sample_live--;
 }
 
 static void announce_modules(struct heap *h, const uint64_t *pcs, unsigned n);
@@ -291,12 +222,13 @@ static void epoch_check(void)
 		return;
 	mods_epoch = epoch;
 	nmods = 0;
-	for (size_t i = 0; i < tab_cap; i++) {
-		if (tab[i].ptr)
-			span_count(&tab[i], -1);
-		tab[i].ptr = 0;
+	struct sample_ent *e = tab.v;
+	for (size_t i = 0; i < tab.cap; i++) {
+		if (e[i].ptr)
+			span_count(&e[i], -1);
+		e[i].ptr = 0;
 	}
-	tally_sample_live = 0;
+	tab.len = 0;
 }
 
 /* The block's id in the table, 0 when the table cannot grow. An entry left
@@ -307,15 +239,11 @@ static uint64_t tab_insert(struct heap *h, uintptr_t p, bool large, const uint64
 
 	pthread_mutex_lock(&sample_lock);
 	epoch_check();
-	struct sample_ent *e = tab_find(p);
-	if (!e && !tab_reserve(h)) {
-		size_t i = tab_home(p);
-		while (tab[i].ptr)
-			i = (i + 1) & (tab_cap - 1);
-		e = &tab[i];
-		*e = (struct sample_ent){ .ptr = p, .tag = large };
+	struct sample_ent *e = ptr_table_find(&tab, p);
+	if (!e && !ptr_table_reserve(&tab, h)) {
+		e = ptr_table_put(&tab, p);
+		e->tag = large;
 		span_count(e, 1);
-		tally_sample_live++;
 	}
 	if (e) {
 		id = next_id++;
@@ -414,14 +342,15 @@ void sample_forget(struct heap *h, void *p)
 {
 	uint64_t id = 0;
 
-	if (!__atomic_load_n(&tally_sample_live, __ATOMIC_RELAXED))
+	/* (a racy look: a block sampled before it was handed out is in) */
+	if (!__atomic_load_n(&tab.len, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&sample_lock);
-	struct sample_ent *e = tab_find((uintptr_t)p);
+	struct sample_ent *e = ptr_table_find(&tab, (uintptr_t)p);
 	if (e) {
 		id = e->tag >> 1;
 		span_count(e, -1);
-		tab_del(e);
+		ptr_table_del(&tab, e);
 	}
 	pthread_mutex_unlock(&sample_lock);
 	if (id)
@@ -454,8 +383,8 @@ uint64_t sample_resident(void)
 	uint64_t bytes = 0;
 
 	pthread_mutex_lock(&sample_lock);
-	if (tab)
-		bytes = os_resident(tab, (tab_cap * sizeof(*tab) + OS_PAGE - 1) & ~(OS_PAGE - 1));
+	if (tab.v)
+		bytes = os_resident(tab.v, ptr_table_mapped(&tab));
 	pthread_mutex_unlock(&sample_lock);
 	return bytes;
 }

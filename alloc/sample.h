@@ -68,8 +68,6 @@ static inline void sample_resized(struct heap *h, void *p, void *np, size_t q, u
 		sample_forget(h, p);
 	sample_count(h, np, q, group, large);
 }
-/* Whether any sampled block may be live: large frees look only then. */
-extern uint64_t tally_sample_live;
 void sample_lock_prepare(void);
 void sample_lock_release(void);
 uint64_t sample_resident(void);
