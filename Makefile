@@ -47,7 +47,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target
 
-.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring format-check layout-check demo stress cupti
+.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
 
 # The CUPTI injection library and its unit test, when a CUDA toolkit with
@@ -298,7 +298,8 @@ $(BUILD)/tests/glibc_workload: tests/glibc/workload.c
 
 # The fake CUDA driver and the GPU workloads (tests/gpu/build.sh).
 $(BUILD)/tests/gpu/.built: tests/gpu/build.sh tests/gpu/workload.c tests/gpu/dlopen_workload.c \
-		tests/fake_cuda/libcuda.c tests/fake_cuda/cuda_abi.h $(BUILD)/libtally.so
+		tests/gpu/gpu_plugin.c tests/fake_cuda/libcuda.c tests/fake_cuda/cuda_abi.h \
+		tests/fake_cuda/nvml.c $(BUILD)/libtally.so
 	@tests/gpu/build.sh $(BUILD) && touch $@
 
 # The benchmark's workloads, also the views' tests' (a producer/consumer pipeline).
@@ -329,7 +330,10 @@ bench-trace: all
 	@scripts/bench-trace.sh
 bench-ring: all test-build
 	@scripts/bench-ring.sh
-bench: bench-alloc bench-trace bench-ring
+bench-loader: all
+	@scripts/bench-loader.sh
+
+bench: bench-alloc bench-trace bench-ring bench-loader
 
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h') && echo "format: clean"

@@ -8,9 +8,19 @@
  * ring buffer, whose map this object shares, as it shares `threads` (the
  * calling thread's group) and `lost`.
  *
- * Each program serves every entry point of one argument shape; which entry
- * point fired is the attach cookie (enum cuda_kind | enum tally_gpu_api <<
+ * One entry program and one return program serve every entry point, each
+ * attached once per process as a uprobe_multi link (a link let go waits
+ * for the kernel's grace periods: two, not seventy); which entry point
+ * fired is the attach cookie (enum cuda_kind | enum tally_gpu_api <<
  * CUDA_API_SHIFT, bpf/cuda_api.h; set by user/core/cuda.c).
+ *
+ * The driver may come from any path (LD_LIBRARY_PATH, RUNPATH, a dlopen by a
+ * library), so its probes are attached per process as it loads it: a probe
+ * on the dynamic loader's debugger hook, _dl_debug_state (what gdb uses),
+ * sees each set of objects mapped, before they are relocated and before
+ * any of their code runs; when one is a driver whose probes are not
+ * attached for that process, it tells the tracer and holds the thread until
+ * the tracer says they are (or a deadline passes, which it says too).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -27,6 +37,44 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Live allocations, pins and images the block map holds; those past it
  * count in `untracked`. */
 #define CUDA_MAX_BLOCKS 65536
+
+/* tally.bpf.c's processes of the traced tree (shared by the loader): the
+ * driver's probes keep what comes from them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TALLY_BPF_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, __u32);
+} procs SEC(".maps");
+
+static __always_inline bool in_tree(void)
+{
+	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+
+	return bpf_map_lookup_elem(&procs, &tgid) != NULL;
+}
+
+/* The processes whose driver the tracer has dealt with (key: tgid): its
+ * probes attached, or given up on. The loader's probe holds a thread that
+ * maps a driver until its process is here. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TALLY_BPF_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, __u32);
+} driver_ready SEC(".maps");
+
+/* Where each process mapped its driver (key: tgid): a sched_yield called
+ * from in there is the driver's own spin-wait, not the program's. */
+struct driver_span {
+	__u64 lo, hi;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TALLY_BPF_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct driver_span);
+} driver_spans SEC(".maps");
 
 /* A call between its entry and its return, per thread. */
 struct pending {
@@ -63,11 +111,26 @@ struct {
 } blocks SEC(".maps");
 
 /* Figures the loader reads: blocks the map could not hold, frees of
- * handles never seen (allocated before the attach), and sched_yield calls
- * per group outside the driver's synchronize calls. */
+ * handles never seen (allocated before the attach), sched_yield calls per
+ * group that the driver did not make, and the dynamic loader's holds: how
+ * many, how many passed their deadline, the longest. */
 __u64 untracked = 0;
 __u64 unknown_frees = 0;
-__u64 os_yields[TALLY_MAX_GROUPS] = {};
+
+/* sched_yield calls the program made, per process and group. */
+struct yield_key {
+	__u32 tgid;
+	__u32 group;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct yield_key);
+	__type(value, __u64);
+} os_yields SEC(".maps");
+__u64 holds = 0;
+__u64 hold_timeouts = 0;
+__u64 hold_ns_max = 0;
 
 static __always_inline void emit(__u8 type, __u8 term, __u32 group, __u32 n, __u64 bytes)
 {
@@ -93,42 +156,6 @@ static __always_inline void emit(__u8 type, __u8 term, __u32 group, __u32 n, __u
 	m->ev.n = n;
 	m->ev.bytes = bytes;
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
-}
-
-/* Entry points by argument shape. */
-SEC("uprobe")
-int BPF_KPROBE(cuda_call, __u64 a0) /* launches, synchronize: nothing to save but the api */
-{
-	if (!in_target())
-		return 0;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending p = { .api = bpf_get_attach_cookie(ctx), .arg = a0 };
-	bpf_map_update_elem(&calls, &tid, &p, BPF_ANY);
-	return 0;
-}
-
-SEC("uprobe")
-int BPF_KPROBE(cuda_out_size, __u64 out, __u64 size) /* (T *out, size_t size, ...) */
-{
-	if (!in_target())
-		return 0;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending p = { .api = bpf_get_attach_cookie(ctx), .out = out, .arg = size };
-	bpf_map_update_elem(&calls, &tid, &p, BPF_ANY);
-	return 0;
-}
-
-SEC("uprobe")
-int BPF_KPROBE(cuda_pitch, __u64 out, __u64 ppitch, __u64 width, __u64 height)
-{
-	if (!in_target())
-		return 0;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending p = {
-		.api = bpf_get_attach_cookie(ctx), .out = out, .arg2 = height, .pitch_ptr = ppitch
-	};
-	bpf_map_update_elem(&calls, &tid, &p, BPF_ANY);
-	return 0;
 }
 
 /* The size of a module image, as bpf/image_size.h defines it for this
@@ -188,14 +215,37 @@ static __always_inline __u64 image_strlen(__u64 addr)
 
 #include "image_size.h"
 
+/* Every entry point: what its return needs, by the kind the cookie says
+ * (its argument shape, bpf/cuda_api.h). */
 SEC("uprobe")
-int BPF_KPROBE(cuda_image, __u64 out, const void *image) /* (module *out, image, ...) */
+int BPF_KPROBE(cuda_entry, __u64 a0, __u64 a1, __u64 a2, __u64 a3)
 {
-	if (!in_target())
-		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending p = { .api = bpf_get_attach_cookie(ctx), .out = out };
-	p.arg2 = image_size((__u64)image);
+	struct pending p = { .api = bpf_get_attach_cookie(ctx) };
+
+	if (!in_tree())
+		return 0;
+	switch (p.api & CUDA_KIND_MASK) {
+	case CUDA_KIND_DEV_ALLOC:     /* (CUdeviceptr *out, size_t size, ...) */
+	case CUDA_KIND_HOST_ALLOC:    /* (void **out, size_t size, ...) */
+	case CUDA_KIND_HOST_REGISTER: /* (void *p, size_t size, ...) */
+		p.out = a0;
+		p.arg = a1;
+		break;
+	case CUDA_KIND_DEV_PITCH: /* (CUdeviceptr *out, size_t *pitch, width, height, ...) */
+		p.out = a0;
+		p.pitch_ptr = a1;
+		p.arg2 = a3;
+		break;
+	case CUDA_KIND_IMAGE: /* (module *out, image, ...) */
+		p.out = a0;
+		p.arg2 = image_size(a1);
+		break;
+	default: /* launches, frees, unloads: the first argument */
+		p.arg = a0;
+		break;
+	}
+	(void)a2;
 	bpf_map_update_elem(&calls, &tid, &p, BPF_ANY);
 	return 0;
 }
@@ -296,7 +346,7 @@ int BPF_KRETPROBE(cuda_return, long rc)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending *p;
 
-	if (!in_target())
+	if (!in_tree())
 		return 0;
 	p = bpf_map_lookup_elem(&calls, &tid);
 	if (!p)
@@ -311,7 +361,7 @@ int BPF_KRETPROBE(cuda_return, long rc)
 	case CUDA_KIND_IMAGE_FREE:
 		block_released(p, (int)rc);
 		break;
-	default: /* allocations, pins, images; a synchronize makes nothing */
+	default: /* allocations, pins, images */
 		block_made(p, (int)rc, current_group());
 		break;
 	}
@@ -319,21 +369,190 @@ int BPF_KRETPROBE(cuda_return, long rc)
 	return 0;
 }
 
-/* libc's sched_yield: an OS yield, unless the driver's synchronize is
- * spinning on it. */
+/* libc's sched_yield: an OS yield, unless the driver called it (its
+ * synchronize spinning): the return address says who did. */
 SEC("uprobe")
 int BPF_KPROBE(cuda_sched_yield)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending *p;
+	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	struct driver_span *d;
+	__u64 ret = 0;
 
-	if (!in_target())
+	if (!in_tree())
 		return 0;
-	p = bpf_map_lookup_elem(&calls, &tid);
-	if (p && (p->api & CUDA_KIND_MASK) == CUDA_KIND_SYNC)
+	d = bpf_map_lookup_elem(&driver_spans, &tgid);
+	if (d && !bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)) && ret >= d->lo &&
+	    ret < d->hi)
 		return 0;
-	__u32 g = current_group();
-	if (g < TALLY_MAX_GROUPS)
-		__sync_fetch_and_add(&os_yields[g], 1);
+	struct yield_key k = { tgid, current_group() };
+	__u64 one = 1, *n = bpf_map_lookup_elem(&os_yields, &k);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		bpf_map_update_elem(&os_yields, &k, &one, BPF_NOEXIST);
+	return 0;
+}
+
+/*
+ * The dynamic loader's debugger hook, _dl_debug_state(): called with
+ * _r_debug.r_state RT_CONSISTENT once a set of objects is mapped (at start
+ * and at each dlopen), before they are relocated and their constructors
+ * run. The cookie is _r_debug's distance from the hook in the loader's file.
+ * Sleepable: the hold spins preemptibly (a sleepable program runs without
+ * rcu_read_lock), and reads the loader's list with faults allowed.
+ */
+#define RT_CONSISTENT 0
+#define LOADER_MAX_OBJECTS 4096
+#define LOADER_NAME_MAX 256
+#define HOLD_NS 2000000000ULL /* the most a thread waits for the tracer */
+
+struct rtld_debug { /* glibc's struct r_debug */
+	__s32 r_version;
+	__u64 r_map;
+	__u64 r_brk;
+	__s32 r_state;
+	__u64 r_ldbase;
+};
+struct rtld_map { /* the start of glibc's struct link_map */
+	__u64 l_addr, l_name, l_ld, l_next, l_prev;
+};
+
+struct walk {
+	__u64 lm;   /* the next link_map */
+	__u64 base; /* the driver's l_addr, once found */
+	bool found;
+};
+
+struct name_scan {
+	const char *name;
+	long len;
+	long start; /* after the last '/' */
+};
+
+static long name_step(__u64 i, void *ctx)
+{
+	struct name_scan *n = ctx;
+
+	if ((long)i >= n->len)
+		return 1;
+	if (n->name[i & (LOADER_NAME_MAX - 1)] == '/')
+		n->start = (long)i + 1;
+	return 0;
+}
+
+/* The object's file name starts with "libcuda.so" (libcuda.so, .so.1,
+ * .so.570.86.15; a path's last component). */
+static __always_inline bool is_driver(const char *name, long len)
+{
+	static const char want[] = "libcuda.so";
+	struct name_scan n = { .name = name, .len = len };
+
+	bpf_loop(LOADER_NAME_MAX, name_step, &n, 0);
+	if (n.start > LOADER_NAME_MAX - (long)sizeof(want))
+		return false;
+	for (int i = 0; i < (int)sizeof(want) - 1; i++)
+		if (name[(n.start + i) & (LOADER_NAME_MAX - 1)] != want[i])
+			return false;
+	return true;
+}
+
+static long walk_step(__u64 i, void *ctx)
+{
+	struct walk *w = ctx;
+	struct rtld_map lm;
+	__u32 zero = 0;
+	char *buf = bpf_map_lookup_elem(&scratch, &zero);
+	long n;
+
+	if (!w->lm || !buf || bpf_copy_from_user(&lm, sizeof(lm), (void *)w->lm))
+		return 1;
+	w->lm = lm.l_next;
+	n = lm.l_name ? bpf_probe_read_user_str(buf, LOADER_NAME_MAX, (void *)lm.l_name) : 0;
+	if (n > 0 && is_driver(buf, n)) {
+		w->base = lm.l_addr;
+		w->found = true;
+		return 1;
+	}
+	return 0;
+}
+
+struct hold {
+	__u32 tgid;
+	bool ready;
+	__u64 deadline;
+};
+
+static long hold_step(__u64 i, void *ctx)
+{
+	struct hold *h = ctx;
+
+	if (bpf_map_lookup_elem(&driver_ready, &h->tgid)) {
+		h->ready = true;
+		return 1;
+	}
+	return bpf_ktime_get_ns() > h->deadline;
+}
+
+static long hold_round(__u64 i, void *ctx)
+{
+	struct hold *h = ctx;
+
+	bpf_loop(1 << 20, hold_step, h, 0);
+	return h->ready || bpf_ktime_get_ns() > h->deadline;
+}
+
+static __always_inline void driver_msg(__u16 kind, __u16 flags, __u64 base, __u64 waited)
+{
+	struct tally_msg_driver *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!m) {
+		__u32 zero = 0;
+		struct tally_lost *l = bpf_map_lookup_elem(&lost, &zero);
+		if (l)
+			l->msgs++;
+		return;
+	}
+	m->hdr.kind = kind;
+	m->hdr.flags = flags;
+	m->hdr.tid = (__u32)id;
+	m->hdr.ts_ns = bpf_ktime_get_ns();
+	m->hdr.pid = (__u32)(id >> 32);
+	m->hdr.ns_pid = 0;
+	m->base = base;
+	m->waited_ns = waited;
+	bpf_ringbuf_submit(m, 0); /* woken at once: a thread waits on it */
+}
+
+SEC("uprobe.s")
+int BPF_KPROBE(cuda_loader)
+{
+	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	struct rtld_debug rd;
+	struct walk w = {};
+	struct hold h = { .tgid = tgid };
+	__u64 start, waited;
+
+	if (!in_tree() || bpf_map_lookup_elem(&driver_ready, &tgid))
+		return 0;
+	if (bpf_copy_from_user(&rd, sizeof(rd),
+			       (void *)(PT_REGS_IP(ctx) + bpf_get_attach_cookie(ctx))) ||
+	    rd.r_state != RT_CONSISTENT)
+		return 0;
+	w.lm = rd.r_map;
+	bpf_loop(LOADER_MAX_OBJECTS, walk_step, &w, 0);
+	if (!w.found)
+		return 0;
+	start = bpf_ktime_get_ns();
+	h.deadline = start + HOLD_NS;
+	driver_msg(TALLY_MSG_DRIVER_LOAD, 0, w.base, 0);
+	bpf_loop(64, hold_round, &h, 0);
+	waited = bpf_ktime_get_ns() - start;
+	__sync_fetch_and_add(&holds, 1);
+	if (!h.ready)
+		__sync_fetch_and_add(&hold_timeouts, 1);
+	if (waited > hold_ns_max)
+		hold_ns_max = waited; /* a figure to read: a race between two holds is harmless */
+	driver_msg(TALLY_MSG_DRIVER_HELD, h.ready ? 0 : TALLY_DRIVER_TIMED_OUT, w.base, waited);
 	return 0;
 }

@@ -21,7 +21,6 @@ enum cuda_kind {
 	CUDA_KIND_HOST_FREE = 8,     /* (void *p) */
 	CUDA_KIND_IMAGE = 9,	     /* (CUmodule *out, const void *image, ...) */
 	CUDA_KIND_IMAGE_FREE = 10,   /* (CUmodule m) */
-	CUDA_KIND_SYNC = 11,	     /* a synchronize call: its sched_yields are the driver's */
 };
 
 #endif /* TALLY_CUDA_API_H */

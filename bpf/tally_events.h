@@ -123,6 +123,11 @@ enum tally_ev_type {
 	/* a kernel's name, once per id: n = id, bytes = length; the name follows
 	 * in ceil(length / 8) words, not NUL-terminated (batches only) */
 	TALLY_EV_GPU_KERNEL_NAME = 38,
+	/* CUPTI refused libtally_cupti.so's subscriber (another profiler holds
+	 * it): n = the CUptiResult, bytes = the length of CUPTI's reason (its
+	 * result string, and who holds CUPTI when it says), which follows in
+	 * ceil(length / 8) words, not NUL-terminated (batches only) */
+	TALLY_EV_GPU_CUPTI_REFUSED = 39,
 	TALLY_EV_MAX,
 };
 
@@ -210,8 +215,8 @@ static inline int tally_ev_next(const __u64 *words, __u32 count, __u32 *pos, str
 		return -1;
 	__builtin_memcpy(e, &words[*pos], sizeof(*e));
 	*pos += 2;
-	if (e->type == TALLY_EV_GPU_KERNEL_NAME) {
-		/* the name is in the words that follow the record */
+	if (e->type == TALLY_EV_GPU_KERNEL_NAME || e->type == TALLY_EV_GPU_CUPTI_REFUSED) {
+		/* the text is in the words that follow the record */
 		__u64 extra = (e->bytes + 7) / 8;
 		if (e->bytes > TALLY_KERNEL_NAME_MAX || *pos + extra > count)
 			return -1;
@@ -277,6 +282,12 @@ enum tally_msg_kind {
 	 * vfork, clone without CLONE_THREAD); hdr.pid and hdr.tid the child's,
 	 * `pid` its parent, `parent_tid` the forking thread */
 	TALLY_MSG_PROC_FORK = 12,
+	/* struct tally_msg_driver: a process of the tree mapped a CUDA driver
+	 * whose probes are not attached (bpf/cuda.bpf.c's probe on the dynamic
+	 * loader); the thread waits until the tracer says they are */
+	TALLY_MSG_DRIVER_LOAD = 13,
+	/* struct tally_msg_driver: ... and how that wait ended */
+	TALLY_MSG_DRIVER_HELD = 14,
 };
 
 struct tally_msg {
@@ -327,6 +338,15 @@ struct tally_msg_gpu {
 	struct tally_ev ev;
 };
 _Static_assert(sizeof(struct tally_msg_gpu) == 40, "tally_msg_gpu layout");
+
+/* A driver's load, seen at the dynamic loader's debugger hook. */
+#define TALLY_DRIVER_TIMED_OUT 1 /* flags of DRIVER_HELD: the tracer never said */
+struct tally_msg_driver {
+	struct tally_msg hdr;
+	__u64 base;	 /* the driver's load address (link_map's l_addr) */
+	__u64 waited_ns; /* DRIVER_HELD: how long the thread waited */
+};
+_Static_assert(sizeof(struct tally_msg_driver) == 40, "tally_msg_driver layout");
 
 /* The allocator's own figures as it hands them over at exit (probe
  * tally:stats): struct tally_stats's eleven fields in order, and the bytes

@@ -31,6 +31,7 @@
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -218,6 +219,29 @@ void tally_cupti_emit(uint8_t type, uint8_t term, uint32_t group, uint32_t n, ui
 	stream_room(s, 2);
 	stream_put(s, type, term, group, n, bytes);
 	stream_written(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void tally_cupti_refused(int result, const char *why, const char *holder)
+{
+	char text[TALLY_KERNEL_NAME_MAX + 1];
+	struct stream *s = stream_get();
+	int len = snprintf(text, sizeof(text), "%s%s%s", why ? why : "error",
+			   holder && *holder ? "; held by " : "", holder ? holder : "");
+	uint32_t n = len < 0 ? 0 : (uint32_t)len >= sizeof(text) ? sizeof(text) - 1 : (uint32_t)len;
+	uint32_t words = (n + 7) / 8;
+
+	if (!s) {
+		count(&tally_cupti_counters.dropped_records);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	stream_room(s, 2 + words);
+	stream_put(s, TALLY_EV_GPU_CUPTI_REFUSED, 0, 0, (uint32_t)result, n);
+	memset(&s->batch.words[s->batch.count], 0, words * sizeof(s->batch.words[0]));
+	memcpy(&s->batch.words[s->batch.count], text, n);
+	s->batch.count += words;
+	stream_flush(s); /* once, at start: the tracer learns it now */
 	pthread_mutex_unlock(&s->lock);
 }
 

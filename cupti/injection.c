@@ -8,8 +8,9 @@
  * tally:batch(batch, bytes), which tally attaches to in this file by path.
  *
  * A guest (STYLE.md rule 6): nothing on stdout, never exits. If CUPTI
- * refuses the subscriber (another profiler holds CUPTI: Nsight, a second
- * injection), one line on stderr and the library stays inert. While no
+ * refuses the subscriber (another profiler holds CUPTI: Nsight, Kineto, a
+ * second injection), the library stays inert and says why: to the tracer
+ * in a record (whose driver probes then count), else in one line on stderr. While no
  * tracer is attached the callback costs one branch on the probe's
  * semaphore: nothing is recorded, no table grows.
  */
@@ -87,9 +88,14 @@ int InitializeInjection(void)
 	if (res != CUPTI_SUCCESS) {
 		if (cuptiGetResultString(res, &why) != CUPTI_SUCCESS || !why)
 			why = "error";
-		fprintf(stderr,
-			"tally_cupti: CUPTI refused the subscriber (%s%s%s): staying inert\n", why,
-			holder[0] ? "; held by " : "", holder);
+		/* a tracer counts through the driver's probes then, and says so;
+		 * without one (a hand-set CUDA_INJECTION64_PATH) this line does */
+		if (TALLY_TRACED(batch))
+			tally_cupti_refused((int)res, why, holder);
+		else
+			fprintf(stderr,
+				"tally_cupti: CUPTI refused the subscriber (%s%s%s): staying inert\n",
+				why, holder[0] ? "; held by " : "", holder);
 		return 1;
 	}
 	for (size_t i = 0; i < tally_cupti_driver_cbid_count; i++)

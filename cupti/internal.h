@@ -140,6 +140,10 @@ void tally_cupti_emit_launch(const struct tally_cupti_name *nm, uint32_t group, 
  * TALLY_CUPTI_FLUSH_MS, and, at most every TALLY_CUPTI_FLUSH_MS, the old
  * batches of other threads (idle threads' records would wait otherwise). */
 void tally_cupti_tick(void);
+/* CUPTI refused the subscriber: a TALLY_EV_GPU_CUPTI_REFUSED record with
+ * CUPTI's reason (`why`, its result string; `holder`, who holds it, or
+ * NULL), handed over at once: the tracer's driver probes count instead. */
+void tally_cupti_refused(int result, const char *why, const char *holder);
 /* Hand over the calling thread's batch now. */
 void tally_cupti_flush_self(void);
 /* Process exit: hand over every thread's batch; from then on every record

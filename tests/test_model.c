@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "../user/model/figures.h"
 #include "../user/model/model.h"
 
 static struct tally_msg_batch *batch(uint64_t heap, uint64_t seq, uint32_t tid,
@@ -373,6 +374,57 @@ static void model__cupti_batch__kernel_name_interned_and_preferred(void **state)
 	model_free(&m);
 }
 
+/* CUPTI refused tally's subscriber (libtally_cupti.so's record): its
+ * reason kept, printable; the driver's probes are the source, and the
+ * figures say so with the reason. */
+static void model__cupti_refused__driver_counts_with_the_reason(void **state)
+{
+	(void)state;
+	struct model m;
+	struct tally_msg_batch *b = calloc(1, sizeof(*b));
+	const char *why = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; held by nsys\n";
+	struct tally_ev r = { TALLY_EV_GPU_CUPTI_REFUSED, 0, 0, 39, strlen(why) };
+	struct figures_sources *src = calloc(1, sizeof(*src));
+	struct figures_process p = { 0 };
+
+	assert_non_null(b);
+	assert_non_null(src);
+	model_init(&m);
+	b->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 5, 1, 0, 0 };
+	b->batch = (struct tally_batch){ .magic = TALLY_BATCH_MAGIC,
+					 .version = TALLY_BATCH_VERSION,
+					 .source = TALLY_SRC_CUPTI,
+					 .tid = 5 };
+	tally_ev_put(b->batch.words, &b->batch.count, &r);
+	memcpy(&b->batch.words[b->batch.count], why, strlen(why));
+	b->batch.count += (uint32_t)((strlen(why) + 7) / 8);
+	b->bytes = (uint32_t)(offsetof(struct tally_batch, words) + b->batch.count * 8);
+	assert_int_equal(model_apply(&m, b, sizeof(*b)), 0);
+	assert_string_equal(m.gpu.cupti_refused,
+			    "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; held by nsys?");
+	assert_false(m.gpu.seen[GPU_SRC_CUPTI]);
+	gpu_msg(&m, TALLY_EV_GPU_LAUNCH, 0, 0, 0, TALLY_GPU_API_LAUNCH_KERNEL);
+	assert_int_equal(gpu_source_of(&m.gpu), GPU_SRC_DRIVER);
+	src->cuda.entry_points = 30;
+	src->cupti = true;
+	assert_int_equal(figures_build_process(&p, &m, src), 0);
+	assert_int_equal(p.target.cuda, FIGURES_CUDA_DRIVER);
+	assert_string_equal(p.target.cuda_why, m.gpu.cupti_refused);
+	assert_int_equal(p.instance.kernels_launched, 1);
+	assert_true(p.instance_exact);
+	/* not a figure: without the driver's probes nothing counts, and
+	 * nothing claims to */
+	src->cuda.entry_points = 0;
+	src->cuda.late = true;
+	assert_int_equal(figures_build_process(&p, &m, src), 0);
+	assert_false(p.instance_exact);
+	assert_false(p.exact);
+	figures_process_free(&p);
+	free(src);
+	free(b);
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,6 +439,7 @@ int main(void)
 		cmocka_unit_test(model__malformed_messages__counted_not_applied),
 		cmocka_unit_test(model__gpu_driver_records__counters_and_gauges_per_group),
 		cmocka_unit_test(model__cupti_batch__kernel_name_interned_and_preferred),
+		cmocka_unit_test(model__cupti_refused__driver_counts_with_the_reason),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

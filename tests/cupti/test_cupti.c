@@ -1068,6 +1068,28 @@ static void handle_map__churn__every_entry_found_until_taken(void **state)
 	tally_cupti_map_clear(&m);
 }
 
+/* CUPTI refused the subscriber (Nsight or Kineto holds it): one record
+ * with CUPTI's result and reason, handed over at once (no flush asked), so
+ * that the tracer's driver probes count and it says why. */
+static void refused__another_subscriber__reason_handed_over_at_once(void **state)
+{
+	const char *want = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; held by nsys";
+	(void)state;
+
+	tally_cupti_refused(39, "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", "nsys");
+	assert_int_equal(ncaptured, 1);
+	decode_all();
+	assert_int_equal(nrecords, 1);
+	assert_ev(&records[0], TALLY_EV_GPU_CUPTI_REFUSED, 0, 0, 39, strlen(want));
+	assert_memory_equal(&captured[0].b->words[2], want, strlen(want));
+	/* without a holder's name: the result string alone */
+	tally_cupti_refused(999, "CUPTI_ERROR_UNKNOWN", "");
+	assert_int_equal(ncaptured, 2);
+	decode_all();
+	assert_ev(&records[1], TALLY_EV_GPU_CUPTI_REFUSED, 0, 0, 999,
+		  strlen("CUPTI_ERROR_UNKNOWN"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1100,6 +1122,7 @@ int main(void)
 		T(dispatch__other_callbacks_and_broken_data__nothing),
 		T(dispatch__enables_exactly_the_entry_points_it_handles),
 		T(handle_map__churn__every_entry_found_until_taken),
+		T(refused__another_subscriber__reason_handed_over_at_once),
 #undef T
 	};
 

@@ -12,6 +12,11 @@
  * of an entry point is exactly one uprobe hit.
  *
  * Behaviour, deterministic and close enough to the real driver's:
+ *   - cuInit loads CUDA_INJECTION64_PATH and calls its InitializeInjection,
+ *     as the real driver does (the real CUPTI then refuses to work with a
+ *     fake driver: tally's fallback to its driver probes).
+ *   - With FAKE_CUDA_STATE set, the process's live device bytes are kept in
+ *     $FAKE_CUDA_STATE/PID, which the fake NVML (nvml.c) reports.
  *   - cuInit(0) first; every other call but cuDriverGetVersion and
  *     cuGetErrorString returns CUDA_ERROR_NOT_INITIALIZED before it.
  *     Contexts are handed out but not enforced (no current context needed).
@@ -42,10 +47,12 @@
  *     an entry is invalid): CUDA_ERROR_INVALID_VALUE.
  */
 #include <fcntl.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -110,6 +117,29 @@ static struct CUmod_st *fake_modules;
 static struct CUctx_st *fake_contexts;
 static uint64_t fake_next_dptr = FAKE_DPTR_BASE;
 static uint64_t fake_next_handle = FAKE_HANDLE_BASE;
+static uint64_t fake_device_live; /* bytes of FAKE_DEVICE and FAKE_VMM blocks */
+
+/* What the real driver tells NVML: this process's device memory, written to
+ * $FAKE_CUDA_STATE/PID for the fake libnvidia-ml.so.1 (tests/fake_cuda/
+ * nvml.c) when that is set. Under fake_lock. */
+static void device_live_add(enum fake_block_kind kind, int64_t bytes)
+{
+	const char *dir = getenv("FAKE_CUDA_STATE");
+	char path[4096];
+	FILE *f;
+
+	if (kind != FAKE_DEVICE && kind != FAKE_VMM)
+		return;
+	fake_device_live += (uint64_t)bytes;
+	if (!dir || !*dir ||
+	    snprintf(path, sizeof(path), "%s/%d", dir, (int)getpid()) >= (int)sizeof(path))
+		return;
+	f = fopen(path, "we");
+	if (f) {
+		fprintf(f, "%llu\n", (unsigned long long)fake_device_live);
+		fclose(f);
+	}
+}
 
 static bool initialized(void)
 {
@@ -142,6 +172,7 @@ static bool block_add(enum fake_block_kind kind, uint64_t addr, size_t size)
 	b->size = size;
 	b->next = fake_blocks;
 	fake_blocks = b;
+	device_live_add(kind, (int64_t)size);
 	return true;
 }
 
@@ -155,6 +186,7 @@ static bool block_remove(enum fake_block_kind kind, uint64_t addr)
 	if (b) {
 		gone = *b;
 		*b = gone->next;
+		device_live_add(kind, -(int64_t)gone->size);
 	}
 	pthread_mutex_unlock(&fake_lock);
 	free(gone);
@@ -335,11 +367,31 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, b
 
 /* --- initialisation, devices, contexts --- */
 
+/* As the real driver does at its first cuInit: the library named by
+ * CUDA_INJECTION64_PATH is loaded and its InitializeInjection called (a
+ * profiler's hook: tally's CUPTI library, when tally started the program). */
+static void load_injection(void)
+{
+	static bool done;
+	const char *path = getenv("CUDA_INJECTION64_PATH");
+	void *lib;
+	int (*init)(void);
+
+	if (__atomic_exchange_n(&done, true, __ATOMIC_ACQ_REL) || !path || !*path)
+		return;
+	lib = dlopen(path, RTLD_NOW);
+	void *sym = lib ? dlsym(lib, "InitializeInjection") : NULL;
+	memcpy(&init, &sym, sizeof(sym));
+	if (init)
+		init();
+}
+
 FAKE_API CUresult cuInit(unsigned int Flags)
 {
 	FAKE_PROLOGUE();
 	if (Flags)
 		return CUDA_ERROR_INVALID_VALUE;
+	load_injection();
 	__atomic_store_n(&fake_initialized, true, __ATOMIC_RELEASE);
 	return CUDA_SUCCESS;
 }

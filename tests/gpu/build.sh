@@ -3,6 +3,11 @@
 #   BUILD/tests/fake_cuda/libcuda.so.1   (soname libcuda.so.1)
 #   BUILD/tests/gpu/gpu_workload         (finds both libraries through its rpath)
 #   BUILD/tests/gpu/image_workload       (the image fixtures, tests/image_fixtures.c)
+#   BUILD/tests/gpu/gpu_ldpath           (gpu_workload finding the driver only
+#                                         through LD_LIBRARY_PATH)
+#   BUILD/tests/gpu/dlopen_workload, libgpu_plugin.so (a driver loaded late, or
+#                                         by a library the program loads)
+#   BUILD/tests/fake_cuda/libnvidia-ml.so.1 (the fake NVML)
 # Usage: tests/gpu/build.sh BUILD   (BUILD/libtally.so must exist: `make`)
 # CC and EXTRA_CFLAGS are taken from the environment.
 set -eu
@@ -39,3 +44,15 @@ $CC $CFLAGS -o "$BUILD/tests/gpu/image_workload" tests/gpu/image_workload.c \
 	-Wl,-rpath,'$ORIGIN/../fake_cuda' -L"$BUILD" -l:libtally.so -Wl,-rpath,'$ORIGIN/../..'
 
 $CC $CFLAGS -o "$BUILD/tests/gpu/dlopen_workload" tests/gpu/dlopen_workload.c -ldl
+
+# The driver's management library beside it (device_memory_used).
+$CC $CFLAGS -shared -fPIC -fvisibility=hidden -Wl,-soname,libnvidia-ml.so.1 \
+	-o "$BUILD/tests/fake_cuda/libnvidia-ml.so.1" tests/fake_cuda/nvml.c
+
+# A plugin that loads the driver for its program, and the workload again
+# with nothing to find the driver by but LD_LIBRARY_PATH (no rpath to it).
+$CC $CFLAGS -shared -fPIC -fvisibility=hidden -o "$BUILD/tests/gpu/libgpu_plugin.so" \
+	tests/gpu/gpu_plugin.c -ldl
+$CC $CFLAGS -pthread -o "$BUILD/tests/gpu/gpu_ldpath" tests/gpu/workload.c \
+	-L"$BUILD/tests/fake_cuda" -l:libcuda.so.1 \
+	-L"$BUILD" -l:libtally.so -Wl,-rpath,'$ORIGIN/../..'

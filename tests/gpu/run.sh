@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # GPU figures through the driver uprobes, against a fake libcuda.so.1
 # (tests/fake_cuda): a started workload, a late attach, a driver that is
-# dlopened after tally attached, and the image fixtures. The workload counts
+# dlopened after tally attached, the image fixtures, a driver found only
+# through LD_LIBRARY_PATH (in the process tally starts, in a child of it,
+# loaded by a plugin), a late attach after the GPU work (not exact, and
+# NVML's device_memory_used from the fake NVML), and CUPTI refusing tally's
+# subscriber (the real CUPTI, which a fake driver cannot serve). The workload counts
 # for itself what every instance should show (tests/gpu/workload.c); tally
 # must report exactly that. Root only; the last line is "N passed, M failed".
 set -u
@@ -13,11 +17,19 @@ DL=$PWD/$BUILD/tests/gpu/dlopen_workload
 IMG=$PWD/$BUILD/tests/gpu/image_workload
 FAKE=$PWD/$BUILD/tests/fake_cuda/libcuda.so.1
 ALLOC=$PWD/$BUILD/libtally_alloc.so
-export TALLY_LIBCUDA=$FAKE
+LDP=$PWD/$BUILD/tests/gpu/gpu_ldpath
+PLUGIN=$PWD/$BUILD/tests/gpu/libgpu_plugin.so
+CUPTI_LIB=$PWD/$BUILD/libtally_cupti.so
 . tests/lib.sh
+# the fake driver's state for the fake NVML, which tally loads
+export TALLY_NVML=$PWD/$BUILD/tests/fake_cuda/libnvidia-ml.so.1
 
 
 need_root GPU
+export FAKE_CUDA_STATE=$tmp/nvml
+mkdir -p "$FAKE_CUDA_STATE" "$tmp/drv"
+# a directory of its own, named nowhere but in LD_LIBRARY_PATH
+cp "$FAKE" "$tmp/drv/libcuda.so.1"
 
 FIELDS='{kernels_launched, graph_launches, failed_launches, back_pressure_rejections, yield_count, os_yields, device_bytes_allocated, host_pinned_bytes, bytes_pinned}'
 # the figures of a tally snapshot, shaped as the workload writes them
@@ -93,5 +105,89 @@ check "image fixtures: each group's bytes_pinned is its image's size (bpf/image_
 	"$([ $rc -eq 0 ] && [ "$want" = "$got" ]; echo $?)" "rc=$rc $(head -c 200 "$tmp/s4.err")
   want $want
   got  $got"
+
+# 5. the driver found only through LD_LIBRARY_PATH, in the process tally starts
+LD_LIBRARY_PATH=$tmp/drv timeout 120 "$TALLY" snapshot -- "$LDP" run "$tmp/ldp.json" \
+	>"$tmp/s5.json" 2>"$tmp/s5.err" </dev/null
+rc=$?
+want=$(want_view "$tmp/ldp.json.end" 2>&1)
+got=$(tally_view "$tmp/s5.json" 2>&1)
+check "LD_LIBRARY_PATH driver: every instance's GPU figures exact" \
+	"$([ $rc -eq 0 ] && [ "$want" = "$got" ] && jq -e '.target.cuda == "driver" and .instance.exact' "$tmp/s5.json" >/dev/null; echo $?)" "rc=$rc $(head -c 300 "$tmp/s5.err")
+  want $want
+  got  $got"
+# CUPTI (tally injects it when it was built) refuses a fake driver: the
+# driver's probes count, said once on stderr and in the snapshot
+if [ -f "$CUPTI_LIB" ]; then
+	check "CUPTI refused: \"cuda\": \"driver\" with CUPTI's reason, one line on stderr" \
+		"$(jq -e '.target.cuda == "driver" and (.target.cuda_why | test("CUPTI_ERROR"))' "$tmp/s5.json" >/dev/null &&
+			[ "$(grep -c "CUPTI refused tally's subscriber" "$tmp/s5.err")" = 1 ]; echo $?)" \
+		"$(jq -c .target "$tmp/s5.json" 2>&1) $(head -c 300 "$tmp/s5.err")"
+fi
+
+# 6. ... in a child of the process tally starts
+LD_LIBRARY_PATH=$tmp/drv timeout 120 "$TALLY" snapshot -- sh -c "\"$LDP\" run \"$tmp/child.json\"; true" \
+	>"$tmp/s6.json" 2>"$tmp/s6.err" </dev/null
+rc=$?
+want=$(want_view "$tmp/child.json.end" 2>&1)
+got=$(jq -cS "{instance: (.processes[] | select(.target.comm == \"gpu_ldpath\") | .instance | $FIELDS),
+	groups: ([.processes[] | select(.target.comm == \"gpu_ldpath\") | .groups[]
+		  | select(.name == \"root\" or .name == \"train\" or .name == \"infer\")
+		  | {(.name): (.instance | $FIELDS)}] | add)}" "$tmp/s6.json" 2>&1)
+check "a child loads the driver through LD_LIBRARY_PATH: its GPU figures exact" \
+	"$([ $rc -eq 0 ] && [ "$want" = "$got" ]; echo $?)" "rc=$rc $(head -c 300 "$tmp/s6.err")
+  want $want
+  got  $got"
+
+# 7. ... loaded by a plugin the program dlopens, after tally attached
+LD_LIBRARY_PATH=$tmp/drv "$DL" "$PLUGIN" 5 "$tmp/pl.ready" &
+dpid=$!
+pids+=("$dpid")
+wait_file "$tmp/pl.ready" || sleep 0.5
+timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/s7.json" 2>"$tmp/s7.err" &
+tpid=$!
+pids+=("$tpid")
+wait_attached "$tmp/s7.err"
+kill -USR1 "$dpid"
+wait "$tpid"
+rc=$?
+check "a plugin loads the driver by its soname: counted (4 launches, 1 refused)" \
+	"$([ $rc -eq 0 ] && jq -e '.instance.kernels_launched == 4 and .instance.failed_launches == 1 and .instance.device_bytes_allocated == 0 and .instance.exact and .target.cuda == "driver"' "$tmp/s7.json" >/dev/null; echo $?)" \
+	"rc=$rc $(jq -c '[.target, .instance]' "$tmp/s7.json" 2>&1) $(head -c 300 "$tmp/s7.err")"
+
+# 8. a late attach after GPU work: not exact, said why; the work after it
+# counted exactly (a second round: 4 launches, 1 refused)
+LD_LIBRARY_PATH=$tmp/drv "$DL" "$PLUGIN" 5 "$tmp/late2.ready" before &
+dpid=$!
+pids+=("$dpid")
+wait_file "$tmp/late2.ready" || sleep 0.5
+timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/s8.json" 2>"$tmp/s8.err" &
+tpid=$!
+pids+=("$tpid")
+wait_attached "$tmp/s8.err"
+kill -USR1 "$dpid"
+wait "$tpid"
+rc=$?
+check "late -p after GPU work: instance.exact false with the reason, on stderr too" \
+	"$([ $rc -eq 0 ] && jq -e '(.instance.exact | not) and (.instance.inexact_why[0] | test("before tally attached")) and (.exact | not) and ([.groups[].instance.exact] | all | not)' "$tmp/s8.json" >/dev/null &&
+		grep -q "loaded the CUDA driver before tally attached" "$tmp/s8.err"; echo $?)" \
+	"rc=$rc $(jq -c '.instance' "$tmp/s8.json" 2>&1) $(head -c 300 "$tmp/s8.err")"
+check "late -p after GPU work: the work after the attach counted exactly" \
+	"$(jq -e '.instance.kernels_launched == 4 and .instance.failed_launches == 1 and .instance.device_bytes_allocated == 0' "$tmp/s8.json" >/dev/null; echo $?)" \
+	"$(jq -c '.instance' "$tmp/s8.json" 2>&1)"
+
+# 9. NVML's device_memory_used: the driver's own figure, which a late
+# attach cannot rebuild (tally's device_bytes_allocated counts from it)
+LD_PRELOAD=$ALLOC "$WL" wait "$tmp/nv.json" </dev/null &
+wpid=$!
+pids+=("$wpid")
+wait_file "$tmp/nv.json"
+timeout 60 "$TALLY" snapshot -p "$wpid" -d 0.5 >"$tmp/s9.json" 2>"$tmp/s9.err"
+rc=$?
+kill -USR1 "$wpid"
+want=$(jq '.instance.device_bytes_allocated' "$tmp/nv.json" 2>&1)
+check "late -p: device_memory_used is NVML's ($want bytes), tally's own count from the attach" \
+	"$([ $rc -eq 0 ] && [ "$want" -gt 0 ] && jq -e --argjson w "$want" '.instance.device_memory_used == $w and .instance.device_bytes_allocated == 0 and (.instance.exact | not)' "$tmp/s9.json" >/dev/null; echo $?)" \
+	"rc=$rc $(jq -c .instance "$tmp/s9.json" 2>&1) $(head -c 300 "$tmp/s9.err")"
 
 finish

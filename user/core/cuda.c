@@ -1,85 +1,111 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Loading bpf/cuda.bpf.c: entry and return uprobes on the CUDA driver's
- * entry points in libcuda.so.1 (not libcudart: most programs link the
- * runtime statically), sharing tally.bpf.c's ring buffer, lost counters and
- * thread map, and a uprobe on libc's sched_yield.
+ * entry points in libcuda.so (not libcudart: most programs link the runtime
+ * statically), sharing tally.bpf.c's ring buffer, lost counters, thread and
+ * process maps; a uprobe on the dynamic loader's debugger hook, which holds
+ * a thread that maps a driver until its probes are attached here; and one
+ * on libc's sched_yield.
+ *
+ * Each process gets its own driver probes, attached for its pid only: a
+ * pid-wide uprobe on a file every GPU program of the machine maps would
+ * trap in all of them.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <linux/bpf.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "../../bpf/cuda_api.h"
+#include "clock.h"
 #include "cuda.h"
 #include "links.h"
 #include "cuda.skel.h"
 #include "target.h"
 
-enum shape { SHAPE_CALL, SHAPE_OUT_SIZE, SHAPE_PITCH, SHAPE_IMAGE };
-
 struct entry {
 	const char *name;
-	enum shape shape;
 	uint64_t cookie; /* enum cuda_kind | enum tally_gpu_api << CUDA_API_SHIFT */
 };
 
 #define API(a) ((uint64_t)(a) << CUDA_API_SHIFT)
 static const struct entry entries[] = {
-	{ "cuLaunchKernel", SHAPE_CALL, CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_KERNEL) },
-	{ "cuLaunchKernel_ptsz", SHAPE_CALL, CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_KERNEL) },
-	{ "cuLaunchKernelEx", SHAPE_CALL, CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_KERNEL_EX) },
-	{ "cuLaunchKernelEx_ptsz", SHAPE_CALL,
-	  CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_KERNEL_EX) },
-	{ "cuLaunchCooperativeKernel", SHAPE_CALL,
+	{ "cuLaunchKernel", CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_KERNEL) },
+	{ "cuLaunchKernel_ptsz", CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_KERNEL) },
+	{ "cuLaunchKernelEx", CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_KERNEL_EX) },
+	{ "cuLaunchKernelEx_ptsz", CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_KERNEL_EX) },
+	{ "cuLaunchCooperativeKernel", CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_COOPERATIVE) },
+	{ "cuLaunchCooperativeKernel_ptsz",
 	  CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_COOPERATIVE) },
-	{ "cuLaunchCooperativeKernel_ptsz", SHAPE_CALL,
-	  CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_COOPERATIVE) },
-	{ "cuLaunchCooperativeKernelMultiDevice", SHAPE_CALL,
+	{ "cuLaunchCooperativeKernelMultiDevice",
 	  CUDA_KIND_LAUNCH | API(TALLY_GPU_API_LAUNCH_COOPERATIVE_MULTI) },
-	{ "cuGraphLaunch", SHAPE_CALL, CUDA_KIND_GRAPH | API(TALLY_GPU_API_GRAPH_LAUNCH) },
-	{ "cuGraphLaunch_ptsz", SHAPE_CALL, CUDA_KIND_GRAPH | API(TALLY_GPU_API_GRAPH_LAUNCH) },
-	{ "cuMemAlloc_v2", SHAPE_OUT_SIZE, CUDA_KIND_DEV_ALLOC },
-	{ "cuMemAllocManaged", SHAPE_OUT_SIZE, CUDA_KIND_DEV_ALLOC },
-	{ "cuMemAllocAsync", SHAPE_OUT_SIZE, CUDA_KIND_DEV_ALLOC },
-	{ "cuMemAllocAsync_ptsz", SHAPE_OUT_SIZE, CUDA_KIND_DEV_ALLOC },
-	{ "cuMemAllocFromPoolAsync", SHAPE_OUT_SIZE, CUDA_KIND_DEV_ALLOC },
-	{ "cuMemAllocFromPoolAsync_ptsz", SHAPE_OUT_SIZE, CUDA_KIND_DEV_ALLOC },
-	{ "cuMemCreate", SHAPE_OUT_SIZE, CUDA_KIND_DEV_ALLOC },
-	{ "cuMemAllocPitch_v2", SHAPE_PITCH, CUDA_KIND_DEV_PITCH },
-	{ "cuMemFree_v2", SHAPE_CALL, CUDA_KIND_DEV_FREE },
-	{ "cuMemFreeAsync", SHAPE_CALL, CUDA_KIND_DEV_FREE },
-	{ "cuMemFreeAsync_ptsz", SHAPE_CALL, CUDA_KIND_DEV_FREE },
-	{ "cuMemRelease", SHAPE_CALL, CUDA_KIND_DEV_FREE },
-	{ "cuMemHostAlloc", SHAPE_OUT_SIZE, CUDA_KIND_HOST_ALLOC },
-	{ "cuMemAllocHost_v2", SHAPE_OUT_SIZE, CUDA_KIND_HOST_ALLOC },
-	{ "cuMemHostRegister_v2", SHAPE_OUT_SIZE, CUDA_KIND_HOST_REGISTER },
-	{ "cuMemFreeHost", SHAPE_CALL, CUDA_KIND_HOST_FREE },
-	{ "cuMemHostUnregister", SHAPE_CALL, CUDA_KIND_HOST_FREE },
-	{ "cuModuleLoadData", SHAPE_IMAGE, CUDA_KIND_IMAGE },
-	{ "cuModuleLoadDataEx", SHAPE_IMAGE, CUDA_KIND_IMAGE },
-	{ "cuModuleLoadFatBinary", SHAPE_IMAGE, CUDA_KIND_IMAGE },
-	{ "cuLibraryLoadData", SHAPE_IMAGE, CUDA_KIND_IMAGE },
-	{ "cuModuleUnload", SHAPE_CALL, CUDA_KIND_IMAGE_FREE },
-	{ "cuLibraryUnload", SHAPE_CALL, CUDA_KIND_IMAGE_FREE },
-	{ "cuCtxSynchronize", SHAPE_CALL, CUDA_KIND_SYNC },
-	{ "cuStreamSynchronize", SHAPE_CALL, CUDA_KIND_SYNC },
-	{ "cuStreamSynchronize_ptsz", SHAPE_CALL, CUDA_KIND_SYNC },
-	{ "cuEventSynchronize", SHAPE_CALL, CUDA_KIND_SYNC },
+	{ "cuGraphLaunch", CUDA_KIND_GRAPH | API(TALLY_GPU_API_GRAPH_LAUNCH) },
+	{ "cuGraphLaunch_ptsz", CUDA_KIND_GRAPH | API(TALLY_GPU_API_GRAPH_LAUNCH) },
+	{ "cuMemAlloc_v2", CUDA_KIND_DEV_ALLOC },
+	{ "cuMemAllocManaged", CUDA_KIND_DEV_ALLOC },
+	{ "cuMemAllocAsync", CUDA_KIND_DEV_ALLOC },
+	{ "cuMemAllocAsync_ptsz", CUDA_KIND_DEV_ALLOC },
+	{ "cuMemAllocFromPoolAsync", CUDA_KIND_DEV_ALLOC },
+	{ "cuMemAllocFromPoolAsync_ptsz", CUDA_KIND_DEV_ALLOC },
+	{ "cuMemCreate", CUDA_KIND_DEV_ALLOC },
+	{ "cuMemAllocPitch_v2", CUDA_KIND_DEV_PITCH },
+	{ "cuMemFree_v2", CUDA_KIND_DEV_FREE },
+	{ "cuMemFreeAsync", CUDA_KIND_DEV_FREE },
+	{ "cuMemFreeAsync_ptsz", CUDA_KIND_DEV_FREE },
+	{ "cuMemRelease", CUDA_KIND_DEV_FREE },
+	{ "cuMemHostAlloc", CUDA_KIND_HOST_ALLOC },
+	{ "cuMemAllocHost_v2", CUDA_KIND_HOST_ALLOC },
+	{ "cuMemHostRegister_v2", CUDA_KIND_HOST_REGISTER },
+	{ "cuMemFreeHost", CUDA_KIND_HOST_FREE },
+	{ "cuMemHostUnregister", CUDA_KIND_HOST_FREE },
+	{ "cuModuleLoadData", CUDA_KIND_IMAGE },
+	{ "cuModuleLoadDataEx", CUDA_KIND_IMAGE },
+	{ "cuModuleLoadFatBinary", CUDA_KIND_IMAGE },
+	{ "cuLibraryLoadData", CUDA_KIND_IMAGE },
+	{ "cuModuleUnload", CUDA_KIND_IMAGE_FREE },
+	{ "cuLibraryUnload", CUDA_KIND_IMAGE_FREE },
 };
 #define NENTRIES (sizeof(entries) / sizeof(entries[0]))
-#define MAX_LINKS (2 * NENTRIES + 1)
+#define LOADER_LINKS 8 /* dynamic loaders probed (one per distinct file) */
+
+/* include/uapi/linux/bpf.h of kernels since 6.6, which the headers tally
+ * builds with may predate: BPF_LINK_CREATE's uprobe_multi. */
+#define TALLY_BPF_TRACE_UPROBE_MULTI 48
+#define TALLY_BPF_F_UPROBE_MULTI_RETURN 1
+struct uprobe_multi_attr {
+	uint32_t prog_fd, target_fd, attach_type, flags;
+	uint64_t path, offsets, ref_ctr_offsets, cookies;
+	uint32_t cnt, multi_flags, pid, pad;
+};
+
+/* One process's driver probes: its entry and return links. */
+struct cuda_proc {
+	pid_t pid;
+	unsigned nprobed; /* entry points found in its driver */
+	int links[2];	  /* -1: none */
+	unsigned nyield;
+	struct bpf_link *yield[1]; /* sched_yield in its libc (not the root's: c->fixed) */
+	bool late, hold_timed_out, attach_failed, cupti;
+};
 
 struct cuda_trace {
 	struct cuda_bpf *skel;
-	struct bpf_link *links[MAX_LINKS];
-	unsigned nlinks;
-	unsigned nprobed; /* entry points found in the driver */
+	pid_t root;
+	pthread_mutex_t lock; /* the drain thread of a late attach attaches too */
+	struct bpf_link *fixed[LOADER_LINKS + 1]; /* the loaders' probes, sched_yield's */
+	unsigned nfixed;
+	struct cuda_proc **procs;
+	unsigned nprocs, cap;
 };
 
-struct cuda_trace *cuda_trace_open(pid_t tgid, const struct cuda_shared *maps, int *err)
+struct cuda_trace *cuda_trace_open(pid_t root, const struct cuda_shared *maps, int *err)
 {
 	struct cuda_trace *c = calloc(1, sizeof(*c));
 
@@ -87,17 +113,28 @@ struct cuda_trace *cuda_trace_open(pid_t tgid, const struct cuda_shared *maps, i
 		*err = -ENOMEM;
 		return NULL;
 	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->root = root;
 	c->skel = cuda_bpf__open();
 	if (!c->skel) {
 		*err = -errno;
 		goto fail;
 	}
-	c->skel->rodata->target_tgid = (uint32_t)tgid;
+	c->skel->rodata->target_tgid = (uint32_t)root;
 	*err = bpf_map__reuse_fd(c->skel->maps.events, maps->events_fd);
 	if (!*err)
 		*err = bpf_map__reuse_fd(c->skel->maps.lost, maps->lost_fd);
 	if (!*err)
 		*err = bpf_map__reuse_fd(c->skel->maps.threads, maps->threads_fd);
+	if (!*err)
+		*err = bpf_map__reuse_fd(c->skel->maps.procs, maps->procs_fd);
+	/* the driver's probes are uprobe_multi links (attach_driver) */
+	if (!*err)
+		*err = bpf_program__set_expected_attach_type(c->skel->progs.cuda_entry,
+							     TALLY_BPF_TRACE_UPROBE_MULTI);
+	if (!*err)
+		*err = bpf_program__set_expected_attach_type(c->skel->progs.cuda_return,
+							     TALLY_BPF_TRACE_UPROBE_MULTI);
 	if (!*err)
 		*err = cuda_bpf__load(c->skel);
 	if (*err)
@@ -108,93 +145,301 @@ fail:
 	return NULL;
 }
 
-static int keep_link(struct cuda_trace *c, struct bpf_link *link)
+static struct cuda_proc *proc_of(struct cuda_trace *c, pid_t pid, bool create)
 {
-	return links_keep(c->links, &c->nlinks, MAX_LINKS, link);
+	for (unsigned i = 0; i < c->nprocs; i++)
+		if (c->procs[i]->pid == pid)
+			return c->procs[i];
+	if (!create)
+		return NULL;
+	if (c->nprocs == c->cap) {
+		unsigned cap = c->cap ? 2 * c->cap : 8;
+		struct cuda_proc **a = realloc(c->procs, cap * sizeof(*a));
+		if (!a)
+			return NULL;
+		c->procs = a;
+		c->cap = cap;
+	}
+	struct cuda_proc *p = calloc(1, sizeof(*p));
+	if (p) {
+		p->pid = pid;
+		p->links[0] = p->links[1] = -1;
+		c->procs[c->nprocs++] = p;
+	}
+	return p;
 }
 
-static int attach_one(struct cuda_trace *c, struct bpf_program *prog, pid_t pid, const char *path,
-		      const char *func, uint64_t cookie, bool ret)
+static int attach_one(struct bpf_link **links, unsigned *n, unsigned cap, struct bpf_program *prog,
+		      pid_t pid, const char *path, const char *func, uint64_t cookie, bool ret)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = func, .retprobe = ret,
 		    .bpf_cookie = cookie);
 
-	return keep_link(c, bpf_program__attach_uprobe_opts(prog, pid, path, 0, &opts));
+	return links_keep(links, n, cap,
+			  bpf_program__attach_uprobe_opts(prog, pid, path, 0, &opts));
 }
 
-/* Undo a partial attach: the links made since there were `first`. */
-static void detach_to(struct cuda_trace *c, unsigned first)
+int cuda_trace_follow_loader(struct cuda_trace *c, pid_t pid, const char *ldso)
 {
-	links_drop_to(c->links, &c->nlinks, first);
+	const char *names[] = { "_dl_debug_state", "_r_debug" };
+	uint64_t addr[2];
+	int err = target_elf_symbols(ldso, names, 2, addr);
+
+	if (!err && (!addr[0] || !addr[1]))
+		err = -ENOENT;
+	if (err)
+		return err;
+	pthread_mutex_lock(&c->lock);
+	/* the probe finds _r_debug from where it fired */
+	err = attach_one(c->fixed, &c->nfixed, LOADER_LINKS, c->skel->progs.cuda_loader, pid, ldso,
+			 "_dl_debug_state", addr[1] - addr[0], false);
+	pthread_mutex_unlock(&c->lock);
+	return err;
 }
 
-/* 0, or a negative errno and no probe of the driver attached (-EALREADY
- * when it is attached already). */
-int cuda_trace_attach(struct cuda_trace *c, pid_t pid, const char *libcuda)
+/* One uprobe_multi link of prog on the offsets of `path`, for pid only. */
+static int link_multi(struct bpf_program *prog, const char *path, const uint64_t *off,
+		      const uint64_t *cookies, unsigned n, pid_t pid, bool ret)
 {
-	struct cuda_bpf *s = c->skel;
-	struct bpf_program *progs[] = { [SHAPE_CALL] = s->progs.cuda_call,
-					[SHAPE_OUT_SIZE] = s->progs.cuda_out_size,
-					[SHAPE_PITCH] = s->progs.cuda_pitch,
-					[SHAPE_IMAGE] = s->progs.cuda_image };
+	struct uprobe_multi_attr a = {
+		.prog_fd = (uint32_t)bpf_program__fd(prog),
+		.attach_type = TALLY_BPF_TRACE_UPROBE_MULTI,
+		.path = (uint64_t)(uintptr_t)path,
+		.offsets = (uint64_t)(uintptr_t)off,
+		.cookies = (uint64_t)(uintptr_t)cookies,
+		.cnt = n,
+		.multi_flags = ret ? TALLY_BPF_F_UPROBE_MULTI_RETURN : 0,
+		.pid = (uint32_t)pid,
+	};
+	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+
+	return fd < 0 ? -errno : fd;
+}
+
+static void unlink_proc(struct cuda_proc *p)
+{
+	for (int i = 0; i < 2; i++) {
+		if (p->links[i] >= 0)
+			close(p->links[i]);
+		p->links[i] = -1;
+	}
+}
+
+/* Entry and return probes on every entry point the driver at `path` has,
+ * for pid only; both or none (a partial attach would count half of the
+ * figures: allocations without their frees). */
+static int attach_driver(struct cuda_trace *c, struct cuda_proc *p, const char *path)
+{
 	const char *names[NENTRIES];
-	uint64_t addr[NENTRIES];
-	unsigned first = c->nlinks, probed = 0;
+	uint64_t off[NENTRIES], cookies[NENTRIES];
+	unsigned n = 0;
 	int err;
 
-	if (c->nprobed)
-		return -EALREADY;
 	for (size_t i = 0; i < NENTRIES; i++)
 		names[i] = entries[i].name;
-	err = target_elf_symbols(libcuda, names, NENTRIES, addr);
+	err = target_elf_symbols(path, names, NENTRIES, off);
+	if (!err)
+		err = target_elf_file_offsets(path, off, NENTRIES);
 	if (err)
-		goto detach;
+		return err;
+	/* a driver without some entry point (older, or a fake) is fine */
 	for (size_t i = 0; i < NENTRIES; i++) {
-		const struct entry *e = &entries[i];
-		/* a driver without some entry point (older, or a fake) is fine */
-		if (!addr[i])
+		if (!off[i])
 			continue;
-		err = attach_one(c, progs[e->shape], pid, libcuda, e->name, e->cookie, false);
-		if (!err)
-			err = attach_one(c, s->progs.cuda_return, pid, libcuda, e->name, 0, true);
-		if (err)
-			goto detach;
-		probed++;
+		off[n] = off[i];
+		cookies[n++] = entries[i].cookie;
 	}
-	err = probed ? 0 : -ENOENT;
+	if (!n)
+		return -ENOENT;
+	p->links[0] = link_multi(c->skel->progs.cuda_entry, path, off, cookies, n, p->pid, false);
+	p->links[1] = link_multi(c->skel->progs.cuda_return, path, off, cookies, n, p->pid, true);
+	err = p->links[0] < 0 ? p->links[0] : p->links[1] < 0 ? p->links[1] : 0;
 	if (err)
-		goto detach;
-	c->nprobed = probed;
-	return 0;
-
-detach:
-	/* a partial attach would count half of the figures (allocations
-	 * without their frees): none of the driver's probes stays */
-	detach_to(c, first);
+		unlink_proc(p);
+	else
+		p->nprobed = n;
 	return err;
+}
+
+/* Where the driver lies in pid, for the sched_yield probe. */
+static void note_span(struct cuda_trace *c, pid_t pid, uint64_t base)
+{
+	uint64_t end;
+	uint32_t k = (uint32_t)pid;
+	struct {
+		uint64_t lo, hi;
+	} span;
+
+	if (target_map_span(pid, base, &end))
+		return;
+	span.lo = base;
+	span.hi = end;
+	bpf_map__update_elem(c->skel->maps.driver_spans, &k, sizeof(k), &span, sizeof(span),
+			     BPF_ANY);
+}
+
+/* The loader's probe lets pid's threads go, and holds none of it again. */
+static void set_ready(struct cuda_trace *c, pid_t pid)
+{
+	uint32_t k = (uint32_t)pid, one = 1;
+
+	bpf_map__update_elem(c->skel->maps.driver_ready, &k, sizeof(k), &one, sizeof(one), BPF_ANY);
+}
+
+/* held: a thread of pid waits in the loader's probe, let go either way;
+ * else pid is held no more only once it has a driver dealt with. */
+static int attach_mapped(struct cuda_trace *c, pid_t pid, bool late, bool held)
+{
+	char path[TARGET_PATH_MAX];
+	struct cuda_proc *p;
+	uint64_t base;
+	int err = target_find_lib(pid, "libcuda.so", path, sizeof(path), &base);
+
+	if (err == -ENOENT && !held)
+		return err;
+	if (err)
+		goto out;
+	p = proc_of(c, pid, true);
+	if (!p) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (p->nprobed || p->cupti) /* a second load message, or CUPTI speaks already */
+		goto out;
+	p->late = late;
+	err = attach_driver(c, p, path);
+	p->attach_failed = err != 0;
+	if (!err)
+		note_span(c, pid, base);
+	/* another process of the tree: its yields count from its driver's load
+	 * (a pid-wide probe on libc would trap in every program's sched_yield) */
+	if (!err && pid != c->root && !target_find_lib(pid, "libc.so", path, sizeof(path), &base))
+		attach_one(p->yield, &p->nyield, 1, c->skel->progs.cuda_sched_yield, pid, path,
+			   "sched_yield", 0, false);
+out:
+	set_ready(c, pid);
+	return err;
+}
+
+int cuda_trace_attach_mapped(struct cuda_trace *c, pid_t pid, bool late)
+{
+	pthread_mutex_lock(&c->lock);
+	int err = attach_mapped(c, pid, late, false);
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+void cuda_trace_on_msg(struct cuda_trace *c, const struct tally_msg_driver *m, bool verbose)
+{
+	pid_t pid = (pid_t)m->hdr.pid;
+	struct cuda_proc *p;
+	uint64_t t0 = clock_now_ns();
+	int err;
+
+	pthread_mutex_lock(&c->lock);
+	if (m->hdr.kind == TALLY_MSG_DRIVER_LOAD) {
+		err = attach_mapped(c, pid, false, true);
+		if (err && err != -ENOENT)
+			fprintf(stderr, "tally: cannot probe the CUDA driver in %d: %s\n", pid,
+				strerror(-err));
+		else if (verbose)
+			fprintf(stderr,
+				"tally: %d loaded the CUDA driver: its probes attached in %.1f ms\n",
+				pid, (double)(clock_now_ns() - t0) / 1e6);
+	} else if (m->hdr.kind == TALLY_MSG_DRIVER_HELD &&
+		   (m->hdr.flags & TALLY_DRIVER_TIMED_OUT) && (p = proc_of(c, pid, true)) &&
+		   !p->hold_timed_out) {
+		p->hold_timed_out = true;
+		fprintf(stderr,
+			"tally: %d: the CUDA driver's probes came %.1f s after it loaded the "
+			"driver: its first GPU calls may be missing\n",
+			pid, (double)m->waited_ns / 1e9);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cuda_trace_cupti_spoke(struct cuda_trace *c, pid_t pid, bool verbose)
+{
+	struct cuda_proc *p;
+
+	pthread_mutex_lock(&c->lock);
+	p = proc_of(c, pid, true);
+	if (p && !p->cupti) {
+		p->cupti = true;
+		if (p->links[0] >= 0 && verbose)
+			fprintf(stderr,
+				"tally: %d: CUPTI speaks for it: the driver's probes let go\n",
+				pid);
+		unlink_proc(p);
+		set_ready(c, pid); /* and never held at a driver's load again */
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 int cuda_trace_attach_yield(struct cuda_trace *c, pid_t pid, const char *libc)
 {
-	return attach_one(c, c->skel->progs.cuda_sched_yield, pid, libc, "sched_yield", 0, false);
+	pthread_mutex_lock(&c->lock);
+	int err = attach_one(c->fixed, &c->nfixed, LOADER_LINKS + 1,
+			     c->skel->progs.cuda_sched_yield, pid, libc, "sched_yield", 0, false);
+	pthread_mutex_unlock(&c->lock);
+	return err;
 }
 
-void cuda_trace_read(const struct cuda_trace *c, struct cuda_figures *f)
+/* pid's entries of the map of yields (few: one per process and group). */
+static void read_yields(struct cuda_trace *c, pid_t pid, uint64_t out[TALLY_MAX_GROUPS])
 {
+	struct {
+		uint32_t tgid, group;
+	} k, next;
+	int fd = bpf_map__fd(c->skel->maps.os_yields);
+	void *prev = NULL;
+	uint64_t v;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		if (next.tgid == (uint32_t)pid && next.group < TALLY_MAX_GROUPS &&
+		    !bpf_map_lookup_elem(fd, &next, &v))
+			out[next.group] = v;
+		k = next;
+		prev = &k;
+	}
+}
+
+void cuda_trace_read(struct cuda_trace *c, pid_t pid, struct cuda_figures *f)
+{
+	const struct cuda_proc *p;
+
 	memset(f, 0, sizeof(*f));
 	if (!c)
 		return;
-	f->untracked = c->skel->bss->untracked;
-	f->unknown_frees = c->skel->bss->unknown_frees;
-	memcpy(f->os_yields, (const void *)c->skel->bss->os_yields, sizeof(f->os_yields));
-	f->entry_points = c->nprobed;
+	pthread_mutex_lock(&c->lock);
+	if (pid == c->root) {
+		f->untracked = c->skel->bss->untracked;
+		f->unknown_frees = c->skel->bss->unknown_frees;
+	}
+	read_yields(c, pid, f->os_yields);
+	p = proc_of(c, pid, false);
+	if (p) {
+		f->entry_points = p->nprobed;
+		f->late = p->late;
+		f->hold_timed_out = p->hold_timed_out;
+		f->attach_failed = p->attach_failed;
+		f->cupti_took_over = p->cupti && p->nprobed;
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 void cuda_trace_close(struct cuda_trace *c)
 {
 	if (!c)
 		return;
-	detach_to(c, 0);
+	for (unsigned i = 0; i < c->nprocs; i++) {
+		unlink_proc(c->procs[i]);
+		links_drop_to(c->procs[i]->yield, &c->procs[i]->nyield, 0);
+		free(c->procs[i]);
+	}
+	free(c->procs);
+	links_drop_to(c->fixed, &c->nfixed, 0);
 	cuda_bpf__destroy(c->skel);
+	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

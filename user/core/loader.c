@@ -305,6 +305,11 @@ void loader_shared_fds(struct loader *l, int *events_fd, int *lost_fd, int *thre
 	*threads_fd = bpf_map__fd(l->skel->maps.threads);
 }
 
+int loader_procs_fd(struct loader *l)
+{
+	return bpf_map__fd(l->skel->maps.procs);
+}
+
 void loader_close(struct loader *l)
 {
 	if (!l)

@@ -54,6 +54,8 @@ void loader_running_cpu(struct loader *l, pid_t pid, uint64_t now_ns,
 int loader_set_thread_group(struct loader *l, pid_t pid, uint32_t tid, uint32_t group);
 /* The ring buffer, lost counters and thread map, for objects that share them. */
 void loader_shared_fds(struct loader *l, int *events_fd, int *lost_fd, int *threads_fd);
+/* The map of the tree's processes, which the driver's probes share. */
+int loader_procs_fd(struct loader *l);
 void loader_close(struct loader *l);
 
 #endif /* TALLY_LOADER_H */

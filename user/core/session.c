@@ -65,6 +65,7 @@ void session_deliver(struct session *s, const void *data, size_t len)
 		return;
 	}
 	model_apply(&s->model, data, len);
+	session_gpu_news(s, s->pid, &s->model, s->gpu_said);
 	if (s->model.held) { /* past a view's cut: the rest comes at its end */
 		s->model.held = false;
 		session_hold_keep(s, data, len);
@@ -88,9 +89,64 @@ void session_deliver(struct session *s, const void *data, size_t len)
 	}
 }
 
+void session_cuda_running(struct session *s, pid_t pid)
+{
+	int err = cuda_trace_attach_mapped(s->cuda, pid, true);
+
+	if (!err)
+		fprintf(stderr,
+			"tally: %d loaded the CUDA driver before tally attached: its GPU figures "
+			"count from now (instance \"exact\": false)\n",
+			pid);
+	else if (err != -ENOENT)
+		fprintf(stderr, "tally: cannot probe the CUDA driver in %d: %s\n", pid,
+			strerror(-err));
+}
+
+void session_nvml(struct session *s, pid_t pid, struct cuda_figures *f)
+{
+	if (!f->entry_points && !f->attach_failed)
+		return; /* no driver in it */
+	if (!s->nvml_tried) {
+		s->nvml_tried = true;
+		int err = nvml_open(&s->nvml);
+		if (err && err != -ENOENT && s->verbose)
+			fprintf(stderr, "tally: NVML does not start (%s): no device_memory_used\n",
+				strerror(-err));
+	}
+	if (s->nvml && !nvml_process_memory(s->nvml, pid, &f->device_memory_used))
+		f->have_device_memory_used = true;
+}
+
+void session_gpu_news(struct session *s, pid_t pid, const struct model *m, bool said[2])
+{
+	if (m->gpu.seen[GPU_SRC_CUPTI] && !said[0]) {
+		said[0] = true;
+		if (s->cuda)
+			cuda_trace_cupti_spoke(s->cuda, pid, s->verbose);
+	}
+	if (m->gpu.cupti_refused[0] && !said[1]) {
+		said[1] = true;
+		fprintf(stderr,
+			"tally: %d: CUPTI refused tally's subscriber (%s): the driver's probes "
+			"count its GPU figures\n",
+			pid, m->gpu.cupti_refused);
+	}
+}
+
 int session_on_msg(void *ctx, const void *data, size_t len)
 {
 	struct session *s = ctx;
+	const struct tally_msg *h = data;
+
+	/* a thread waits on a driver's load: answered at once, even while a
+	 * late attach keeps the rest aside */
+	if (len >= sizeof(struct tally_msg_driver) &&
+	    (h->kind == TALLY_MSG_DRIVER_LOAD || h->kind == TALLY_MSG_DRIVER_HELD)) {
+		if (s->cuda)
+			cuda_trace_on_msg(s->cuda, data, s->verbose);
+		return 0;
+	}
 
 	if (!__atomic_load_n(&s->deferring, __ATOMIC_ACQUIRE)) {
 		session_deliver(s, data, len);
@@ -159,7 +215,9 @@ void session_refresh(struct session *s)
 	loader_group_cpu(s->loader, s->pid, src->cpu_ns, false);
 	if (!s->gone)
 		loader_running_cpu(s->loader, s->pid, src->now_ns, src->cpu_ns);
-	cuda_trace_read(s->cuda, &src->cuda);
+	cuda_trace_read(s->cuda, s->pid, &src->cuda);
+	if (!s->gone)
+		session_nvml(s, s->pid, &src->cuda);
 	src->allocator = s->model.saw_alloc ? FIGURES_ALLOC_TALLY :
 			 s->glibc	    ? FIGURES_ALLOC_GLIBC :
 					      FIGURES_ALLOC_NONE;
@@ -235,6 +293,7 @@ void session_close(struct session *s)
 {
 	glibc_trace_close(s->glibc);
 	cuda_trace_close(s->cuda);
+	nvml_close(s->nvml);
 	loader_close(s->loader);
 	if (s->spawned && !s->gone) {
 		if (s->child.gate_fd >= 0) {

@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "cuda.h"
+#include "nvml.h"
 #include "target_lock.h"
 #include "glibc.h"
 #include "loader.h"
@@ -67,7 +68,11 @@ struct session {
 	struct loader *loader;
 	struct glibc_trace *glibc;
 	struct cuda_trace *cuda;
-	bool cupti; /* CMD started with libtally_cupti.so injected */
+	struct nvml *nvml; /* the driver's own figures, when it has them */
+	bool nvml_tried;
+	bool cupti;	  /* CMD started with libtally_cupti.so injected */
+	bool verbose;	  /* -v: say what happens along the way */
+	bool gpu_said[2]; /* the root's CUPTI spoke (its driver probes let go), refused */
 	pid_t pid;
 	bool spawned;
 	struct target_child child;
@@ -143,6 +148,14 @@ int session_figures(struct session *s, struct figures *f);
 /* Sampling as asked in a running process tally's allocator serves (its
  * rate, and a new epoch: its objects announced again); quiet otherwise. */
 void session_sample_attach(const struct session *s, pid_t pid);
+/* A running process of the tree: its CUDA driver's probes, when it has one
+ * loaded already (said on stderr: its GPU figures count from now). */
+void session_cuda_running(struct session *s, pid_t pid);
+/* What pid's GPU records say, once each (said[]: already): CUPTI spoke
+ * (its driver probes go), or refused tally (one line on stderr). */
+void session_gpu_news(struct session *s, pid_t pid, const struct model *m, bool said[2]);
+/* The driver's own figure of pid's device memory (NVML), when it has one. */
+void session_nvml(struct session *s, pid_t pid, struct cuda_figures *f);
 /* Everything that is still to be had, for the final figures. */
 void session_finish(struct session *s);
 /* How the target ended: false while it runs (or nobody knows); else its wait

@@ -126,60 +126,53 @@ static int start_glibc(struct session *s)
 	return TALLY_EXIT_OK;
 }
 
-/* The driver a process loads: the one it has mapped, else TALLY_LIBCUDA
- * (a driver outside the loader's paths, or a test's fake), else the usual
- * places; its probes fire once the process maps it, dlopen included. */
-static int find_libcuda(const struct session *s, char *path, size_t len)
+/* The dynamic loader a process of the tree uses: a started command's is
+ * the one tally maps (as its libc is); a running one says. */
+static int find_ldso(pid_t pid, char *path, size_t len)
 {
-	static const char *const places[] = {
-		"/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-		"/usr/lib64/libcuda.so.1",
-		"/usr/lib/libcuda.so.1",
-		"/usr/lib/wsl/lib/libcuda.so.1",
-		"/usr/local/nvidia/lib64/libcuda.so.1",
-	};
-	const char *env = getenv("TALLY_LIBCUDA");
+	static const char *const names[] = { "ld-linux-x86-64", "ld-linux-aarch64", "ld-linux" };
 	uint64_t bias;
+	int err = -ENOENT;
 
-	if (!s->spawned && !target_find_lib(s->pid, "libcuda.so", path, len, &bias))
-		return 0;
-	if (env && *env) {
-		if (strlen(env) >= len || access(env, R_OK))
-			return -ENOENT;
-		strcpy(path, env);
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(places) / sizeof(places[0]); i++) {
-		if (!access(places[i], R_OK) && strlen(places[i]) < len) {
-			strcpy(path, places[i]);
-			return 0;
-		}
-	}
-	return -ENOENT;
+	for (size_t i = 0; err && i < sizeof(names) / sizeof(names[0]); i++)
+		err = target_find_lib(pid, names[i], path, len, &bias);
+	return err;
 }
 
-/* The driver's uprobes, and sched_yield's, for the GPU figures. Not fatal:
- * a process without a GPU has none of this. */
-static void start_cuda(struct session *s)
+/* The driver's probes and sched_yield's, for the GPU figures. Not fatal: a
+ * process without a GPU has none of this. The driver is found as it is
+ * loaded, from wherever it comes (the probe on the dynamic loader holds the
+ * loading thread until its probes are attached), or at once when a running
+ * process has it already: then what it did before cannot be known. */
+static void start_cuda(struct session *s, bool verbose)
 {
-	char libcuda[TARGET_PATH_MAX], libc[TARGET_PATH_MAX];
+	char ldso[TARGET_PATH_MAX], libc[TARGET_PATH_MAX];
 	struct cuda_shared maps;
+	pid_t self_or_target = s->spawned ? getpid() : s->pid;
 	uint64_t bias;
 	int err;
 
 	loader_shared_fds(s->loader, &maps.events_fd, &maps.lost_fd, &maps.threads_fd);
+	maps.procs_fd = loader_procs_fd(s->loader);
 	s->cuda = cuda_trace_open(s->pid, &maps, &err);
 	if (!s->cuda) {
 		fprintf(stderr, "tally: no GPU figures: cannot load the driver probes: %s\n",
 			strerror(-err));
 		return;
 	}
-	if (!find_libcuda(s, libcuda, sizeof(libcuda))) {
-		err = cuda_trace_attach(s->cuda, s->pid, libcuda);
-		if (err && err != -ENOENT)
-			fprintf(stderr, "tally: cannot probe %s: %s\n", libcuda, strerror(-err));
-	}
-	if (!target_find_lib(s->spawned ? getpid() : s->pid, "libc.so", libc, sizeof(libc), &bias))
+	/* following, on the loader's file for every process of the tree: one
+	 * that execs loads its first objects before tally could attach per pid */
+	err = find_ldso(self_or_target, ldso, sizeof(ldso));
+	if (!err)
+		err = cuda_trace_follow_loader(s->cuda, s->follow ? -1 : s->pid, ldso);
+	if (err && verbose)
+		fprintf(stderr,
+			"tally: no dynamic loader hook in %d (%s): a CUDA driver it loads later "
+			"is not seen\n",
+			s->pid, strerror(-err));
+	if (!s->spawned)
+		session_cuda_running(s, s->pid);
+	if (!target_find_lib(self_or_target, "libc.so", libc, sizeof(libc), &bias))
 		cuda_trace_attach_yield(s->cuda, s->pid, libc);
 }
 
@@ -322,6 +315,7 @@ static int session_load(struct session *s, const struct session_opts *o)
 		return session_fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
 	loader_libbpf_messages(o->verbose);
 	s->follow = o->follow;
+	s->verbose = o->verbose;
 	err = loader_open(&s->loader, s->pid, o->follow, o->ring_bytes, session_on_msg, s);
 	if (err)
 		return session_fail(err == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL,
@@ -346,7 +340,7 @@ static int attach_spawned(struct session *s, const struct session_opts *o)
 	if (s->cupti && (lib_beside_self("libtally_cupti.so", cupti, sizeof(cupti)) ||
 			 loader_attach_batch(s->loader, s->pid, cupti)))
 		s->cupti = false;
-	start_cuda(s);
+	start_cuda(s, o->verbose);
 	/* CMD may bring libtally_alloc itself: the glibc probes are a fallback
 	 * here, and the batches decide which fed the figures */
 	if (o->no_preload && start_glibc(s)) {
@@ -361,7 +355,7 @@ static int attach_spawned(struct session *s, const struct session_opts *o)
 }
 
 /* A running process: the probes, then its state read from memory. */
-static int attach_running(struct session *s)
+static int attach_running(struct session *s, bool verbose)
 {
 	int rc;
 
@@ -374,7 +368,7 @@ static int attach_running(struct session *s)
 	if (!rc && !s->alloc_path[0])
 		rc = start_glibc(s);
 	if (!rc)
-		start_cuda(s);
+		start_cuda(s, verbose);
 	if (!rc)
 		rc = session_read_attach(s);
 	if (rc)
@@ -407,7 +401,7 @@ int session_start(struct session *s, const struct session_opts *o)
 	if (!rc)
 		rc = session_load(s, o);
 	if (!rc)
-		rc = s->spawned ? attach_spawned(s, o) : attach_running(s);
+		rc = s->spawned ? attach_spawned(s, o) : attach_running(s, o->verbose);
 	if (rc)
 		return rc;
 	target_comm(s->pid, s->pid, s->comm, sizeof(s->comm));

@@ -57,6 +57,9 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
 	src->have_exit = gone && m->exited;
 	src->exit_status = src->have_exit ? m->exit_status : 0;
 	src->cupti = s->cupti;
+	cuda_trace_read(s->cuda, p->pid, &src->cuda);
+	if (!gone)
+		session_nvml(s, p->pid, &src->cuda);
 	src->start_ns = s->start_ns;
 	src->born_ns = p->born_ns;
 	src->now_ns = clock_now_ns();
@@ -181,9 +184,11 @@ void session_adopt_descendants(struct session *s)
 			target_comm(kids[i], kids[i], comm, sizeof(comm));
 			struct tree_proc *p =
 				tree_adopt(&s->tree, &s->model, kids[i], parent, comm);
-			if (p)
+			if (p) {
 				adopt_read(s, p);
-			else
+				if (s->cuda)
+					session_cuda_running(s, p->pid);
+			} else
 				s->tree.strays++;
 			queue[tail++] = kids[i];
 		}
@@ -212,6 +217,7 @@ bool session_deliver_tree(struct session *s, const void *data, size_t len)
 		return false;
 	}
 	model_apply(p->m, data, len);
+	session_gpu_news(s, p->pid, p->m, p->gpu_said);
 	if (len < sizeof(struct tally_msg_thread))
 		return false;
 	const struct tally_msg_thread *th = data;

@@ -253,6 +253,33 @@ int target_find_lib(pid_t pid, const char *name, char *path, size_t len, uint64_
 	return 0;
 }
 
+int target_map_span(pid_t pid, uint64_t start, uint64_t *end)
+{
+	char maps[64], line[TARGET_PATH_MAX + 128], dev[32], want[32] = "";
+	unsigned long s, e, ino, want_ino = 0;
+	FILE *f;
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
+	f = fopen(maps, "re");
+	if (!f)
+		return -errno;
+	*end = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx %*s %*s %31s %lu", &s, &e, dev, &ino) != 4)
+			continue;
+		if (s == start && ino) {
+			strcpy(want, dev);
+			want_ino = ino;
+		}
+		/* the file's mappings follow one another (gaps between them
+		 * are reserved anonymous memory, part of the span) */
+		if (want_ino && ino == want_ino && !strcmp(dev, want))
+			*end = e;
+	}
+	fclose(f);
+	return *end ? 0 : -ENOENT;
+}
+
 int target_maps_find_lib(const char *maps, const char *name, char *path, size_t len, uint64_t *bias)
 {
 	char line[TARGET_PATH_MAX + 128];
@@ -442,6 +469,44 @@ int target_elf_symbols(const char *path, const char *const names[], size_t n, ui
 	}
 	elf_end(elf);
 close_fd:
+	close(fd);
+	return err;
+}
+
+int target_elf_file_offsets(const char *path, uint64_t addr[], size_t n)
+{
+	size_t nph = 0;
+	int fd, err = 0;
+	Elf *elf;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_getphdrnum(elf, &nph)) {
+		err = -EINVAL;
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++) {
+		bool found = !addr[k]; /* 0: not there, stays 0 */
+		for (size_t i = 0; !found && i < nph; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+			    addr[k] < ph.p_vaddr || addr[k] >= ph.p_vaddr + ph.p_filesz)
+				continue;
+			addr[k] = addr[k] - ph.p_vaddr + ph.p_offset;
+			found = true;
+		}
+		if (!found) {
+			err = -ENOEXEC;
+			break;
+		}
+	}
+out:
+	if (elf)
+		elf_end(elf);
 	close(fd);
 	return err;
 }

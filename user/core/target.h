@@ -48,6 +48,8 @@ bool target_is_kthread(pid_t pid);
  * in *bias. -ENOENT when not mapped. */
 int target_find_lib(pid_t pid, const char *name, char *path, size_t len, uint64_t *bias);
 /* The same from a file in /proc/PID/maps's format at `maps` (for tests). */
+/* The end of the last mapping of the file whose mapping starts at start. */
+int target_map_span(pid_t pid, uint64_t start, uint64_t *end);
 int target_maps_find_lib(const char *maps, const char *name, char *path, size_t len,
 			 uint64_t *bias);
 int target_comm(pid_t pid, pid_t tid, char *buf, size_t len);
@@ -96,5 +98,7 @@ int target_lib_poke(pid_t pid, const char *lib, const char *const names[], const
 		    size_t n);
 /* The same for n symbols at once: addr[k] is 0 where names[k] is not defined. */
 int target_elf_symbols(const char *path, const char *const names[], size_t n, uint64_t addr[]);
+/* Those addresses (0: none) as offsets in the file, as a uprobe wants them. */
+int target_elf_file_offsets(const char *path, uint64_t addr[], size_t n);
 
 #endif /* TALLY_TARGET_H */

@@ -111,6 +111,11 @@ static void build_target(struct figures_target *t, const struct model *m,
 	t->cuda = m->gpu.seen[GPU_SRC_CUPTI]				? FIGURES_CUDA_CUPTI :
 		  m->gpu.seen[GPU_SRC_DRIVER] || src->cuda.entry_points ? FIGURES_CUDA_DRIVER :
 									  FIGURES_CUDA_NONE;
+	if (m->gpu.cupti_refused[0] && t->cuda != FIGURES_CUDA_CUPTI) {
+		t->cuda_why = m->gpu.cupti_refused;
+		if (src->cuda.entry_points)
+			t->cuda = FIGURES_CUDA_DRIVER;
+	}
 	t->late = src->late;
 	/* a late attach to a busy allocator may find heaps moving while it
 	 * reads them: then the figures are not exact, and this says why */
@@ -258,6 +263,32 @@ static void why_alloc(struct figures_process *p, const struct model *m,
 			"copied as they were, maybe in the middle of an operation";
 }
 
+/* Why the GPU figures are not exact (none: they are). */
+static void build_gpu_why(struct figures_process *p, const struct model *m,
+			  const struct figures_sources *src)
+{
+	const struct cuda_figures *c = &src->cuda;
+
+	p->ninstance_why = 0;
+	if (c->late || (src->not_read && c->entry_points))
+		p->instance_why[p->ninstance_why++] =
+			"the CUDA driver was loaded before tally attached: GPU work before "
+			"that is not counted";
+	if (c->hold_timed_out)
+		p->instance_why[p->ninstance_why++] =
+			"the CUDA driver's probes came after it was loaded: its first GPU "
+			"calls may be missing";
+	if (c->attach_failed && !m->gpu.seen[GPU_SRC_CUPTI])
+		p->instance_why[p->ninstance_why++] =
+			"the CUDA driver's probes could not be attached";
+	if (c->untracked || src->lost_msgs || src->lost_words)
+		p->instance_why[p->ninstance_why++] =
+			"GPU records lost: the ring or the driver probes' map was full";
+	p->instance_exact = p->ninstance_why == 0;
+	p->have_device_memory_used = c->have_device_memory_used;
+	p->device_memory_used = c->device_memory_used;
+}
+
 /* Why the figures are not exact (none: they are), in the snapshot's order. */
 static void build_why(struct figures_process *p, const struct model *m,
 		      const struct figures_sources *src, const struct tally_stats *st)
@@ -300,6 +331,11 @@ static void build_why(struct figures_process *p, const struct model *m,
 	if (src->allocator == FIGURES_ALLOC_GLIBC &&
 	    !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late))
 		p->why[p->nwhy++] = "glibc mode: not every call was seen";
+	/* the GPU's own, but for lost records, said above */
+	build_gpu_why(p, m, src);
+	for (unsigned i = 0; i < p->ninstance_why && p->nwhy < FIGURES_MAX_WHY; i++)
+		if (strncmp(p->instance_why[i], "GPU records lost", 16) || src->cuda.untracked)
+			p->why[p->nwhy++] = p->instance_why[i];
 	p->exact = p->nwhy == 0;
 }
 
@@ -363,7 +399,8 @@ int figures_keep(struct figures_process *out, const struct figures_process *p)
 	for (unsigned i = 0; i < p->ngroups; i++)
 		strs += p->groups[i].name ? strlen(p->groups[i].name) + 1 : 0;
 	strs += (t->comm ? strlen(t->comm) : 0) + (t->cgroup ? strlen(t->cgroup) : 0) +
-		(t->container ? strlen(t->container) : 0) + 3;
+		(t->container ? strlen(t->container) : 0) +
+		(t->cuda_why ? strlen(t->cuda_why) : 0) + 4;
 	/* one block: the groups, then their names and the target's strings */
 	struct figures_group *g = malloc(p->ngroups * sizeof(*g) + strs);
 	if (!g)
@@ -380,6 +417,7 @@ int figures_keep(struct figures_process *out, const struct figures_process *p)
 	out->target.comm = keep_str(&at, t->comm);
 	out->target.cgroup = keep_str(&at, t->cgroup);
 	out->target.container = keep_str(&at, t->container);
+	out->target.cuda_why = keep_str(&at, t->cuda_why);
 	return 0;
 }
 

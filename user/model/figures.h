@@ -95,6 +95,7 @@ struct figures_target {
 	const char *container; /* the container id its cgroup names, or NULL */
 	enum figures_allocator allocator;
 	enum figures_cuda cuda;
+	const char *cuda_why;  /* why not CUPTI, when it refused (NULL: it did not) */
 	bool late;	       /* attached to a running process */
 	bool read_known;       /* late, with libtally_alloc: its state was read... */
 	bool read_consistent;  /* ... while no heap moved */
@@ -147,8 +148,14 @@ struct figures_process {
 	bool have_inprocess; /* the allocator's own Stats (its exit hand-over or a final read) */
 	uint64_t inprocess[TALLY_STATS_COUNT];
 	struct figures_instance instance; /* the process's: the sum over groups */
-	bool gpu_attached;		  /* a GPU source is attached, even if silent */
-	bool gpu_spoke;			  /* ... and has spoken */
+	/* the GPU figures are exact (every group's too), else why not */
+	bool instance_exact;
+	unsigned ninstance_why;
+	const char *instance_why[4];
+	bool have_device_memory_used;
+	uint64_t device_memory_used; /* the driver's own figure (NVML) */
+	bool gpu_attached;	     /* a GPU source is attached, even if silent */
+	bool gpu_spoke;		     /* ... and has spoken */
 	uint64_t start_ns, now_ns;
 	unsigned ngroups;	      /* the groups a view lists (named, or charged */
 	struct figures_group *groups; /* something), by id */
@@ -166,6 +173,9 @@ struct figures_tree {
 	int64_t live, mapped; /* of the processes whose allocator is known */
 	uint64_t cpu_ns;
 	struct figures_instance instance;
+	bool instance_exact; /* every process's GPU figures are exact */
+	bool have_device_memory_used;
+	uint64_t device_memory_used; /* NVML's, over the processes it knows */
 };
 
 struct figures {

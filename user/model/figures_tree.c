@@ -24,6 +24,7 @@ void figures_sum_tree(struct figures *f)
 
 	memset(t, 0, sizeof(*t));
 	t->processes = f->nprocs;
+	t->instance_exact = true;
 	for (unsigned i = 0; i < f->nprocs; i++) {
 		const struct figures_process *p = &f->procs[i];
 		if (p->target.gone)
@@ -36,6 +37,9 @@ void figures_sum_tree(struct figures *f)
 		for (unsigned g = 0; g < p->ngroups; g++)
 			t->cpu_ns += p->groups[g].cpu_ns;
 		instance_add(&t->instance, &p->instance);
+		t->instance_exact &= p->instance_exact;
+		t->device_memory_used += p->device_memory_used;
+		t->have_device_memory_used |= p->have_device_memory_used;
 	}
 }
 
@@ -110,6 +114,9 @@ int figures_sum(const struct figures *fig, struct figures_process *out)
 			stats_add(&out->stats, &p->stats);
 			instance_add(&out->instance, &p->instance);
 			out->exact &= p->exact;
+			out->instance_exact &= p->instance_exact;
+			out->device_memory_used += p->device_memory_used;
+			out->have_device_memory_used |= p->have_device_memory_used;
 			out->gpu_spoke |= p->gpu_spoke;
 			out->gpu_attached |= p->gpu_attached;
 		}

@@ -79,6 +79,23 @@ int gpu_apply(struct gpu_model *g, enum gpu_source src, const struct tally_ev *e
 		    intern(g, e->n, (const char *)name, (size_t)e->bytes))
 			goto bad;
 		break;
+	case TALLY_EV_GPU_CUPTI_REFUSED: {
+		/* CUPTI did not speak: the driver's probes do (not a figure) */
+		size_t n = (size_t)e->bytes;
+		if (src != GPU_SRC_CUPTI || !name || n > TALLY_KERNEL_NAME_MAX)
+			goto bad;
+		if (n >= sizeof(g->cupti_refused))
+			n = sizeof(g->cupti_refused) - 1;
+		memcpy(g->cupti_refused, name, n);
+		g->cupti_refused[n] = 0;
+		for (size_t i = 0; i < n; i++) /* a guest's text: printable only */
+			if ((unsigned char)g->cupti_refused[i] < 0x20 ||
+			    (unsigned char)g->cupti_refused[i] >= 0x7f)
+				g->cupti_refused[i] = '?';
+		if (!n)
+			strcpy(g->cupti_refused, "?");
+		return 0;
+	}
 	default:
 		goto bad;
 	}

@@ -27,6 +27,8 @@ struct gpu_model {
 	bool seen[GPU_SOURCES];
 	struct gpu_group groups[GPU_SOURCES][TALLY_MAX_GROUPS];
 	char **names; /* kernel names by id (CUPTI), NULL where unknown */
+	/* CUPTI refused the subscriber: its reason ("" when it did not) */
+	char cupti_refused[160];
 	uint32_t nnames;
 };
 

@@ -39,12 +39,18 @@ static inline bool glibc_figures_exact(const struct glibc_figures *f)
 	return !f->untracked && !f->lost;
 }
 
-/* The CUDA driver's probes' counters (cuda.h). */
+/* The CUDA driver's probes' counters (cuda.h), for one process. */
 struct cuda_figures {
 	uint64_t untracked;	/* allocations the block map could not hold */
 	uint64_t unknown_frees; /* frees of blocks allocated before the attach */
 	uint64_t os_yields[TALLY_MAX_GROUPS];
-	unsigned entry_points; /* driver entry points probed */
+	unsigned entry_points; /* driver entry points probed (also once let go) */
+	bool late;	       /* the driver was mapped before tally came */
+	bool hold_timed_out;   /* its probes came after the loader's hold gave up */
+	bool attach_failed;    /* mapped, and its probes could not be attached */
+	bool cupti_took_over;  /* CUPTI spoke: the driver's probes were let go */
+	bool have_device_memory_used;
+	uint64_t device_memory_used; /* the driver's own figure (NVML), bytes */
 };
 
 /* The most a late attach keeps aside while it reads the target's state

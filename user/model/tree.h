@@ -37,6 +37,7 @@ struct tree_proc {
 	uint64_t heaps_addr;	    /* its allocator's tally_heaps, once found (0: not yet) */
 	bool heaps_looked;	    /* ... looked for in this image */
 	bool read, read_consistent; /* -f at attach: its state read, while no heap moved */
+	bool gpu_said[2];	    /* session_gpu_news: CUPTI spoke, refused */
 	struct figures_process kept;
 	struct sites *sites; /* ended: its heap profile as at its end (NULL: none kept) */
 };

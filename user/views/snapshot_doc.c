@@ -74,7 +74,22 @@ static void write_stats(struct json_writer *w, const struct figures_process *p)
 	}
 }
 
-static void write_group(struct json_writer *w, const struct figures_group *fg)
+/* Whether the GPU figures are exact, and why not (DESIGN.md §5: work
+ * before an attach cannot be seen). */
+static void write_instance_exact(struct json_writer *w, const struct figures_process *p)
+{
+	json_kv_bool(w, "exact", p->instance_exact);
+	if (p->instance_exact)
+		return;
+	json_key(w, "inexact_why");
+	json_begin_array(w);
+	for (unsigned i = 0; i < p->ninstance_why; i++)
+		json_string(w, p->instance_why[i]);
+	json_end_array(w);
+}
+
+static void write_group(struct json_writer *w, const struct figures_process *p,
+			const struct figures_group *fg)
 {
 	json_begin_object(w);
 	json_kv_u64(w, "id", fg->id);
@@ -88,6 +103,7 @@ static void write_group(struct json_writer *w, const struct figures_group *fg)
 	json_key(w, "instance");
 	json_begin_object(w);
 	write_instance(w, &fg->instance);
+	write_instance_exact(w, p);
 	json_end_object(w);
 	json_end_object(w);
 }
@@ -110,6 +126,8 @@ static void write_target(struct json_writer *w, const struct figures_process *p)
 	json_kv_str(w, "comm", t->comm);
 	json_kv_str(w, "allocator", figures_allocator_name(t->allocator));
 	json_kv_str(w, "cuda", figures_cuda_name(t->cuda));
+	if (t->cuda_why) /* CUPTI refused tally: why, in its words */
+		json_kv_str(w, "cuda_why", t->cuda_why);
 	json_kv_str(w, "attach", t->late ? "running" : "start");
 	if (t->read_known)
 		json_kv_bool(w, "state_read_consistent", t->read_consistent);
@@ -175,11 +193,15 @@ static void write_process_fields(struct json_writer *w, const struct figures_pro
 	json_begin_object(w);
 	write_instance(w, &p->instance);
 	json_kv_bool(w, "scheduler", p->instance.yield_count > 0);
+	write_instance_exact(w, p);
+	/* the driver's own figure: what a late attach cannot rebuild */
+	if (p->have_device_memory_used)
+		json_kv_u64(w, "device_memory_used", p->device_memory_used);
 	json_end_object(w);
 	json_key(w, "groups");
 	json_begin_array(w);
 	for (unsigned g = 0; g < p->ngroups; g++)
-		write_group(w, &p->groups[g]);
+		write_group(w, p, &p->groups[g]);
 	json_end_array(w);
 }
 
@@ -200,6 +222,9 @@ static void write_tree(struct json_writer *w, const struct figures *f)
 	json_key(w, "instance");
 	json_begin_object(w);
 	write_instance(w, &t->instance);
+	json_kv_bool(w, "exact", t->instance_exact);
+	if (t->have_device_memory_used)
+		json_kv_u64(w, "device_memory_used", t->device_memory_used);
 	json_end_object(w);
 	json_end_object(w);
 }
