@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check, for a machine with a real NVIDIA GPU and driver (under 5
 # minutes): builds a small CUDA driver-API program with nvcc, runs it under
-# `tally snapshot -- ` (CUPTI: libtally_cupti.so injected) and again with
-# tally attached by PID before its GPU work (driver uprobes on libcuda.so.1),
+# `tally snapshot -- ` (CUPTI: libtally_cupti.so injected), with tally
+# attached by PID before its GPU work (driver uprobes on libcuda.so.1), with
+# the driver copied to a directory named only in LD_LIBRARY_PATH (CUPTI off:
+# the driver probes, attached as the dynamic loader maps it), and attached by
+# PID after its GPU work (instance "exact": false, NVML's device_memory_used),
 # and prints expected against measured for every field. Exits non-zero on any
 # mismatch, or when there is no GPU to check on.
 #
@@ -79,6 +82,7 @@ int main(int argc, char **argv)
 	unsigned long long live = 0;
 	unsigned failed = 0, ok = 0;
 
+	int after = !strcmp(argv[1], "after");
 	if (!strcmp(argv[1], "late")) {
 		signal(SIGUSR1, on_usr1);
 		fopen(argv[7], "w");
@@ -119,6 +123,14 @@ int main(int argc, char **argv)
 	/* the figures while blocks and a module are live, then all released:
 	 * the snapshot at exit must show the gauges back at 0 */
 	fprintf(stderr, "live: %llu device bytes, %zu image bytes\n", live, strlen(ptx));
+	if (after) { /* a tracer attaches now, after the GPU work */
+		printf("{\"live\": %llu}\n", live);
+		fflush(stdout);
+		signal(SIGUSR1, on_usr1);
+		fopen(argv[7], "w");
+		while (!go)
+			pause();
+	}
 	for (int i = 2; i <= m; i += 2)
 		CK(cuMemFree(d[i]));
 	CK(cuModuleUnload(keep));
@@ -173,6 +185,40 @@ kill -USR1 "$pid"
 wait "$tpid"
 want=$(grep '^{"kernels' "$tmp/late.out")
 compare driver driver "$want" "$tmp/driver.json"
+
+# 3. the driver from a directory named only in LD_LIBRARY_PATH (as a
+# Kubernetes device plugin mounts it), CUPTI off: the driver probes
+drv=$(ldd "$tmp/check" | awk '/libcuda.so/ { print $3 }')
+mkdir -p "$tmp/drv"
+if [ -n "$drv" ] && cp "$(readlink -f "$drv")" "$tmp/drv/libcuda.so.1"; then
+	CUDA_INJECTION64_PATH= LD_LIBRARY_PATH=$tmp/drv timeout 120 "$BUILD/tally" snapshot -v -- \
+		"$tmp/check" run $N $F $M $Y "$tmp/k.ptx" >"$tmp/ldp.out" 2>"$tmp/ldp.err"
+	want=$(grep '^{"kernels' "$tmp/ldp.out")
+	sed '/^{"kernels/d' "$tmp/ldp.out" >"$tmp/ldp.json"
+	compare ldpath driver "$want" "$tmp/ldp.json"
+	echo "gpu-check: tally said: $(grep -m1 'loaded the CUDA driver' "$tmp/ldp.err")"
+else
+	echo "gpu-check: cannot copy the driver ($drv): LD_LIBRARY_PATH check skipped"
+	bad=$((bad + 1))
+fi
+
+# 4. attached by PID after the GPU work: not exact, said why; NVML's figure
+"$tmp/check" after $N $F $M $Y "$tmp/k.ptx" "$tmp/ready2" >"$tmp/after.out" &
+pid=$!
+for _ in $(seq 300); do [ -e "$tmp/ready2" ] && break; sleep 0.1; done
+timeout 120 "$BUILD/tally" snapshot -p "$pid" -d 1 >"$tmp/after.json" 2>"$tmp/after.err"
+kill -USR1 "$pid"
+wait "$pid"
+live=$(jq -r '.live' <(grep '^{"live' "$tmp/after.out"))
+exact=$(jq -r '.instance.exact' "$tmp/after.json" 2>/dev/null)
+dmu=$(jq -r '.instance.device_memory_used // "absent"' "$tmp/after.json" 2>/dev/null)
+printf '| %-7s | %-26s | %14s | %14s | %s |\n' after "instance.exact" false "$exact" \
+	"$([ "$exact" = false ] && echo ok || echo MISMATCH)"
+[ "$exact" = false ] || bad=$((bad + 1))
+printf '| %-7s | %-26s | %14s | %14s | %s |\n' after "device_memory_used (NVML)" ">= $live" "$dmu" \
+	"$([ "$dmu" != absent ] && [ "$dmu" -ge "$live" ] && echo ok || echo MISMATCH)"
+[ "$dmu" != absent ] && [ "$dmu" -ge "$live" ] || bad=$((bad + 1))
+echo "gpu-check: late attach said: $(grep -m1 'before tally attached' "$tmp/after.err")"
 
 if [ "$bad" -ne 0 ]; then
 	echo "gpu-check: $bad mismatches (tally's stderr: $(head -c 300 "$tmp/cupti.err" "$tmp/driver.err"))"

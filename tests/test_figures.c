@@ -354,7 +354,7 @@ static char *one_process_doc(const char *fields)
 			     "{%s,\"sampling\":{\"rate\":0},\"sites\":[],\"processes\":[{%s}],"
 			     "\"tree\":{\"processes\":1,\"alive\":0,"
 			     "\"not_listed\":0,\"live\":0,\"mapped\":0,\"cpu_ns\":0,"
-			     "\"instance\":{" ZERO_INSTANCE "}}}",
+			     "\"instance\":{" ZERO_INSTANCE ",\"exact\":true}}}",
 			     fields, fields) > 0);
 	return doc;
 }
@@ -418,16 +418,16 @@ static void document__tally_mode__every_field_in_order(void **state)
 		"\"instance\":{\"kernels_launched\":0,\"bytes_pinned\":0,"
 		"\"back_pressure_rejections\":0,\"yield_count\":1,\"device_bytes_allocated\":0,"
 		"\"graph_launches\":0,\"failed_launches\":0,\"host_pinned_bytes\":0,"
-		"\"os_yields\":0,\"scheduler\":true},"
+		"\"os_yields\":0,\"scheduler\":true,\"exact\":true},"
 		"\"groups\":[{\"id\":0,\"name\":\"root\",\"allocated_bytes\":0,\"allocated_objects\":0,"
 		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,\"cpu_ns\":0,"
-		"\"instance\":{" ZERO_INSTANCE "}},"
+		"\"instance\":{" ZERO_INSTANCE ",\"exact\":true}},"
 		"{\"id\":1,\"name\":\"io \\\"q\\\"\",\"allocated_bytes\":1000,"
 		"\"allocated_objects\":2,\"deallocated_bytes\":0,\"deallocated_objects\":0,"
 		"\"live_bytes\":1000,\"cpu_ns\":5,\"instance\":{\"kernels_launched\":0,"
 		"\"bytes_pinned\":0,\"back_pressure_rejections\":0,\"yield_count\":1,"
 		"\"device_bytes_allocated\":0,\"graph_launches\":0,\"failed_launches\":0,"
-		"\"host_pinned_bytes\":0,\"os_yields\":0}}]";
+		"\"host_pinned_bytes\":0,\"os_yields\":0,\"exact\":true}}]";
 	assert_doc(doc, one_process_doc(want));
 }
 
@@ -455,10 +455,10 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 		"\"accounted\":null,\"balanced\":null,\"predicted_resident\":null,"
 		"\"measured_resident\":null},"
 		"\"stats_inprocess\":null,"
-		"\"instance\":{" ZERO_INSTANCE ",\"scheduler\":false},"
+		"\"instance\":{" ZERO_INSTANCE ",\"scheduler\":false,\"exact\":true},"
 		"\"groups\":[{\"id\":0,\"name\":\"root\",\"allocated_bytes\":0,\"allocated_objects\":0,"
 		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,\"cpu_ns\":0,"
-		"\"instance\":{" ZERO_INSTANCE "}}]";
+		"\"instance\":{" ZERO_INSTANCE ",\"exact\":true}}]";
 	assert_doc(doc, one_process_doc(want));
 }
 

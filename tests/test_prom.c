@@ -423,6 +423,31 @@ static void prom__measured_resident__when_known(void **state)
 	free(p);
 }
 
+/* A late attach to a GPU process: its GPU figures not exact, and the
+ * driver's own device memory (NVML) beside them; neither without a GPU. */
+static void prom__gpu_late__not_exact_and_nvml_memory(void **state)
+{
+	struct figures_process *p = figures();
+	char *doc;
+
+	(void)state;
+	p->gpu_attached = true;
+	p->instance_exact = false;
+	p->have_device_memory_used = true;
+	p->device_memory_used = 536870912;
+	doc = render(p);
+	assert_sample(doc, "tally_gpu_exact 0");
+	assert_sample(doc, "tally_device_memory_used_bytes 536870912");
+	check_lines(doc, (struct family_seen[128]){ 0 }, 128);
+	free(doc);
+	p->gpu_attached = false;
+	doc = render(p);
+	assert_null(sample_line(doc, "tally_gpu_exact"));
+	assert_null(sample_line(doc, "tally_device_memory_used_bytes"));
+	free(doc);
+	free(p);
+}
+
 static void prom__info__cgroup_and_container_labels(void **state)
 {
 	struct figures_process *p = figures();
@@ -470,6 +495,7 @@ int main(void)
 		cmocka_unit_test(prom__escape__c1_controls_and_help_text),
 		cmocka_unit_test(prom__glibc_mode__only_known_terms),
 		cmocka_unit_test(prom__measured_resident__when_known),
+		cmocka_unit_test(prom__gpu_late__not_exact_and_nvml_memory),
 		cmocka_unit_test(prom__info__cgroup_and_container_labels),
 		cmocka_unit_test(prom__write_error__reported),
 	};

@@ -113,3 +113,16 @@ echo "  LD $test_bin"
 # -rdynamic: the test's own tally_group_current is found by dlsym(RTLD_DEFAULT)
 "$CC" "${SAN[@]}" -pthread -rdynamic -o "$test_bin" "${tobjs[@]}" \
 	$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) -ldl
+
+# A fake CUPTI under the real one's soname and version node, for the GPU
+# tests with the fake driver (tests/gpu/run.sh): build/tests/fake_cupti/.
+soname=$(readelf -d "$libdir/libcupti.so" | sed -nE 's/.*Library soname: \[(.*)\].*/\1/p')
+if [ -n "$soname" ]; then
+	mkdir -p "$BUILD/tests/fake_cupti"
+	printf '%s {\n\tglobal: cuptiSubscribe_v2; cuptiEnableCallback; cuptiGetResultString;\n\tlocal: *;\n};\n' \
+		"$soname" >"$BUILD/tests/fake_cupti/version.map"
+	echo "  LD $BUILD/tests/fake_cupti/$soname"
+	"$CC" "${CFLAGS[@]}" -shared -Wl,-soname,"$soname" \
+		-Wl,--version-script="$BUILD/tests/fake_cupti/version.map" \
+		-o "$BUILD/tests/fake_cupti/$soname" tests/cupti/fake_cupti.c -ldl
+fi

@@ -365,6 +365,29 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, b
 	return device_alloc(dptr, size);
 }
 
+/* --- CUPTI's view --- */
+
+/* What the real driver does for its CUPTI subscribers, for the fake CUPTI
+ * (tests/cupti/fake_cupti.c): at the exit of cuLaunchKernel, cuMemAlloc_v2,
+ * cuMemFree_v2, cuModuleLoadData and cuModuleUnload, the hook it set gets
+ * the entry point's name, its arguments' addresses in order and its result. */
+typedef void (*fake_api_hook)(const char *name, void *const *args, CUresult rc);
+static fake_api_hook api_hook;
+
+FAKE_API void fakeCudaSetApiHook(fake_api_hook hook);
+void fakeCudaSetApiHook(fake_api_hook hook)
+{
+	__atomic_store_n(&api_hook, hook, __ATOMIC_RELEASE);
+}
+
+#define API_EXIT(rc, ...)                                                                          \
+	do {                                                                                       \
+		fake_api_hook h_ = __atomic_load_n(&api_hook, __ATOMIC_ACQUIRE);                   \
+		void *const a_[] = { __VA_ARGS__ };                                                \
+		if (h_)                                                                            \
+			h_(__func__, a_, rc);                                                      \
+	} while (0)
+
 /* --- initialisation, devices, contexts --- */
 
 /* As the real driver does at its first cuInit: the library named by
@@ -537,7 +560,9 @@ FAKE_API CUresult cuGetErrorString(CUresult error, const char **pStr)
 FAKE_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
 	FAKE_PROLOGUE();
-	return module_load(module, image, false);
+	CUresult rc = module_load(module, image, false);
+	API_EXIT(rc, &module, &image);
+	return rc;
 }
 
 FAKE_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
@@ -560,7 +585,9 @@ FAKE_API CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 FAKE_API CUresult cuModuleUnload(CUmodule hmod)
 {
 	FAKE_PROLOGUE();
-	return module_unload(hmod, false);
+	CUresult rc = module_unload(hmod, false);
+	API_EXIT(rc, &hmod);
+	return rc;
 }
 
 FAKE_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
@@ -674,8 +701,10 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned i
 {
 	FAKE_PROLOGUE();
 	(void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY, (void)blockDimZ;
-	(void)sharedMemBytes, (void)hStream, (void)kernelParams, (void)extra;
-	return launch_check(f, gridDimX);
+	CUresult rc = launch_check(f, gridDimX);
+	API_EXIT(rc, &f, &gridDimX, &gridDimY, &gridDimZ, &blockDimX, &blockDimY, &blockDimZ,
+		 &sharedMemBytes, &hStream, &kernelParams, &extra);
+	return rc;
 }
 
 FAKE_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -763,7 +792,9 @@ FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	FAKE_PROLOGUE();
-	return device_alloc(dptr, bytesize);
+	CUresult rc = device_alloc(dptr, bytesize);
+	API_EXIT(rc, &dptr, &bytesize);
+	return rc;
 }
 
 FAKE_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
@@ -830,7 +861,9 @@ FAKE_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesiz
 FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	FAKE_PROLOGUE();
-	return device_free(dptr);
+	CUresult rc = device_free(dptr);
+	API_EXIT(rc, &dptr);
+	return rc;
 }
 
 FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)

@@ -8,7 +8,9 @@
  * LIB is the driver, or a library that loads it (libgpu_plugin.so: by its
  * soname, wherever the dynamic loader finds it). With `before`, the driver
  * is loaded and the work done once before READY_FILE, and once more after
- * the signal: a late attach comes between them.
+ * the signal: a late attach comes between them. 120 ms after the first
+ * round, one call that does nothing (a free of 0): a CUPTI library hands
+ * over its idle batch at its next callback.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -86,6 +88,11 @@ int main(int argc, char **argv)
 	int n = atoi(argv[2]);
 	if (before && (!(lib = load_driver(argv[1])) || work(lib, n)))
 		return 1;
+	if (before) {
+		free_fn cu_free = (free_fn)dlsym(lib, "cuMemFree_v2");
+		usleep(120 * 1000);
+		cu_free(0);
+	}
 	int fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0 || close(fd))
 		return 1;

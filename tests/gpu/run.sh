@@ -20,12 +20,18 @@ ALLOC=$PWD/$BUILD/libtally_alloc.so
 LDP=$PWD/$BUILD/tests/gpu/gpu_ldpath
 PLUGIN=$PWD/$BUILD/tests/gpu/libgpu_plugin.so
 CUPTI_LIB=$PWD/$BUILD/libtally_cupti.so
+FAKE_CUPTI_DIR=$PWD/$BUILD/tests/fake_cupti
 . tests/lib.sh
 # the fake driver's state for the fake NVML, which tally loads
 export TALLY_NVML=$PWD/$BUILD/tests/fake_cuda/libnvidia-ml.so.1
 
 
 need_root GPU
+# dlopen_workload's READY_FILE is empty: there, not full
+wait_exists() { # FILE: 10 s at most
+	for _ in $(seq 100); do [ -e "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
 export FAKE_CUDA_STATE=$tmp/nvml
 mkdir -p "$FAKE_CUDA_STATE" "$tmp/drv"
 # a directory of its own, named nowhere but in LD_LIBRARY_PATH
@@ -79,7 +85,7 @@ check "late -p PID: every instance's GPU figures exact, gauges back to 0" \
 LD_PRELOAD=$ALLOC "$DL" "$FAKE" 5 "$tmp/dl.ready" &
 dpid=$!
 pids+=("$dpid")
-wait_file "$tmp/dl.ready" || sleep 0.5
+wait_exists "$tmp/dl.ready"
 timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/s3.json" 2>"$tmp/s3.err" &
 tpid=$!
 pids+=("$tpid")
@@ -143,7 +149,7 @@ check "a child loads the driver through LD_LIBRARY_PATH: its GPU figures exact" 
 LD_LIBRARY_PATH=$tmp/drv "$DL" "$PLUGIN" 5 "$tmp/pl.ready" &
 dpid=$!
 pids+=("$dpid")
-wait_file "$tmp/pl.ready" || sleep 0.5
+wait_exists "$tmp/pl.ready"
 timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/s7.json" 2>"$tmp/s7.err" &
 tpid=$!
 pids+=("$tpid")
@@ -160,7 +166,7 @@ check "a plugin loads the driver by its soname: counted (4 launches, 1 refused)"
 LD_LIBRARY_PATH=$tmp/drv "$DL" "$PLUGIN" 5 "$tmp/late2.ready" before &
 dpid=$!
 pids+=("$dpid")
-wait_file "$tmp/late2.ready" || sleep 0.5
+wait_exists "$tmp/late2.ready"
 timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/s8.json" 2>"$tmp/s8.err" &
 tpid=$!
 pids+=("$tpid")
@@ -190,4 +196,106 @@ check "late -p: device_memory_used is NVML's ($want bytes), tally's own count fr
 	"$([ $rc -eq 0 ] && [ "$want" -gt 0 ] && jq -e --argjson w "$want" '.instance.device_memory_used == $w and .instance.device_bytes_allocated == 0 and (.instance.exact | not)' "$tmp/s9.json" >/dev/null; echo $?)" \
 	"rc=$rc $(jq -c .instance "$tmp/s9.json" 2>&1) $(head -c 300 "$tmp/s9.err")"
 
+# 12. tally stopped while a thread waits at the driver's load: the thread
+# goes on at the deadline (2 s); once tally runs again it says so, and the
+# figures are not exact
+LD_LIBRARY_PATH=$tmp/drv "$DL" "$PLUGIN" 5 "$tmp/st.ready" &
+dpid=$!
+pids+=("$dpid")
+wait_exists "$tmp/st.ready"
+timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/s12.json" 2>"$tmp/s12.err" &
+tpid=$!
+pids+=("$tpid")
+wait_attached "$tmp/s12.err"
+tally_pid=$(pgrep -P "$tpid" -x tally)
+kill -STOP "$tally_pid"
+t0=$(date +%s%N)
+kill -USR1 "$dpid"
+wait "$dpid"
+wrc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+kill -CONT "$tally_pid"
+wait "$tpid"
+rc=$?
+check "tally stopped at a driver's load: the target goes on after the 2 s hold (rc $wrc, $ms ms), tally says so" \
+	"$([ $wrc -eq 0 ] && [ $ms -ge 1900 ] && [ $ms -lt 10000 ] && [ $rc -eq 0 ] &&
+		grep -q "its first GPU calls may be missing" "$tmp/s12.err" &&
+		jq -e '(.instance.exact | not) and (.instance.inexact_why | any(test("came after")))' "$tmp/s12.json" >/dev/null; echo $?)" \
+	"rc=$rc $(jq -c .instance "$tmp/s12.json" 2>&1) $(head -c 300 "$tmp/s12.err")"
+
+# 13. ... and killed (-9) there: the target goes on all the same
+LD_LIBRARY_PATH=$tmp/drv "$DL" "$PLUGIN" 5 "$tmp/k9.ready" &
+dpid=$!
+pids+=("$dpid")
+wait_exists "$tmp/k9.ready"
+timeout 60 "$TALLY" snapshot -v -p "$dpid" >/dev/null 2>"$tmp/s13.err" &
+tpid=$!
+pids+=("$tpid")
+wait_attached "$tmp/s13.err"
+tally_pid=$(pgrep -P "$tpid" -x tally)
+kill -STOP "$tally_pid"
+kill -USR1 "$dpid"
+sleep 0.3
+kill -9 "$tally_pid"
+wait "$dpid"
+wrc=$?
+wait "$tpid" 2>/dev/null
+check "tally killed (-9) while a thread waits at the driver's load: the target finishes its GPU work (rc $wrc)" \
+	"$([ $wrc -eq 0 ]; echo $?)" "$(head -c 300 "$tmp/s13.err")"
+
+# 14. thirty processes of a tree load the driver one after another: each is
+# held, probed and counted, and its probes go when it ends (a pid that
+# comes back is a new process)
+LD_LIBRARY_PATH=$tmp/drv timeout 120 "$TALLY" snapshot --no-sample -- sh -c \
+	"for i in \$(seq 30); do \"$LDP\" run \"$tmp/many.json\" || exit 1; done" \
+	>"$tmp/s14.json" 2>"$tmp/s14.err" </dev/null
+rc=$?
+want=$(jq '.instance.kernels_launched' "$tmp/many.json.end" 2>&1)
+check "30 processes load the driver in turn: each counted ($want launches each)" \
+	"$([ $rc -eq 0 ] && jq -e --argjson w "$want" '[.processes[] | select(.target.comm == "gpu_ldpath") | .instance | select(.kernels_launched == $w and .exact)] | length == 30' "$tmp/s14.json" >/dev/null; echo $?)" \
+	"rc=$rc $(jq -c '[.processes[] | select(.target.comm == "gpu_ldpath") | .instance.kernels_launched]' "$tmp/s14.json" 2>&1) $(head -c 300 "$tmp/s14.err")"
+
+# 10-11. CUPTI with the fake driver: the fake CUPTI (tests/cupti/fake_cupti.c,
+# built with a CUDA toolkit) under the real one's soname, found first
+if [ -f "$CUPTI_LIB" ] && ls "$FAKE_CUPTI_DIR"/libcupti.so.* >/dev/null 2>&1; then
+	# 10. another tool holds CUPTI: the driver's probes count, whole
+	FAKE_CUPTI_HELD_BY=nsys LD_LIBRARY_PATH=$tmp/drv:$FAKE_CUPTI_DIR timeout 120 "$TALLY" \
+		snapshot -- "$LDP" run "$tmp/held.json" >"$tmp/s10.json" 2>"$tmp/s10.err" </dev/null
+	rc=$?
+	want=$(want_view "$tmp/held.json.end" 2>&1)
+	got=$(tally_view "$tmp/s10.json" 2>&1)
+	check "CUPTI held by another tool: the driver's figures, whole, and who holds it" \
+		"$([ $rc -eq 0 ] && [ "$want" = "$got" ] &&
+			jq -e '.target.cuda == "driver" and .target.cuda_why == "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; held by nsys"' "$tmp/s10.json" >/dev/null &&
+			grep -q 'held by nsys' "$tmp/s10.err"; echo $?)" "rc=$rc $(jq -c .target "$tmp/s10.json" 2>&1) $(head -c 300 "$tmp/s10.err")
+  want $want
+  got  $got"
+
+	# 11. CUPTI speaks: after its first batch the driver's probes let go
+	LD_LIBRARY_PATH=$tmp/drv:$FAKE_CUPTI_DIR timeout 60 "$TALLY" record -v -o "$tmp/t11.json" -- \
+		"$DL" "$PLUGIN" 5 "$tmp/c.ready" before >"$tmp/s11.out" 2>"$tmp/s11.err" </dev/null &
+	tpid=$!
+	pids+=("$tpid")
+	for _ in $(seq 100); do grep -q 'CUPTI speaks for it' "$tmp/s11.err" && break; sleep 0.1; done
+	wpid=$(sed -nE 's/^tally: ([0-9]+): CUPTI speaks for it.*/\1/p' "$tmp/s11.err" | head -1)
+	[ -n "$wpid" ] && kill -USR1 "$wpid"
+	wait "$tpid"
+	rc=$?
+	# each round: an image loaded and unloaded, 1 MiB allocated and freed,
+	# 5 launches: 9 GPU events; the driver's only in the first round
+	n_cupti=$(jq '[.traceEvents[] | select(.cat == "gpu" and .args.source == "cupti")] | length' "$tmp/t11.json" 2>&1)
+	n_driver=$(jq '[.traceEvents[] | select(.cat == "gpu" and .args.source == "driver")] | length' "$tmp/t11.json" 2>&1)
+	check "CUPTI speaks: the driver's probes fire no more (driver events $n_driver of want 9, CUPTI's $n_cupti of want 18)" \
+		"$([ $rc -eq 0 ] && [ -n "$wpid" ] && [ "$n_driver" = 9 ] && [ "$n_cupti" = 18 ]; echo $?)" \
+		"rc=$rc pid=$wpid $(head -c 400 "$tmp/s11.err")"
+else
+	echo "no CUDA toolkit: the CUPTI checks with the fake driver are skipped"
+	skipped=$((${skipped:-0} + 2))
+fi
+
+if [ "${skipped:-0}" -gt 0 ]; then
+	echo "$passed passed, $failed failed, $skipped skipped"
+	[ "$failed" -eq 0 ]
+	exit
+fi
 finish

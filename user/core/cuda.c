@@ -89,17 +89,15 @@ struct uprobe_multi_attr {
 struct cuda_proc {
 	pid_t pid;
 	unsigned nprobed; /* entry points found in its driver */
-	int links[2];	  /* -1: none */
-	unsigned nyield;
-	struct bpf_link *yield[1]; /* sched_yield in its libc (not the root's: c->fixed) */
+	int links[3];	  /* entry, return, sched_yield's; -1: none */
 	bool late, hold_timed_out, attach_failed, cupti;
 };
 
 struct cuda_trace {
 	struct cuda_bpf *skel;
 	pid_t root;
-	pthread_mutex_t lock; /* the drain thread of a late attach attaches too */
-	struct bpf_link *fixed[LOADER_LINKS + 1]; /* the loaders' probes, sched_yield's */
+	pthread_mutex_t lock;		      /* the drain thread of a late attach attaches too */
+	struct bpf_link *fixed[LOADER_LINKS]; /* the loaders' probes */
 	unsigned nfixed;
 	struct cuda_proc **procs;
 	unsigned nprocs, cap;
@@ -136,6 +134,9 @@ struct cuda_trace *cuda_trace_open(pid_t root, const struct cuda_shared *maps, i
 		*err = bpf_program__set_expected_attach_type(c->skel->progs.cuda_return,
 							     TALLY_BPF_TRACE_UPROBE_MULTI);
 	if (!*err)
+		*err = bpf_program__set_expected_attach_type(c->skel->progs.cuda_sched_yield,
+							     TALLY_BPF_TRACE_UPROBE_MULTI);
+	if (!*err)
 		*err = cuda_bpf__load(c->skel);
 	if (*err)
 		goto fail;
@@ -147,11 +148,20 @@ fail:
 
 static struct cuda_proc *proc_of(struct cuda_trace *c, pid_t pid, bool create)
 {
-	for (unsigned i = 0; i < c->nprocs; i++)
+	struct cuda_proc *p = NULL;
+
+	for (unsigned i = 0; i < c->nprocs; i++) {
 		if (c->procs[i]->pid == pid)
 			return c->procs[i];
+		if (!c->procs[i]->pid && !p)
+			p = c->procs[i]; /* a process that ended */
+	}
 	if (!create)
 		return NULL;
+	if (p) {
+		p->pid = pid;
+		return p;
+	}
 	if (c->nprocs == c->cap) {
 		unsigned cap = c->cap ? 2 * c->cap : 8;
 		struct cuda_proc **a = realloc(c->procs, cap * sizeof(*a));
@@ -160,10 +170,10 @@ static struct cuda_proc *proc_of(struct cuda_trace *c, pid_t pid, bool create)
 		c->procs = a;
 		c->cap = cap;
 	}
-	struct cuda_proc *p = calloc(1, sizeof(*p));
+	p = calloc(1, sizeof(*p));
 	if (p) {
 		p->pid = pid;
-		p->links[0] = p->links[1] = -1;
+		p->links[0] = p->links[1] = p->links[2] = -1;
 		c->procs[c->nprocs++] = p;
 	}
 	return p;
@@ -216,13 +226,40 @@ static int link_multi(struct bpf_program *prog, const char *path, const uint64_t
 	return fd < 0 ? -errno : fd;
 }
 
-static void unlink_proc(struct cuda_proc *p)
+/* Letting a link go waits for the kernel's grace periods (~70 ms here):
+ * on a thread of its own, not the one that takes the ring. Every probe is
+ * a uprobe_multi link: letting one go takes no lock that attaching another
+ * needs (a perf event's does: the tracing core's event_mutex, held across
+ * the grace period, which a thread held at a driver's load delays). */
+static void *close_fds(void *arg)
 {
-	for (int i = 0; i < 2; i++) {
-		if (p->links[i] >= 0)
+	int *fds = arg;
+
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+	return NULL;
+}
+
+/* p's links from [0] up to [n - 1] go: the driver's (2), or all (3). */
+static void unlink_proc(struct cuda_proc *p, int n)
+{
+	int *fds = malloc(3 * sizeof(*fds));
+	pthread_t t;
+
+	for (int i = 0; i < 3; i++) {
+		if (fds)
+			fds[i] = i < n ? p->links[i] : -1;
+		else if (i < n && p->links[i] >= 0)
 			close(p->links[i]);
-		p->links[i] = -1;
+		if (i < n)
+			p->links[i] = -1;
 	}
+	if (fds && pthread_create(&t, NULL, close_fds, fds))
+		close_fds(fds);
+	else if (fds)
+		pthread_detach(t);
 }
 
 /* Entry and return probes on every entry point the driver at `path` has,
@@ -255,10 +292,26 @@ static int attach_driver(struct cuda_trace *c, struct cuda_proc *p, const char *
 	p->links[1] = link_multi(c->skel->progs.cuda_return, path, off, cookies, n, p->pid, true);
 	err = p->links[0] < 0 ? p->links[0] : p->links[1] < 0 ? p->links[1] : 0;
 	if (err)
-		unlink_proc(p);
+		unlink_proc(p, 2);
 	else
 		p->nprobed = n;
 	return err;
+}
+
+/* sched_yield in pid's libc at `path`: a link's fd, or a negative errno. */
+static int attach_yield(struct cuda_trace *c, pid_t pid, const char *path)
+{
+	const char *name = "sched_yield";
+	uint64_t off, cookie = 0;
+	int err = target_elf_symbols(path, &name, 1, &off);
+
+	if (!err && !off)
+		err = -ENOENT;
+	if (!err)
+		err = target_elf_file_offsets(path, &off, 1);
+	if (err)
+		return err;
+	return link_multi(c->skel->progs.cuda_sched_yield, path, &off, &cookie, 1, pid, false);
 }
 
 /* Where the driver lies in pid, for the sched_yield probe. */
@@ -313,9 +366,9 @@ static int attach_mapped(struct cuda_trace *c, pid_t pid, bool late, bool held)
 		note_span(c, pid, base);
 	/* another process of the tree: its yields count from its driver's load
 	 * (a pid-wide probe on libc would trap in every program's sched_yield) */
-	if (!err && pid != c->root && !target_find_lib(pid, "libc.so", path, sizeof(path), &base))
-		attach_one(p->yield, &p->nyield, 1, c->skel->progs.cuda_sched_yield, pid, path,
-			   "sched_yield", 0, false);
+	if (!err && pid != c->root && p->links[2] < 0 &&
+	    !target_find_lib(pid, "libc.so", path, sizeof(path), &base))
+		p->links[2] = attach_yield(c, pid, path);
 out:
 	set_ready(c, pid);
 	return err;
@@ -365,22 +418,57 @@ void cuda_trace_cupti_spoke(struct cuda_trace *c, pid_t pid, bool verbose)
 	pthread_mutex_lock(&c->lock);
 	p = proc_of(c, pid, true);
 	if (p && !p->cupti) {
+		bool had = p->links[0] >= 0;
 		p->cupti = true;
-		if (p->links[0] >= 0 && verbose)
+		unlink_proc(p, 2);
+		set_ready(c, pid); /* and never held at a driver's load again */
+		if (had && verbose)
 			fprintf(stderr,
 				"tally: %d: CUPTI speaks for it: the driver's probes let go\n",
 				pid);
-		unlink_proc(p);
-		set_ready(c, pid); /* and never held at a driver's load again */
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void cuda_trace_forget(struct cuda_trace *c, pid_t pid)
+{
+	struct {
+		uint32_t tgid, group;
+	} k, next;
+	uint32_t key = (uint32_t)pid;
+	int fd = bpf_map__fd(c->skel->maps.os_yields);
+	struct cuda_proc *p;
+
+	pthread_mutex_lock(&c->lock);
+	p = proc_of(c, pid, false);
+	if (p) {
+		unlink_proc(p, 3);
+		*p = (struct cuda_proc){ .pid = 0, .links = { -1, -1, -1 } }; /* a free slot */
+	}
+	/* a pid used again is a process of its own */
+	bpf_map__delete_elem(c->skel->maps.driver_ready, &key, sizeof(key), 0);
+	bpf_map__delete_elem(c->skel->maps.driver_spans, &key, sizeof(key), 0);
+	bpf_map__delete_elem(c->skel->maps.walked, &key, sizeof(key), 0);
+	for (int more = !bpf_map_get_next_key(fd, NULL, &next); more;) {
+		k = next;
+		more = !bpf_map_get_next_key(fd, &k, &next);
+		if (k.tgid == (uint32_t)pid)
+			bpf_map_delete_elem(fd, &k);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
 
 int cuda_trace_attach_yield(struct cuda_trace *c, pid_t pid, const char *libc)
 {
+	struct cuda_proc *p;
+	int err = -ENOMEM;
+
 	pthread_mutex_lock(&c->lock);
-	int err = attach_one(c->fixed, &c->nfixed, LOADER_LINKS + 1,
-			     c->skel->progs.cuda_sched_yield, pid, libc, "sched_yield", 0, false);
+	p = proc_of(c, pid, true);
+	if (p && p->links[2] < 0) {
+		p->links[2] = attach_yield(c, pid, libc);
+		err = p->links[2] < 0 ? p->links[2] : 0;
+	}
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -433,8 +521,9 @@ void cuda_trace_close(struct cuda_trace *c)
 	if (!c)
 		return;
 	for (unsigned i = 0; i < c->nprocs; i++) {
-		unlink_proc(c->procs[i]);
-		links_drop_to(c->procs[i]->yield, &c->procs[i]->nyield, 0);
+		for (int k = 0; k < 3; k++)
+			if (c->procs[i]->links[k] >= 0)
+				close(c->procs[i]->links[k]);
 		free(c->procs[i]);
 	}
 	free(c->procs);

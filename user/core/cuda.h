@@ -36,6 +36,9 @@ int cuda_trace_attach_mapped(struct cuda_trace *c, pid_t pid, bool late);
 void cuda_trace_on_msg(struct cuda_trace *c, const struct tally_msg_driver *m, bool verbose);
 /* CUPTI speaks for pid and covers every figure: its driver probes go. */
 void cuda_trace_cupti_spoke(struct cuda_trace *c, pid_t pid, bool verbose);
+/* pid has ended: its probes go, and what the maps keep of it (its pid may
+ * come back as another process). */
+void cuda_trace_forget(struct cuda_trace *c, pid_t pid);
 /* sched_yield in the root's libc, for os_yields (the tree's other processes
  * get theirs with their driver). */
 int cuda_trace_attach_yield(struct cuda_trace *c, pid_t pid, const char *libc);

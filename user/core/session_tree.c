@@ -78,11 +78,15 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
  * threads came before this one), kept small, its CPU entries dropped. */
 static void proc_end(struct session *s, struct tree_proc *p, uint64_t ts_ns)
 {
+	pid_t pid = p->pid;
+
 	proc_sources(s, p, true);
 	s->psrc.ended_ns = ts_ns;
 	if (figures_build_process(&s->pscratch, p->m, &s->psrc) ||
 	    tree_end(&s->tree, p, &s->pscratch))
 		s->tree.strays++; /* out of memory: kept running, said inexact */
+	if (s->cuda)
+		cuda_trace_forget(s->cuda, pid);
 }
 
 /* true: kept for later (its parent's figures wait at a view's cut) */

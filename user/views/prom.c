@@ -232,6 +232,24 @@ static void render_process(FILE *f, const struct figures_instance *in)
 	}
 }
 
+/* Whether the GPU figures are exact (a driver loaded before the attach:
+ * they count from it), and the driver's own device memory figure (NVML). */
+static void render_gpu_extra(FILE *f, const struct figures_process *p)
+{
+	if (!p->gpu_attached)
+		return;
+	family(f, "tally_gpu_exact", "gauge",
+	       "1 when the GPU figures are exact; 0 when they count from the attach (the "
+	       "driver was loaded before it) or records were lost");
+	sample_u64(f, "tally_gpu_exact", p->instance_exact);
+	if (!p->have_device_memory_used)
+		return;
+	family(f, "tally_device_memory_used_bytes", "gauge",
+	       "Device memory the CUDA driver itself reports for the traced processes "
+	       "(NVML): the driver's figure, not rebuilt by tally");
+	sample_u64(f, "tally_device_memory_used_bytes", p->device_memory_used);
+}
+
 /* The last labels of an info sample, where the process lives, and its 1;
  * an empty value is no label: a process outside any container. */
 static void place_labels(FILE *f, const struct figures_target *t)
@@ -409,6 +427,7 @@ int prom_render(FILE *f, const struct figures *fig)
 	sample_u64(f, "tally_events_lost_record_words_total", p->events.lost_record_words);
 	render_stats(f, &p->stats);
 	render_process(f, &p->instance);
+	render_gpu_extra(f, p);
 	render_groups(f, p);
 	int err = render_processes(f, fig);
 	figures_process_free(&sum);
