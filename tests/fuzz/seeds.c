@@ -581,6 +581,38 @@ static int decoder_seeds(void)
 	}
 	err = err ?: write_seed("decoder", "gpu", s.b, s.len);
 
+	/* CUPTI refused tally's subscriber: its reason after the record, then
+	 * the driver's records; a driver's load and its hold */
+	start(&s, 0);
+	{
+		static struct tally_msg_batch m;
+		const char why[] = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; held by nsys";
+		size_t hdr = offsetof(struct tally_batch, words);
+		memset(&m, 0, sizeof(m));
+		m.hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 100, 5, 0, 0 };
+		m.batch.magic = TALLY_BATCH_MAGIC;
+		m.batch.version = TALLY_BATCH_VERSION;
+		m.batch.source = TALLY_SRC_CUPTI;
+		m.batch.tid = 100;
+		struct tally_ev r = { TALLY_EV_GPU_CUPTI_REFUSED, 0, 0, 39, sizeof(why) - 1 };
+		tally_ev_put(m.batch.words, &m.batch.count, &r);
+		memcpy(&m.batch.words[m.batch.count], why, sizeof(why) - 1);
+		m.batch.count += (uint32_t)((sizeof(why) - 1 + 7) / 8);
+		m.bytes = (uint32_t)(hdr + m.batch.count * 8);
+		chunk(&s, 0, &m, offsetof(struct tally_msg_batch, batch) + m.bytes);
+		struct tally_msg_driver d = { .hdr = { TALLY_MSG_DRIVER_LOAD, 0, 100, 6, 100, 0 },
+					      .base = 0x7f0000000000 };
+		chunk(&s, 0, &d, sizeof(d));
+		d.hdr.kind = TALLY_MSG_DRIVER_HELD;
+		d.waited_ns = 1500000;
+		chunk(&s, 0, &d, sizeof(d));
+		struct tally_msg_gpu g = { .hdr = { TALLY_MSG_GPU, 0, 100, 7 },
+					   .ev = { TALLY_EV_GPU_LAUNCH, 0, 1, 0,
+						   TALLY_GPU_API_LAUNCH_KERNEL } };
+		chunk(&s, 0, &g, sizeof(g));
+	}
+	err = err ?: write_seed("decoder", "gpu-cupti-refused", s.b, s.len);
+
 	/* the allocator's figures at exit */
 	start(&s, 0);
 	{
