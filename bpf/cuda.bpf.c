@@ -30,6 +30,7 @@
 #include "tally_bpf.h"
 #include "tally_maps.bpf.h"
 #include "common.bpf.h"
+#include "tally_procs.bpf.h"
 #include "cuda_api.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -37,22 +38,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Live allocations, pins and images the block map holds; those past it
  * count in `untracked`. */
 #define CUDA_MAX_BLOCKS 65536
-
-/* tally.bpf.c's processes of the traced tree (shared by the loader): the
- * driver's probes keep what comes from them. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, TALLY_BPF_MAX_PROCS);
-	__type(key, __u32);
-	__type(value, __u32);
-} procs SEC(".maps");
-
-static __always_inline bool in_tree(void)
-{
-	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
-
-	return bpf_map_lookup_elem(&procs, &tgid) != NULL;
-}
 
 /* The processes whose driver the tracer has dealt with (key: tgid): its
  * probes attached, or given up on. The loader's probe holds a thread that

@@ -27,21 +27,12 @@
 #include "tally_bpf.h"
 #include "tally_maps.bpf.h"
 #include "common.bpf.h"
+#include "tally_procs.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* include/linux/sched.h: getting shut down (vmlinux.h has no macros) */
 #define PF_EXITING 0x00000004
-
-/* The processes of the traced tree (key: tgid, value: its parent's tgid):
- * the root, seeded by the loader, and with `follow` every process one of
- * them starts, added at its fork. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, TALLY_BPF_MAX_PROCS);
-	__type(key, __u32);
-	__type(value, __u32);
-} procs SEC(".maps");
 
 /* CPU nanoseconds per process and group, all threads together. */
 struct {
@@ -57,18 +48,6 @@ __u64 attach_ns = 0;
 
 /* Follow the processes the tree starts (-- CMD, or -p PID -f). */
 const volatile bool follow = false;
-
-static __always_inline bool tgid_in_tree(__u32 tgid)
-{
-	return bpf_map_lookup_elem(&procs, &tgid) != NULL;
-}
-
-/* The probe fired in a process of the tree. The probes sit on the files,
- * for every process that maps them: the map says which are ours. */
-static __always_inline bool in_tree(void)
-{
-	return tgid_in_tree((__u32)(bpf_get_current_pid_tgid() >> 32));
-}
 
 enum lost_what { LOST_MSG, LOST_BAD, LOST_PROC, LOST_CPU };
 

@@ -341,6 +341,24 @@ static void model__gpu_driver_records__counters_and_gauges_per_group(void **stat
 	model_free(&m);
 }
 
+/* An empty batch of the CUPTI library's, from thread 5. */
+static void cupti_batch(struct tally_msg_batch *b)
+{
+	b->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 5, 1, 0, 0 };
+	b->batch = (struct tally_batch){ .magic = TALLY_BATCH_MAGIC,
+					 .version = TALLY_BATCH_VERSION,
+					 .source = TALLY_SRC_CUPTI,
+					 .tid = 5 };
+}
+
+/* A record whose text follows it in words (a kernel's name, CUPTI's reason). */
+static void put_text(struct tally_msg_batch *b, const struct tally_ev *e, const char *text)
+{
+	tally_ev_put(b->batch.words, &b->batch.count, e);
+	memcpy(&b->batch.words[b->batch.count], text, strlen(text));
+	b->batch.count += (uint32_t)((strlen(text) + 7) / 8);
+}
+
 static void model__cupti_batch__kernel_name_interned_and_preferred(void **state)
 {
 	(void)state;
@@ -351,14 +369,8 @@ static void model__cupti_batch__kernel_name_interned_and_preferred(void **state)
 	struct tally_ev launch = { TALLY_EV_GPU_LAUNCH, 0, 1, 7, TALLY_GPU_API_LAUNCH_KERNEL };
 
 	model_init(&m);
-	b->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 5, 1, 0, 0 };
-	b->batch = (struct tally_batch){ .magic = TALLY_BATCH_MAGIC,
-					 .version = TALLY_BATCH_VERSION,
-					 .source = TALLY_SRC_CUPTI,
-					 .tid = 5 };
-	tally_ev_put(b->batch.words, &b->batch.count, &kn);
-	memcpy(&b->batch.words[b->batch.count], name, strlen(name));
-	b->batch.count += (uint32_t)((strlen(name) + 7) / 8);
+	cupti_batch(b);
+	put_text(b, &kn, name);
 	tally_ev_put(b->batch.words, &b->batch.count, &launch);
 	b->bytes = (uint32_t)(offsetof(struct tally_batch, words) + b->batch.count * 8);
 	assert_int_equal(model_apply(&m, b, sizeof(*b)), 0);
@@ -390,14 +402,8 @@ static void model__cupti_refused__driver_counts_with_the_reason(void **state)
 	assert_non_null(b);
 	assert_non_null(src);
 	model_init(&m);
-	b->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 5, 1, 0, 0 };
-	b->batch = (struct tally_batch){ .magic = TALLY_BATCH_MAGIC,
-					 .version = TALLY_BATCH_VERSION,
-					 .source = TALLY_SRC_CUPTI,
-					 .tid = 5 };
-	tally_ev_put(b->batch.words, &b->batch.count, &r);
-	memcpy(&b->batch.words[b->batch.count], why, strlen(why));
-	b->batch.count += (uint32_t)((strlen(why) + 7) / 8);
+	cupti_batch(b);
+	put_text(b, &r, why);
 	b->bytes = (uint32_t)(offsetof(struct tally_batch, words) + b->batch.count * 8);
 	assert_int_equal(model_apply(&m, b, sizeof(*b)), 0);
 	assert_string_equal(m.gpu.cupti_refused,

@@ -377,6 +377,25 @@ static int remote_seeds(void)
 	return 0;
 }
 
+/* An empty batch of the CUPTI library's, from thread 100. */
+static void cupti_batch(struct tally_msg_batch *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 100, 5, 0, 0 };
+	m->batch.magic = TALLY_BATCH_MAGIC;
+	m->batch.version = TALLY_BATCH_VERSION;
+	m->batch.source = TALLY_SRC_CUPTI;
+	m->batch.tid = 100;
+}
+
+/* A record whose text follows it in words (a kernel's name, CUPTI's reason). */
+static void put_text(struct tally_msg_batch *m, const struct tally_ev *e, const char *text)
+{
+	tally_ev_put(m->batch.words, &m->batch.count, e);
+	memcpy(&m->batch.words[m->batch.count], text, strlen(text));
+	m->batch.count += (uint32_t)((strlen(text) + 7) / 8);
+}
+
 /* The decoder's input: a flags byte, then chunks (fuzz_decoder.c) */
 
 struct stream {
@@ -564,16 +583,9 @@ static int decoder_seeds(void)
 		static struct tally_msg_batch m;
 		const char name[] = "vector_add_kernel";
 		size_t hdr = offsetof(struct tally_batch, words);
-		memset(&m, 0, sizeof(m));
-		m.hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 100, 5, 0, 0 };
-		m.batch.magic = TALLY_BATCH_MAGIC;
-		m.batch.version = TALLY_BATCH_VERSION;
-		m.batch.source = TALLY_SRC_CUPTI;
-		m.batch.tid = 100;
+		cupti_batch(&m);
 		struct tally_ev kn = { TALLY_EV_GPU_KERNEL_NAME, 0, 0, 7, sizeof(name) - 1 };
-		tally_ev_put(m.batch.words, &m.batch.count, &kn);
-		memcpy(&m.batch.words[m.batch.count], name, sizeof(name) - 1);
-		m.batch.count += (uint32_t)((sizeof(name) - 1 + 7) / 8);
+		put_text(&m, &kn, name);
 		struct tally_ev l = { TALLY_EV_GPU_LAUNCH, 0, 1, 7, TALLY_GPU_API_LAUNCH_KERNEL };
 		tally_ev_put(m.batch.words, &m.batch.count, &l);
 		m.bytes = (uint32_t)(hdr + m.batch.count * 8);
@@ -588,16 +600,9 @@ static int decoder_seeds(void)
 		static struct tally_msg_batch m;
 		const char why[] = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; held by nsys";
 		size_t hdr = offsetof(struct tally_batch, words);
-		memset(&m, 0, sizeof(m));
-		m.hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 100, 5, 0, 0 };
-		m.batch.magic = TALLY_BATCH_MAGIC;
-		m.batch.version = TALLY_BATCH_VERSION;
-		m.batch.source = TALLY_SRC_CUPTI;
-		m.batch.tid = 100;
+		cupti_batch(&m);
 		struct tally_ev r = { TALLY_EV_GPU_CUPTI_REFUSED, 0, 0, 39, sizeof(why) - 1 };
-		tally_ev_put(m.batch.words, &m.batch.count, &r);
-		memcpy(&m.batch.words[m.batch.count], why, sizeof(why) - 1);
-		m.batch.count += (uint32_t)((sizeof(why) - 1 + 7) / 8);
+		put_text(&m, &r, why);
 		m.bytes = (uint32_t)(hdr + m.batch.count * 8);
 		chunk(&s, 0, &m, offsetof(struct tally_msg_batch, batch) + m.bytes);
 		struct tally_msg_driver d = { .hdr = { TALLY_MSG_DRIVER_LOAD, 0, 100, 6, 100, 0 },

@@ -32,6 +32,25 @@ wait_exists() { # FILE: 10 s at most
 	for _ in $(seq 100); do [ -e "$1" ] && return 0; sleep 0.1; done
 	return 1
 }
+
+# NAME ENV LIB [before]: dlopen_workload (ENV: its environment, as
+# VAR=VALUE) with tally attached by PID at its gate, then let go; tally's
+# snapshot in $tmp/NAME.json, its stderr in $tmp/NAME.err, its status in rc
+attach_then_go() {
+	local name=$1 envs=$2 lib=$3 dpid tpid
+	shift 3
+	env "$envs" "$DL" "$lib" 5 "$tmp/$name.ready" "$@" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_exists "$tmp/$name.ready"
+	timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/$name.json" 2>"$tmp/$name.err" &
+	tpid=$!
+	pids+=("$tpid")
+	wait_attached "$tmp/$name.err"
+	kill -USR1 "$dpid"
+	wait "$tpid"
+	rc=$?
+}
 export FAKE_CUDA_STATE=$tmp/nvml
 mkdir -p "$FAKE_CUDA_STATE" "$tmp/drv"
 # a directory of its own, named nowhere but in LD_LIBRARY_PATH
@@ -82,17 +101,7 @@ check "late -p PID: every instance's GPU figures exact, gauges back to 0" \
   got  $got"
 
 # 3. a driver dlopened after tally attached
-LD_PRELOAD=$ALLOC "$DL" "$FAKE" 5 "$tmp/dl.ready" &
-dpid=$!
-pids+=("$dpid")
-wait_exists "$tmp/dl.ready"
-timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/s3.json" 2>"$tmp/s3.err" &
-tpid=$!
-pids+=("$tpid")
-wait_attached "$tmp/s3.err"
-kill -USR1 "$dpid"
-wait "$tpid"
-rc=$?
+attach_then_go s3 "LD_PRELOAD=$ALLOC" "$FAKE"
 check "a driver dlopened after the attach is counted (4 launches, 1 refused, 1 MiB freed)" \
 	"$([ $rc -eq 0 ] && jq -e '.instance.kernels_launched == 4 and .instance.failed_launches == 1 and .instance.device_bytes_allocated == 0 and .instance.bytes_pinned == 0 and .target.cuda == "driver"' "$tmp/s3.json" >/dev/null; echo $?)" \
 	"rc=$rc $(jq -c '[.target, .instance]' "$tmp/s3.json" 2>&1) $(head -c 200 "$tmp/s3.err")"
@@ -146,34 +155,14 @@ check "a child loads the driver through LD_LIBRARY_PATH: its GPU figures exact" 
   got  $got"
 
 # 7. ... loaded by a plugin the program dlopens, after tally attached
-LD_LIBRARY_PATH=$tmp/drv "$DL" "$PLUGIN" 5 "$tmp/pl.ready" &
-dpid=$!
-pids+=("$dpid")
-wait_exists "$tmp/pl.ready"
-timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/s7.json" 2>"$tmp/s7.err" &
-tpid=$!
-pids+=("$tpid")
-wait_attached "$tmp/s7.err"
-kill -USR1 "$dpid"
-wait "$tpid"
-rc=$?
+attach_then_go s7 "LD_LIBRARY_PATH=$tmp/drv" "$PLUGIN"
 check "a plugin loads the driver by its soname: counted (4 launches, 1 refused)" \
 	"$([ $rc -eq 0 ] && jq -e '.instance.kernels_launched == 4 and .instance.failed_launches == 1 and .instance.device_bytes_allocated == 0 and .instance.exact and .target.cuda == "driver"' "$tmp/s7.json" >/dev/null; echo $?)" \
 	"rc=$rc $(jq -c '[.target, .instance]' "$tmp/s7.json" 2>&1) $(head -c 300 "$tmp/s7.err")"
 
 # 8. a late attach after GPU work: not exact, said why; the work after it
 # counted exactly (a second round: 4 launches, 1 refused)
-LD_LIBRARY_PATH=$tmp/drv "$DL" "$PLUGIN" 5 "$tmp/late2.ready" before &
-dpid=$!
-pids+=("$dpid")
-wait_exists "$tmp/late2.ready"
-timeout 60 "$TALLY" snapshot -v -p "$dpid" >"$tmp/s8.json" 2>"$tmp/s8.err" &
-tpid=$!
-pids+=("$tpid")
-wait_attached "$tmp/s8.err"
-kill -USR1 "$dpid"
-wait "$tpid"
-rc=$?
+attach_then_go s8 "LD_LIBRARY_PATH=$tmp/drv" "$PLUGIN" before
 check "late -p after GPU work: instance.exact false with the reason, on stderr too" \
 	"$([ $rc -eq 0 ] && jq -e '(.instance.exact | not) and (.instance.inexact_why[0] | test("before tally attached")) and (.exact | not) and ([.groups[].instance.exact] | all | not)' "$tmp/s8.json" >/dev/null &&
 		grep -q "loaded the CUDA driver before tally attached" "$tmp/s8.err"; echo $?)" \

@@ -430,23 +430,32 @@ int target_smaps_alloc_resident(const char *smaps, uint64_t *bytes)
 	return 0;
 }
 
+/* path opened for libelf: 0 (close *fd after elf_end), or -errno. */
+static int elf_open(const char *path, int *fd, Elf **elf)
+{
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return -errno;
+	*elf = elf_begin(*fd, ELF_C_READ, NULL);
+	if (!*elf) {
+		close(*fd);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int target_elf_symbols(const char *path, const char *const names[], size_t n, uint64_t addr[])
 {
 	Elf_Scn *scn = NULL;
-	int fd, err = 0;
+	int fd, err;
 	Elf *elf;
 
 	memset(addr, 0, n * sizeof(addr[0]));
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf) {
-		err = -EINVAL;
-		goto close_fd;
-	}
+	err = elf_open(path, &fd, &elf);
+	if (err)
+		return err;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		if (!gelf_getshdr(scn, &sh) ||
@@ -468,7 +477,6 @@ int target_elf_symbols(const char *path, const char *const names[], size_t n, ui
 		}
 	}
 	elf_end(elf);
-close_fd:
 	close(fd);
 	return err;
 }
@@ -476,20 +484,15 @@ close_fd:
 int target_elf_file_offsets(const char *path, uint64_t addr[], size_t n)
 {
 	size_t nph = 0;
-	int fd, err = 0;
+	int fd, err;
 	Elf *elf;
 
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_getphdrnum(elf, &nph)) {
+	err = elf_open(path, &fd, &elf);
+	if (err)
+		return err;
+	if (elf_getphdrnum(elf, &nph))
 		err = -EINVAL;
-		goto out;
-	}
-	for (size_t k = 0; k < n; k++) {
+	for (size_t k = 0; !err && k < n; k++) {
 		bool found = !addr[k]; /* 0: not there, stays 0 */
 		for (size_t i = 0; !found && i < nph; i++) {
 			GElf_Phdr ph;
@@ -499,14 +502,10 @@ int target_elf_file_offsets(const char *path, uint64_t addr[], size_t n)
 			addr[k] = addr[k] - ph.p_vaddr + ph.p_offset;
 			found = true;
 		}
-		if (!found) {
+		if (!found)
 			err = -ENOEXEC;
-			break;
-		}
 	}
-out:
-	if (elf)
-		elf_end(elf);
+	elf_end(elf);
 	close(fd);
 	return err;
 }
