@@ -3,7 +3,9 @@
 # libraries (the probe on _dl_debug_state, README "GPU figures"): a program
 # that dlopens N distinct small libraries times itself, untraced and under
 # `tally snapshot --`, in interleaved rounds; the median of each and their
-# ratio. The same for python3 importing extension modules.
+# ratio. The same for python3 importing extension modules. TALLY_GPU=on:
+# tally follows the loader on a machine with an NVIDIA driver, and only
+# there by default; this measures what that costs, on any machine.
 # Usage: scripts/bench-loader.sh   (root, after make; BENCH_RUNS rounds, 5)
 set -u
 cd "$(dirname "$0")/.."
@@ -56,7 +58,7 @@ row() { # NAME CMD...: medians of the program's own figure, untraced and traced
 	: >"$tmp/t"
 	for _ in $(seq "$RUNS"); do
 		"$@" 2>>"$tmp/u" >/dev/null
-		"$TALLY" snapshot --no-sample -- "$@" 2>&1 >/dev/null | grep -E '^[0-9.]+$' >>"$tmp/t"
+		TALLY_GPU=on "$TALLY" snapshot --no-sample -- "$@" 2>&1 >/dev/null | grep -E '^[0-9.]+$' >>"$tmp/t"
 	done
 	u=$(median <"$tmp/u")
 	t=$(median <"$tmp/t")

@@ -22,6 +22,8 @@ PLUGIN=$PWD/$BUILD/tests/gpu/libgpu_plugin.so
 CUPTI_LIB=$PWD/$BUILD/libtally_cupti.so
 FAKE_CUPTI_DIR=$PWD/$BUILD/tests/fake_cupti
 . tests/lib.sh
+# no GPU here: tally follows the dynamic loader for the fake driver all the same
+export TALLY_GPU=on
 # the fake driver's state for the fake NVML, which tally loads
 export TALLY_NVML=$PWD/$BUILD/tests/fake_cuda/libnvidia-ml.so.1
 
@@ -243,6 +245,27 @@ want=$(jq '.instance.kernels_launched' "$tmp/many.json.end" 2>&1)
 check "30 processes load the driver in turn: each counted ($want launches each)" \
 	"$([ $rc -eq 0 ] && jq -e --argjson w "$want" '[.processes[] | select(.target.comm == "gpu_ldpath") | .instance | select(.kernels_launched == $w and .exact)] | length == 30' "$tmp/s14.json" >/dev/null; echo $?)" \
 	"rc=$rc $(jq -c '[.processes[] | select(.target.comm == "gpu_ldpath") | .instance.kernels_launched]' "$tmp/s14.json" 2>&1) $(head -c 300 "$tmp/s14.err")"
+
+# 15. TALLY_GPU: auto (the default) follows the loader only where an NVIDIA
+# driver is installed; off attaches no GPU probe at all; a bad value is said
+want_cuda=none
+[ -e /proc/driver/nvidia ] || [ -e /dev/nvidiactl ] || [ -e /dev/dxg ] && want_cuda=driver
+TALLY_GPU=auto LD_LIBRARY_PATH=$tmp/drv timeout 60 "$TALLY" snapshot -v -- "$LDP" run "$tmp/auto.json" \
+	>"$tmp/s15.json" 2>"$tmp/s15.err" </dev/null
+rc=$?
+check "TALLY_GPU=auto: the loader followed only with a GPU driver installed (here: $want_cuda)" \
+	"$([ $rc -eq 0 ] && jq -e --arg w "$want_cuda" '.target.cuda == $w' "$tmp/s15.json" >/dev/null &&
+		{ [ "$want_cuda" = driver ] || grep -q 'TALLY_GPU=on follows it' "$tmp/s15.err"; }; echo $?)" \
+	"rc=$rc $(jq -c .target "$tmp/s15.json" 2>&1) $(head -c 300 "$tmp/s15.err")"
+TALLY_GPU=off LD_LIBRARY_PATH=$tmp/drv timeout 60 "$TALLY" snapshot -- "$LDP" run "$tmp/off.json" \
+	>"$tmp/s16.json" 2>"$tmp/s16.err" </dev/null
+rc=$?
+TALLY_GPU=bogus timeout 60 "$TALLY" snapshot -- true >/dev/null 2>"$tmp/s17.err" </dev/null
+rc2=$?
+check "TALLY_GPU=off: no GPU probes (cuda none); TALLY_GPU=bogus: one line, auto" \
+	"$([ $rc -eq 0 ] && [ $rc2 -eq 0 ] && jq -e '.target.cuda == "none" and .instance.kernels_launched == 0' "$tmp/s16.json" >/dev/null &&
+		[ "$(grep -c 'TALLY_GPU=bogus: want on, off or auto' "$tmp/s17.err")" = 1 ]; echo $?)" \
+	"rc=$rc rc2=$rc2 $(jq -c .target "$tmp/s16.json" 2>&1) $(cat "$tmp/s17.err")"
 
 # 10-11. CUPTI with the fake driver: the fake CUPTI (tests/cupti/fake_cupti.c,
 # built with a CUDA toolkit) under the real one's soname, found first

@@ -183,7 +183,7 @@ check "a group named likewise: its slice's name read back byte for byte, no raw 
 
 # 5. GPU events through the fake driver
 if [ -x "$GPU_WL" ] && [ -r "$FAKE" ]; then
-	timeout 120 "$TALLY" record -o "$tmp/g.json" -- "$GPU_WL" run "$tmp/gpu.json" \
+	TALLY_GPU=on timeout 120 "$TALLY" record -o "$tmp/g.json" -- "$GPU_WL" run "$tmp/gpu.json" \
 		</dev/null >/dev/null 2>"$tmp/g.err"
 	rc=$?
 	want=$(jq -c '.instance | [.kernels_launched, .graph_launches, .failed_launches]' "$tmp/gpu.json.end" 2>&1)

@@ -179,7 +179,7 @@ fi
 # 4. GPU figures through the fake driver, after the workload exits
 if [ -x "$GPU_WL" ] && [ -r "$FAKE" ]; then
 	port=$(free_port)
-	"$TALLY" serve --listen "127.0.0.1:$port" -i 100 -- "$GPU_WL" run "$tmp/gpu.json" \
+	TALLY_GPU=on "$TALLY" serve --listen "127.0.0.1:$port" -i 100 -- "$GPU_WL" run "$tmp/gpu.json" \
 		</dev/null >/dev/null 2>"$tmp/s4.err" &
 	spid=$!
 	pids+=("$spid")

@@ -103,6 +103,7 @@ int cmd_demo(int argc, char **argv)
 	if (access("/usr/lib/x86_64-linux-gnu/libcuda.so.1", R_OK) && !getenv("DEMO_LIBCUDA") &&
 	    !beside_self("tests/fake_cuda/libcuda.so.1", fake, sizeof(fake))) {
 		setenv("DEMO_LIBCUDA", fake, 1);
+		setenv("TALLY_GPU", "on", 1); /* no GPU here: follow the fake all the same */
 	}
 	snprintf(secs, sizeof(secs), "%g", o.secs ? o.secs : tty ? DEMO_SECS_TTY : DEMO_SECS_BATCH);
 	snprintf(interval, sizeof(interval), "%d", o.interval_ms);

@@ -144,14 +144,43 @@ static int find_ldso(pid_t pid, char *path, size_t len)
  * loaded, from wherever it comes (the probe on the dynamic loader holds the
  * loading thread until its probes are attached), or at once when a running
  * process has it already: then what it did before cannot be known. */
+enum gpu_mode { GPU_OFF, GPU_AUTO, GPU_ON };
+
+/* TALLY_GPU: "off" (no GPU probes at all), "on" (follow the dynamic loader
+ * for a driver even on a machine without a GPU: a fake driver, a container
+ * that brings its own), or "auto", the default: follow it where an NVIDIA
+ * driver is installed (/proc/driver/nvidia, /dev/nvidiactl, or WSL's
+ * /dev/dxg), since the probe costs every dlopen a trap. */
+static enum gpu_mode gpu_mode(void)
+{
+	const char *e = getenv("TALLY_GPU");
+
+	if (e && !strcmp(e, "off"))
+		return GPU_OFF;
+	if (e && !strcmp(e, "on"))
+		return GPU_ON;
+	if (e && *e && strcmp(e, "auto"))
+		fprintf(stderr, "tally: TALLY_GPU=%s: want on, off or auto; auto it is\n", e);
+	return GPU_AUTO;
+}
+
+static bool have_gpu_driver(void)
+{
+	return !access("/proc/driver/nvidia", F_OK) || !access("/dev/nvidiactl", F_OK) ||
+	       !access("/dev/dxg", F_OK);
+}
+
 static void start_cuda(struct session *s, bool verbose)
 {
+	enum gpu_mode mode = gpu_mode();
 	char ldso[TARGET_PATH_MAX], libc[TARGET_PATH_MAX];
 	struct cuda_shared maps;
 	pid_t self_or_target = s->spawned ? getpid() : s->pid;
 	uint64_t bias;
 	int err;
 
+	if (mode == GPU_OFF)
+		return;
 	loader_shared_fds(s->loader, &maps.events_fd, &maps.lost_fd, &maps.threads_fd);
 	maps.procs_fd = loader_procs_fd(s->loader);
 	s->cuda = cuda_trace_open(s->pid, &maps, &err);
@@ -162,10 +191,14 @@ static void start_cuda(struct session *s, bool verbose)
 	}
 	/* following, on the loader's file for every process of the tree: one
 	 * that execs loads its first objects before tally could attach per pid */
-	err = find_ldso(self_or_target, ldso, sizeof(ldso));
+	err = mode == GPU_ON || have_gpu_driver() ? find_ldso(self_or_target, ldso, sizeof(ldso)) :
+						    -ENODEV;
 	if (!err)
 		err = cuda_trace_follow_loader(s->cuda, s->follow ? -1 : s->pid, ldso);
-	if (err && verbose)
+	if (err == -ENODEV && verbose)
+		fprintf(stderr, "tally: no GPU driver installed here: a CUDA driver loaded later "
+				"is not followed (TALLY_GPU=on follows it)\n");
+	else if (err && verbose)
 		fprintf(stderr,
 			"tally: no dynamic loader hook in %d (%s): a CUDA driver it loads later "
 			"is not seen\n",
