@@ -45,4 +45,24 @@ static __always_inline void *map_lookup_or_init(void *map, const void *key, cons
 	return bpf_map_lookup_elem(map, key);
 }
 
+/* A message's header (tally_events.h): what it is, whose, when. */
+static __always_inline void fill_hdr(struct tally_msg *m, __u16 kind, __u32 tid, __u32 pid,
+				     __u64 now)
+{
+	m->kind = kind;
+	m->flags = 0;
+	m->tid = tid;
+	m->ts_ns = now;
+	m->pid = pid;
+	m->ns_pid = 0;
+}
+
+/* The calling thread's tid and tgid, as the header has them. */
+static __always_inline void fill_hdr_current(struct tally_msg *m, __u16 kind, __u64 now)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	fill_hdr(m, kind, (__u32)id, (__u32)(id >> 32), now);
+}
+
 #endif /* TALLY_COMMON_BPF_H */

@@ -96,9 +96,7 @@ struct {
 } blocks SEC(".maps");
 
 /* Figures the loader reads: blocks the map could not hold, frees of
- * handles never seen (allocated before the attach), sched_yield calls per
- * group that the driver did not make, and the dynamic loader's holds: how
- * many, how many passed their deadline, the longest. */
+ * handles never seen (allocated before the attach). */
 __u64 untracked = 0;
 __u64 unknown_frees = 0;
 
@@ -113,9 +111,6 @@ struct {
 	__type(key, struct yield_key);
 	__type(value, __u64);
 } os_yields SEC(".maps");
-__u64 holds = 0;
-__u64 hold_timeouts = 0;
-__u64 hold_ns_max = 0;
 
 /* A message the ring had no room for. */
 static __always_inline void count_lost_msg(void)
@@ -135,13 +130,7 @@ static __always_inline void emit(__u8 type, __u8 term, __u32 group, __u32 n, __u
 		count_lost_msg();
 		return;
 	}
-	__u64 id = bpf_get_current_pid_tgid();
-	m->hdr.kind = TALLY_MSG_GPU;
-	m->hdr.flags = 0;
-	m->hdr.tid = (__u32)id;
-	m->hdr.ts_ns = bpf_ktime_get_ns();
-	m->hdr.pid = (__u32)(id >> 32);
-	m->hdr.ns_pid = 0;
+	fill_hdr_current(&m->hdr, TALLY_MSG_GPU, bpf_ktime_get_ns());
 	m->ev.type = type;
 	m->ev.term = term;
 	m->ev.group = (__u16)group;

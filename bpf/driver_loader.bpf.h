@@ -137,18 +137,13 @@ static long hold_round(__u64 i, void *ctx)
 static __always_inline void driver_msg(__u16 kind, __u16 flags, __u64 base, __u64 waited)
 {
 	struct tally_msg_driver *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
-	__u64 id = bpf_get_current_pid_tgid();
 
 	if (!m) {
 		count_lost_msg();
 		return;
 	}
-	m->hdr.kind = kind;
+	fill_hdr_current(&m->hdr, kind, bpf_ktime_get_ns());
 	m->hdr.flags = flags;
-	m->hdr.tid = (__u32)id;
-	m->hdr.ts_ns = bpf_ktime_get_ns();
-	m->hdr.pid = (__u32)(id >> 32);
-	m->hdr.ns_pid = 0;
 	m->base = base;
 	m->waited_ns = waited;
 	bpf_ringbuf_submit(m, 0); /* woken at once: a thread waits on it */
@@ -162,7 +157,6 @@ int BPF_KPROBE(cuda_loader)
 	struct walk w = {};
 	struct hold h = { .tgid = tgid };
 	__u64 start, waited;
-
 	struct walked *prev, now = { .mm = (__u64)bpf_get_current_task_btf()->mm };
 	struct rtld_map tail;
 
@@ -193,11 +187,6 @@ int BPF_KPROBE(cuda_loader)
 	driver_msg(TALLY_MSG_DRIVER_LOAD, 0, w.base, 0);
 	bpf_loop(64, hold_round, &h, 0);
 	waited = bpf_ktime_get_ns() - start;
-	__sync_fetch_and_add(&holds, 1);
-	if (!h.ready)
-		__sync_fetch_and_add(&hold_timeouts, 1);
-	if (waited > hold_ns_max)
-		hold_ns_max = waited; /* a figure to read: a race between two holds is harmless */
 	driver_msg(TALLY_MSG_DRIVER_HELD, h.ready ? 0 : TALLY_DRIVER_TIMED_OUT, w.base, waited);
 	return 0;
 }

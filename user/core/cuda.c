@@ -26,7 +26,6 @@
 #include "../../bpf/cuda_api.h"
 #include "clock.h"
 #include "cuda.h"
-#include "links.h"
 #include "cuda.skel.h"
 #include "target.h"
 
@@ -73,7 +72,6 @@ static const struct entry entries[] = {
 	{ "cuLibraryUnload", CUDA_KIND_IMAGE_FREE },
 };
 #define NENTRIES (sizeof(entries) / sizeof(entries[0]))
-#define LOADER_LINKS 8 /* dynamic loaders probed (one per distinct file) */
 
 /* include/uapi/linux/bpf.h of kernels since 6.6, which the headers tally
  * builds with may predate: BPF_LINK_CREATE's uprobe_multi. */
@@ -96,9 +94,8 @@ struct cuda_proc {
 struct cuda_trace {
 	struct cuda_bpf *skel;
 	pid_t root;
-	pthread_mutex_t lock;		      /* the drain thread of a late attach attaches too */
-	struct bpf_link *fixed[LOADER_LINKS]; /* the loaders' probes */
-	unsigned nfixed;
+	pthread_mutex_t lock;	 /* the drain thread of a late attach attaches too */
+	struct bpf_link *loader; /* the dynamic loader's probe */
 	struct cuda_proc **procs;
 	unsigned nprocs, cap;
 };
@@ -179,16 +176,6 @@ static struct cuda_proc *proc_of(struct cuda_trace *c, pid_t pid, bool create)
 	return p;
 }
 
-static int attach_one(struct bpf_link **links, unsigned *n, unsigned cap, struct bpf_program *prog,
-		      pid_t pid, const char *path, const char *func, uint64_t cookie, bool ret)
-{
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = func, .retprobe = ret,
-		    .bpf_cookie = cookie);
-
-	return links_keep(links, n, cap,
-			  bpf_program__attach_uprobe_opts(prog, pid, path, 0, &opts));
-}
-
 int cuda_trace_follow_loader(struct cuda_trace *c, pid_t pid, const char *ldso)
 {
 	const char *names[] = { "_dl_debug_state", "_r_debug" };
@@ -199,10 +186,17 @@ int cuda_trace_follow_loader(struct cuda_trace *c, pid_t pid, const char *ldso)
 		err = -ENOENT;
 	if (err)
 		return err;
-	pthread_mutex_lock(&c->lock);
 	/* the probe finds _r_debug from where it fired */
-	err = attach_one(c->fixed, &c->nfixed, LOADER_LINKS, c->skel->progs.cuda_loader, pid, ldso,
-			 "_dl_debug_state", addr[1] - addr[0], false);
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state",
+		    .bpf_cookie = addr[1] - addr[0]);
+	pthread_mutex_lock(&c->lock);
+	if (c->loader) {
+		err = -EALREADY;
+	} else {
+		c->loader = bpf_program__attach_uprobe_opts(c->skel->progs.cuda_loader, pid, ldso,
+							    0, &opts);
+		err = c->loader ? 0 : -errno;
+	}
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -262,6 +256,14 @@ static void unlink_proc(struct cuda_proc *p, int n)
 		pthread_detach(t);
 }
 
+/* The file offsets of n symbols of `path` (0: not there), as uprobes want them. */
+static int symbol_offsets(const char *path, const char *const names[], size_t n, uint64_t off[])
+{
+	int err = target_elf_symbols(path, names, n, off);
+
+	return err ? err : target_elf_file_offsets(path, off, n);
+}
+
 /* Entry and return probes on every entry point the driver at `path` has,
  * for pid only; both or none (a partial attach would count half of the
  * figures: allocations without their frees). */
@@ -274,9 +276,7 @@ static int attach_driver(struct cuda_trace *c, struct cuda_proc *p, const char *
 
 	for (size_t i = 0; i < NENTRIES; i++)
 		names[i] = entries[i].name;
-	err = target_elf_symbols(path, names, NENTRIES, off);
-	if (!err)
-		err = target_elf_file_offsets(path, off, NENTRIES);
+	err = symbol_offsets(path, names, NENTRIES, off);
 	if (err)
 		return err;
 	/* a driver without some entry point (older, or a fake) is fine */
@@ -303,12 +303,10 @@ static int attach_yield(struct cuda_trace *c, pid_t pid, const char *path)
 {
 	const char *name = "sched_yield";
 	uint64_t off, cookie = 0;
-	int err = target_elf_symbols(path, &name, 1, &off);
+	int err = symbol_offsets(path, &name, 1, &off);
 
 	if (!err && !off)
 		err = -ENOENT;
-	if (!err)
-		err = target_elf_file_offsets(path, &off, 1);
 	if (err)
 		return err;
 	return link_multi(c->skel->progs.cuda_sched_yield, path, &off, &cookie, 1, pid, false);
@@ -430,15 +428,36 @@ void cuda_trace_cupti_spoke(struct cuda_trace *c, pid_t pid, bool verbose)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void cuda_trace_forget(struct cuda_trace *c, pid_t pid)
+/* pid's entries of the map of yields (few: one per process and group):
+ * into out by group, or (out NULL) deleted. */
+static void yields_of(struct cuda_trace *c, pid_t pid, uint64_t out[TALLY_MAX_GROUPS])
 {
 	struct {
 		uint32_t tgid, group;
 	} k, next;
-	uint32_t key = (uint32_t)pid;
 	int fd = bpf_map__fd(c->skel->maps.os_yields);
+	uint64_t v;
+
+	for (int more = !bpf_map_get_next_key(fd, NULL, &next); more;) {
+		k = next;
+		/* the next key first: deleting k must not lose the walk */
+		more = !bpf_map_get_next_key(fd, &k, &next);
+		if (k.tgid != (uint32_t)pid)
+			continue;
+		if (!out)
+			bpf_map_delete_elem(fd, &k);
+		else if (k.group < TALLY_MAX_GROUPS && !bpf_map_lookup_elem(fd, &k, &v))
+			out[k.group] = v;
+	}
+}
+
+void cuda_trace_forget(struct cuda_trace *c, pid_t pid)
+{
+	uint32_t key = (uint32_t)pid;
 	struct cuda_proc *p;
 
+	if (!c)
+		return;
 	pthread_mutex_lock(&c->lock);
 	p = proc_of(c, pid, false);
 	if (p) {
@@ -449,12 +468,7 @@ void cuda_trace_forget(struct cuda_trace *c, pid_t pid)
 	bpf_map__delete_elem(c->skel->maps.driver_ready, &key, sizeof(key), 0);
 	bpf_map__delete_elem(c->skel->maps.driver_spans, &key, sizeof(key), 0);
 	bpf_map__delete_elem(c->skel->maps.walked, &key, sizeof(key), 0);
-	for (int more = !bpf_map_get_next_key(fd, NULL, &next); more;) {
-		k = next;
-		more = !bpf_map_get_next_key(fd, &k, &next);
-		if (k.tgid == (uint32_t)pid)
-			bpf_map_delete_elem(fd, &k);
-	}
+	yields_of(c, pid, NULL);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -473,25 +487,6 @@ int cuda_trace_attach_yield(struct cuda_trace *c, pid_t pid, const char *libc)
 	return err;
 }
 
-/* pid's entries of the map of yields (few: one per process and group). */
-static void read_yields(struct cuda_trace *c, pid_t pid, uint64_t out[TALLY_MAX_GROUPS])
-{
-	struct {
-		uint32_t tgid, group;
-	} k, next;
-	int fd = bpf_map__fd(c->skel->maps.os_yields);
-	void *prev = NULL;
-	uint64_t v;
-
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		if (next.tgid == (uint32_t)pid && next.group < TALLY_MAX_GROUPS &&
-		    !bpf_map_lookup_elem(fd, &next, &v))
-			out[next.group] = v;
-		k = next;
-		prev = &k;
-	}
-}
-
 void cuda_trace_read(struct cuda_trace *c, pid_t pid, struct cuda_figures *f)
 {
 	const struct cuda_proc *p;
@@ -504,7 +499,7 @@ void cuda_trace_read(struct cuda_trace *c, pid_t pid, struct cuda_figures *f)
 		f->untracked = c->skel->bss->untracked;
 		f->unknown_frees = c->skel->bss->unknown_frees;
 	}
-	read_yields(c, pid, f->os_yields);
+	yields_of(c, pid, f->os_yields);
 	p = proc_of(c, pid, false);
 	if (p) {
 		f->entry_points = p->nprobed;
@@ -527,7 +522,7 @@ void cuda_trace_close(struct cuda_trace *c)
 		free(c->procs[i]);
 	}
 	free(c->procs);
-	links_drop_to(c->fixed, &c->nfixed, 0);
+	bpf_link__destroy(c->loader);
 	cuda_bpf__destroy(c->skel);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

@@ -37,7 +37,7 @@ void cuda_trace_on_msg(struct cuda_trace *c, const struct tally_msg_driver *m, b
 /* CUPTI speaks for pid and covers every figure: its driver probes go. */
 void cuda_trace_cupti_spoke(struct cuda_trace *c, pid_t pid, bool verbose);
 /* pid has ended: its probes go, and what the maps keep of it (its pid may
- * come back as another process). */
+ * come back as another process). c may be NULL (no GPU probes). */
 void cuda_trace_forget(struct cuda_trace *c, pid_t pid);
 /* sched_yield in the root's libc, for os_yields (the tree's other processes
  * get theirs with their driver). */

@@ -91,7 +91,7 @@ void session_deliver(struct session *s, const void *data, size_t len)
 
 void session_cuda_running(struct session *s, pid_t pid)
 {
-	int err = cuda_trace_attach_mapped(s->cuda, pid, true);
+	int err = s->cuda ? cuda_trace_attach_mapped(s->cuda, pid, true) : -ENOENT;
 
 	if (!err)
 		fprintf(stderr,

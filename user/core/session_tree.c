@@ -85,8 +85,7 @@ static void proc_end(struct session *s, struct tree_proc *p, uint64_t ts_ns)
 	if (figures_build_process(&s->pscratch, p->m, &s->psrc) ||
 	    tree_end(&s->tree, p, &s->pscratch))
 		s->tree.strays++; /* out of memory: kept running, said inexact */
-	if (s->cuda)
-		cuda_trace_forget(s->cuda, pid);
+	cuda_trace_forget(s->cuda, pid);
 }
 
 /* true: kept for later (its parent's figures wait at a view's cut) */
@@ -190,8 +189,7 @@ void session_adopt_descendants(struct session *s)
 				tree_adopt(&s->tree, &s->model, kids[i], parent, comm);
 			if (p) {
 				adopt_read(s, p);
-				if (s->cuda)
-					session_cuda_running(s, p->pid);
+				session_cuda_running(s, p->pid);
 			} else
 				s->tree.strays++;
 			queue[tail++] = kids[i];

@@ -111,11 +111,8 @@ static void build_target(struct figures_target *t, const struct model *m,
 	t->cuda = m->gpu.seen[GPU_SRC_CUPTI]				? FIGURES_CUDA_CUPTI :
 		  m->gpu.seen[GPU_SRC_DRIVER] || src->cuda.entry_points ? FIGURES_CUDA_DRIVER :
 									  FIGURES_CUDA_NONE;
-	if (m->gpu.cupti_refused[0] && t->cuda != FIGURES_CUDA_CUPTI) {
+	if (m->gpu.cupti_refused[0] && t->cuda != FIGURES_CUDA_CUPTI)
 		t->cuda_why = m->gpu.cupti_refused;
-		if (src->cuda.entry_points)
-			t->cuda = FIGURES_CUDA_DRIVER;
-	}
 	t->late = src->late;
 	/* a late attach to a busy allocator may find heaps moving while it
 	 * reads them: then the figures are not exact, and this says why */
@@ -263,6 +260,15 @@ static void why_alloc(struct figures_process *p, const struct model *m,
 			"copied as they were, maybe in the middle of an operation";
 }
 
+/* A reason the GPU figures are not exact, said for the process too unless
+ * it has said it already. */
+static void gpu_inexact(struct figures_process *p, const char *why, bool for_process)
+{
+	p->instance_why[p->ninstance_why++] = why;
+	if (for_process && p->nwhy < FIGURES_MAX_WHY)
+		p->why[p->nwhy++] = why;
+}
+
 /* Why the GPU figures are not exact (none: they are). */
 static void build_gpu_why(struct figures_process *p, const struct model *m,
 			  const struct figures_sources *src)
@@ -271,19 +277,21 @@ static void build_gpu_why(struct figures_process *p, const struct model *m,
 
 	p->ninstance_why = 0;
 	if (c->late || (src->not_read && c->entry_points))
-		p->instance_why[p->ninstance_why++] =
-			"the CUDA driver was loaded before tally attached: GPU work before "
-			"that is not counted";
+		gpu_inexact(p,
+			    "the CUDA driver was loaded before tally attached: GPU work before "
+			    "that is not counted",
+			    true);
 	if (c->hold_timed_out)
-		p->instance_why[p->ninstance_why++] =
-			"the CUDA driver's probes came after it was loaded: its first GPU "
-			"calls may be missing";
+		gpu_inexact(p,
+			    "the CUDA driver's probes came after it was loaded: its first GPU "
+			    "calls may be missing",
+			    true);
 	if (c->attach_failed && !m->gpu.seen[GPU_SRC_CUPTI])
-		p->instance_why[p->ninstance_why++] =
-			"the CUDA driver's probes could not be attached";
+		gpu_inexact(p, "the CUDA driver's probes could not be attached", true);
+	/* lost messages: the process said so (build_why) */
 	if (c->untracked || src->lost_msgs || src->lost_words)
-		p->instance_why[p->ninstance_why++] =
-			"GPU records lost: the ring or the driver probes' map was full";
+		gpu_inexact(p, "GPU records lost: the ring or the driver probes' map was full",
+			    c->untracked);
 	p->instance_exact = p->ninstance_why == 0;
 	p->have_device_memory_used = c->have_device_memory_used;
 	p->device_memory_used = c->device_memory_used;
@@ -331,11 +339,7 @@ static void build_why(struct figures_process *p, const struct model *m,
 	if (src->allocator == FIGURES_ALLOC_GLIBC &&
 	    !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late))
 		p->why[p->nwhy++] = "glibc mode: not every call was seen";
-	/* the GPU's own, but for lost records, said above */
 	build_gpu_why(p, m, src);
-	for (unsigned i = 0; i < p->ninstance_why && p->nwhy < FIGURES_MAX_WHY; i++)
-		if (strncmp(p->instance_why[i], "GPU records lost", 16) || src->cuda.untracked)
-			p->why[p->nwhy++] = p->instance_why[i];
 	p->exact = p->nwhy == 0;
 }
 
