@@ -29,8 +29,10 @@ static void bin_direct_sync(struct heap *h, struct bin *b)
 	if (b < h->bins || b >= h->bins + CLASS_COUNT)
 		return;
 	unsigned c = (unsigned)(b - h->bins);
+	struct span *cur = heap_direct_entry(h, b->head);
 	for (unsigned i = tally_class_direct_lo[c]; i <= tally_class_direct_hi[c]; i++)
-		h->direct[i] = heap_direct_entry(h, b->head);
+		h->direct[i] = cur;
+	h->direct[DIRECT_CLASS(c)] = cur;
 }
 
 void bin_push(struct heap *h, struct bin *b, struct span *sp)

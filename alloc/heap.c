@@ -21,7 +21,7 @@
  * the malloc fast path falls through to the slow path without a NULL test,
  * and no span names it as owner, so the free fast path does too. */
 struct span tally_span_none;
-struct heap tally_heap_none = { .direct = { [0 ... DIRECT_ENTRIES - 1] = &tally_span_none } };
+struct heap tally_heap_none = { .direct = { [0 ... DIRECT_TOTAL - 1] = &tally_span_none } };
 __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec"))) = &tally_heap_none;
 __thread void *tally_tls_freeing __attribute__((tls_model("initial-exec")));
 __thread bool tally_tls_exited __attribute__((tls_model("initial-exec")));
@@ -188,6 +188,8 @@ void heap_direct_fill(struct heap *h)
 {
 	for (unsigned i = 0; i < DIRECT_ENTRIES; i++)
 		h->direct[i] = heap_direct_entry(h, h->bins[tally_class_small[i]].head);
+	for (unsigned c = 0; c < CLASS_COUNT; c++)
+		h->direct[DIRECT_CLASS(c)] = heap_direct_entry(h, h->bins[c].head);
 }
 
 /*
@@ -412,27 +414,14 @@ void heap_tick(struct heap *h)
 		ev_flush(h);
 }
 
-/* An unassigned span for a class to claim: one of the heap's segments', or,
- * rather than map a new segment, the heap's oldest empty span, retired before
- * its delay (a span of another class given a new life), or else one of a new
- * segment. NULL when memory is exhausted. */
-static struct span *heap_unassigned_span(struct heap *h)
-{
-	struct span *sp;
-
-	while (!(sp = segment_claim_span(h)) && h->lru_head) {
-		span_retire(h, h->lru_head);
-		heap_discard_flush(h); /* before anyone writes the span again */
-	}
-	return sp ? sp : segment_claim_new_span(h);
-}
-
 /*
  * The slow path of a small allocation (malloc.c): make the head of the bin
  * of class cls a span with a non-empty free list, or return NULL when memory
  * is exhausted. The heap's own work comes first (its tick, the foreign frees
- * waiting for it), then a span of the bin, or else a span claimed for the
- * class.
+ * waiting for it), then a span of the bin; else the heap's oldest empty span,
+ * given to the class with its pages resident (span_repurpose: no fault and
+ * no system call, where an unassigned span's pages fault in one by one),
+ * else an unassigned span of its segments or of a new segment.
  */
 struct span *heap_refill(struct heap *h, unsigned cls)
 {
@@ -446,7 +435,14 @@ struct span *heap_refill(struct heap *h, unsigned cls)
 	sp = span_find_free(h, b);
 	if (sp)
 		return sp;
-	sp = heap_unassigned_span(h);
+	if (h->lru_head) {
+		sp = h->lru_head;
+		span_repurpose(h, sp, cls);
+		return sp;
+	}
+	sp = segment_claim_span(h);
+	if (!sp)
+		sp = segment_claim_new_span(h);
 	if (!sp)
 		return NULL;
 	span_claim(h, sp, cls);

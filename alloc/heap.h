@@ -71,9 +71,9 @@ struct heap_sample {
 struct heap {
 	/* the current span of the current group's bin for every request of at
 	 * most DIRECT_MAX bytes, by direct_index(size): one load from size to
-	 * span; never NULL (tally_span_none, whose free list is empty, stands
-	 * for none) */
-	struct span *direct[DIRECT_ENTRIES];
+	 * span; then for every class, by DIRECT_CLASS(class); never NULL
+	 * (tally_span_none, whose free list is empty, stands for none) */
+	struct span *direct[DIRECT_TOTAL];
 	struct bin *bins;	 /* the current group's bins */
 	uint32_t group;		 /* the current group */
 	int32_t tick;		 /* operations left until the next tick */

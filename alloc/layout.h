@@ -83,6 +83,10 @@
 #define DIRECT_MAX 1024
 #define DIRECT_SHIFT 3
 #define DIRECT_ENTRIES ((DIRECT_MAX >> DIRECT_SHIFT) + 1) /* 129 */
+/* Past those, the table has an entry per class (DIRECT_CLASS), for the
+ * requests above DIRECT_MAX, which find their class by size_to_class. */
+#define DIRECT_CLASS(c) (DIRECT_ENTRIES + (c))
+#define DIRECT_TOTAL (DIRECT_ENTRIES + CLASS_COUNT)
 static inline size_t direct_index(size_t q)
 {
 	return (q + (1U << DIRECT_SHIFT) - 1) >> DIRECT_SHIFT;

@@ -182,6 +182,18 @@ static inline void small_lookup(void *p, struct small_ref *r, enum lookup_by by)
 	r->q = meta_requested(sp->size, m);
 }
 
+/* A span's foreign-free list went non-empty: tell the owner which span to
+ * drain. */
+static void xspans_push(struct span *sp)
+{
+	struct heap *owner = sp->heap;
+	struct span *top = atomic_load_explicit(&owner->xspans, memory_order_relaxed);
+	do {
+		sp->xnext = top;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&owner->xspans, &top, sp, memory_order_release, memory_order_relaxed));
+}
+
 static void small_free_foreign(struct heap *h, struct small_ref *r)
 {
 	struct span *sp = r->sp;
@@ -193,15 +205,8 @@ static void small_free_foreign(struct heap *h, struct small_ref *r)
 		*(void **)r->slot = head;
 	} while (!atomic_compare_exchange_weak_explicit(
 		&sp->xfree, &head, r->slot, memory_order_release, memory_order_relaxed));
-	if (!head) {
-		/* the list went non-empty: tell the owner which span to drain */
-		struct heap *owner = sp->heap;
-		struct span *top = atomic_load_explicit(&owner->xspans, memory_order_relaxed);
-		do {
-			sp->xnext = top;
-		} while (!atomic_compare_exchange_weak_explicit(
-			&owner->xspans, &top, sp, memory_order_release, memory_order_relaxed));
-	}
+	if (!head)
+		xspans_push(sp);
 	uint32_t s = sp->size;
 	h->stats.cache += s;
 	struct group_ctr *g = &h->group_counters[sp->group];
@@ -321,6 +326,27 @@ static void *aligned_op(size_t align, size_t q)
 	return p;
 }
 
+/* The fast path of the classes above DIRECT_MAX: the class from the size,
+ * its current span from the direct table's class entries. Out of line, so
+ * that the small path stays as short as it was. */
+static inline __attribute__((always_inline)) void *medium_as(struct heap *h, size_t n, bool traced)
+{
+	struct span *sp = h->direct[DIRECT_CLASS(size_to_class(n))];
+	if (likely(sp->free))
+		return span_pop_as(h, sp, n, meta_encode(sp->size, n), traced, true);
+	return malloc_slow(n, false);
+}
+
+__attribute__((noinline)) static void *malloc_medium(struct heap *h, size_t n)
+{
+	return medium_as(h, n, false);
+}
+
+__attribute__((noinline)) static void *malloc_medium_traced(struct heap *h, size_t n)
+{
+	return medium_as(h, n, true);
+}
+
 static bool pow2(size_t a)
 {
 	return a && !(a & (a - 1));
@@ -337,6 +363,8 @@ static inline __attribute__((always_inline)) void *malloc_as(size_t n, bool trac
 		struct span *sp = h->direct[direct_index(n)];
 		if (likely(sp->free)) /* a class below META_Q_LIMIT */
 			return span_pop_as(h, sp, n, (uint16_t)(n + 1), traced, true);
+	} else if (n <= CLASS_MAX) {
+		return traced ? malloc_medium_traced(h, n) : malloc_medium(h, n);
 	}
 	return malloc_slow(n, false);
 }
@@ -370,6 +398,55 @@ __attribute__((noinline, cold)) static void free_tail(struct span *sp, bool slow
 	purge_poll();
 }
 
+/* What the foreign free's fast path leaves to a slow operation: the heap's
+ * tick. */
+__attribute__((noinline, cold)) static void foreign_tail(struct heap *h)
+{
+	op_begin_tail(h);
+	heap_tick(h);
+	op_end(h);
+	purge_poll();
+}
+
+/*
+ * A block of another thread's heap, untraced: pushed on its span's
+ * foreign-free list, as small_free_foreign does, without the slow
+ * operation around it. The calling thread's own heap takes the figures (its
+ * cache and the group's frees: owner-only counters, which the purger never
+ * writes) and nothing else of it is touched, so a purge of it may be under
+ * way. Anything unusual goes the slow way: no heap yet, the block not
+ * allocated (a double free, or a foreign free in flight), a span of the
+ * thread's own heap (the purger has turned its owner_tp off).
+ */
+__attribute__((noinline)) static void free_foreign(struct span *sp, void *p, uint16_t *cell)
+{
+	struct heap *h = tally_tls_heap;
+	uint16_t m = __atomic_load_n(cell, __ATOMIC_RELAXED);
+
+	if (unlikely(h == &tally_heap_none || sp->heap == h || !meta_owned(m) ||
+		     atomic_load_explicit(&h->purge, memory_order_relaxed))) {
+		free_slow(p, SIZE_MAX);
+		return;
+	}
+	/* a plain store, not the slow path's fetch-or: only this thread frees
+	 * the block (two threads freeing it at once is a double free the slow
+	 * path alone catches), and the owner writes other entries */
+	__atomic_store_n(cell, m | META_FOREIGN, __ATOMIC_RELAXED);
+	void *head = atomic_load_explicit(&sp->xfree, memory_order_relaxed);
+	do {
+		*(void **)p = head;
+	} while (!atomic_compare_exchange_weak_explicit(&sp->xfree, &head, p, memory_order_release,
+							memory_order_relaxed));
+	if (!head)
+		xspans_push(sp);
+	h->stats.cache += sp->size;
+	struct group_ctr *g = &h->group_counters[sp->group];
+	g->dealloc_bytes += meta_requested(sp->size, m);
+	g->dealloc_objs++;
+	if (unlikely(--h->tick <= 0))
+		foreign_tail(h);
+}
+
 /*
  * The fast path: a block of the calling thread's heap, freed exactly once,
  * not aligned. Anything else, and every check that fails, takes tally_free,
@@ -391,8 +468,15 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 	/* at a cell's start (with recip = ceil(2^32 / size), the low half of
 	 * the product is below recip exactly when size divides the offset, for
 	 * any offset inside a span; unassigned spans have recip 0), ours */
-	if (unlikely((uint32_t)prod >= sp->recip || sp->owner_tp != thread_pointer())) {
+	if (unlikely((uint32_t)prod >= sp->recip)) {
 		free_slow(p, SIZE_MAX);
+		return;
+	}
+	if (unlikely(sp->owner_tp != thread_pointer())) {
+		if (traced)
+			free_slow(p, SIZE_MAX);
+		else
+			free_foreign(sp, p, &sp->cells[prod >> 32]);
 		return;
 	}
 	uint16_t *cell = &sp->cells[prod >> 32];
@@ -443,7 +527,14 @@ TALLY_API void *TA(calloc)(size_t n, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return malloc_slow(total, true);
+	/* a small block from the fast path is cleared here; a large one may
+	 * be a fresh mapping, zero already, that a memset would fault in */
+	if (total > CLASS_MAX)
+		return malloc_slow(total, true);
+	void *p = TA(malloc)(total);
+	if (p)
+		memset(p, 0, total);
+	return p;
 }
 
 static void *realloc_op(void *p, size_t n);

@@ -133,7 +133,7 @@ static bool purge_barrier(void)
  * heap_settle. */
 static void purge_flip(struct heap *h, bool direct)
 {
-	for (unsigned i = 0; direct && i < DIRECT_ENTRIES; i++)
+	for (unsigned i = 0; direct && i < DIRECT_TOTAL; i++)
 		__atomic_store_n(&h->direct[i], &tally_span_none, __ATOMIC_RELAXED);
 	for (struct segment *seg = __atomic_load_n(&h->segs, __ATOMIC_ACQUIRE); seg;
 	     seg = __atomic_load_n(&seg->next, __ATOMIC_ACQUIRE))

@@ -213,9 +213,9 @@ static void span_fold_counters(struct heap *h, struct span *sp)
 	sp->acc = sp->abytes = sp->nalloc = sp->xbytes = sp->ndrained = 0;
 }
 
-/* Hand an empty span back to the OS and to its segment: hysteresis and virgin
- * -> returned. */
-void span_retire(struct heap *h, struct span *sp)
+/* An empty span leaves its class: hysteresis and virgin -> returned, as far
+ * as the figures go (span_retire hands the pages back too). */
+static void span_unassign(struct heap *h, struct span *sp)
 {
 	struct bin *b = span_bin(h, sp);
 	struct heap *a = heap_acct(h);
@@ -226,7 +226,6 @@ void span_retire(struct heap *h, struct span *sp)
 		virgin = SPAN_SIZE - sp->slot_off - (uint64_t)sp->bump * sp->size;
 	bin_remove_empty(h, b, sp);
 	span_fold_counters(h, sp);
-	heap_discard(h, span_base(sp), SPAN_SIZE);
 	sp->state = SPAN_UNASSIGNED;
 	sp->src_term = TALLY_TERM_RETURNED;
 	sp->free = NULL;
@@ -237,8 +236,68 @@ void span_retire(struct heap *h, struct span *sp)
 	a->stats.returned += hyst + virgin;
 	a->stats.spans_assigned--;
 	ev(a, TALLY_EV_SPAN_RETIRE, 0, 0, (uint32_t)virgin, hyst);
+}
+
+/* Hand an empty span back to the OS and to its segment: hysteresis and virgin
+ * -> returned. */
+void span_retire(struct heap *h, struct span *sp)
+{
+	heap_discard(h, span_base(sp), SPAN_SIZE);
+	span_unassign(h, sp);
 	SPAN_CHECK(sp);
 	segment_release_span(h, sp);
+}
+
+/* The pages of an empty span that hold nothing: handed back (discarded), or
+ * never touched (at and above the page of its bump cursor's end). */
+static uint16_t span_pages_gone(const struct span *sp)
+{
+	uint32_t touched = sp->slot_off + sp->bump * sp->size;
+	uint32_t first = (touched + (uint32_t)OS_PAGE - 1) / (uint32_t)OS_PAGE;
+	uint16_t above = first >= PAGES_PER_SPAN ? 0 : (uint16_t)(0xffffu << first);
+
+	return sp->discarded | above;
+}
+
+/*
+ * An empty span of another class becomes class cls's current span with its
+ * pages as they are: a heap that needs a span for one class while another
+ * holds empty ones (sizes that come and go) must not hand pages back and
+ * fault them in again for each. In the figures, a retirement and a claim
+ * (hysteresis -> returned -> the new metadata), every slot linked at once
+ * (-> span_free), and the slots on pages that hold nothing parked as after
+ * a reclaim (-> returned): the records of those four steps carry it.
+ */
+void span_repurpose(struct heap *h, struct span *sp, unsigned cls)
+{
+	const struct tally_class *k = &tally_classes[cls];
+	uint16_t gone = span_pages_gone(sp);
+
+	span_unassign(h, sp);
+	span_init(h, sp, cls);
+	if (k->slot_off) {
+		/* span_init relies on fresh pages reading as zero: these held slots */
+		memset(span_base(sp), 0, k->slot_off);
+		gone &= (uint16_t)~page_mask(0, k->slot_off);
+	}
+	uint64_t bytes = (uint64_t)k->nslots * k->size;
+	sp->bump = k->nslots;
+	h->stats.returned -= bytes;
+	h->stats.pool += bytes;
+	ev(h, TALLY_EV_BUMP, TALLY_TERM_RETURNED, 0, 0, bytes);
+	sp->discarded = gone;
+	sp->returned = span_rebuild_free(sp);
+	if (sp->returned) {
+		h->stats.pool -= sp->returned;
+		h->stats.returned += sp->returned;
+		ev(h, TALLY_EV_RECLAIM, 0, 0, 0, sp->returned);
+	}
+	/* every slot on a page that holds nothing: take them back as any span
+	 * whose free slots were all reclaimed */
+	if (!sp->free)
+		span_unreclaim(h, sp);
+	bin_push(h, &h->bins[cls], sp);
+	SPAN_CHECK(sp);
 }
 
 /*

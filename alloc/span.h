@@ -241,6 +241,7 @@ struct span *span_find_free(struct heap *h, struct bin *b);
 void span_claim(struct heap *h, struct span *sp, unsigned cls);
 void span_make_empty(struct heap *h, struct span *sp);
 void span_retire(struct heap *h, struct span *sp);
+void span_repurpose(struct heap *h, struct span *sp, unsigned cls);
 void span_reclaim(struct heap *h, struct span *sp);
 void span_drain(struct heap *h, struct span *sp);
 void span_free_slow(struct heap *h, struct span *sp);

@@ -269,11 +269,14 @@ static void span__reclaim_discards_free_pages_and_reuse_takes_them_back(void **s
 	assert_int_equal(sp->state, SPAN_ACTIVE);
 	assert_int_equal(sp->discarded, 0x7bde); /* pages 1-4, 6-9, 11-14 */
 	struct span_bytes m = map_of(sp);
-	assert_int_equal(m.returned, 12 * OS_PAGE); /* free slots' bytes on those pages */
+	/* free slots' bytes on those pages, and the tail's where the span had a
+	 * former life (span_repurpose: its tail is returned, not virgin) */
+	uint32_t tail = sp->src_term == TALLY_TERM_RETURNED ? SPAN_SIZE - N * 208 : 0;
+	assert_int_equal(m.returned, 12 * OS_PAGE + tail);
 	assert_int_equal(sp->returned, 12 * OS_PAGE);
 	assert_true(m.parked_slots > 0);
 	assert_int_equal(m.held, 5 * 208);
-	assert_int_equal(m.span_free + m.returned + m.held, N * 208);
+	assert_int_equal(m.span_free + m.returned + m.held, N * 208 + tail);
 	oracle_check("reclaimed");
 	/* allocate until the free list runs out and the parked slots come back */
 	unsigned n = 0;
@@ -283,7 +286,7 @@ static void span__reclaim_discards_free_pages_and_reuse_takes_them_back(void **s
 	}
 	assert_int_equal(sp->discarded, 0);
 	m = map_of(sp);
-	assert_int_equal(m.returned, 0);
+	assert_int_equal(m.returned, tail);
 	assert_int_equal(m.held, (n + 5) * 208);
 	assert_int_equal(m.span_free, (N - n - 5) * 208);
 	oracle_check("unreclaimed");
@@ -378,6 +381,53 @@ static void span_check__a_broken_span_stops_the_debug_build(void **state)
 	expect_abort(miscount_returned, "internal check failed: b.parked_bytes == sp->returned");
 }
 
+/*
+ * A class that needs a span while another class holds an empty one takes it
+ * with its pages as they are (span_repurpose): no page is handed back and
+ * faulted in again. Its slots on resident pages are linked at once
+ * (span_free), those on pages a reclaim had handed back are parked
+ * (returned), its new metadata is cleared, and the figures replay.
+ */
+static void span__an_empty_span_goes_to_another_class_with_its_pages(void **state)
+{
+	void *v[9];
+	(void)state;
+	tally_alloc_collect(1); /* no empty span anywhere: the next one is the LRU's head */
+	alloc_n(8192, v, 9);	/* 8 fill span a, the 9th claims the next */
+	struct span *a = span_of(v[0]);
+	for (unsigned i = 1; i < 8; i++)
+		T(free)(v[i]);
+	sweep_as_if_the_delay_passed(); /* pages 2-15 hold only free slots: handed back */
+	assert_int_equal(a->discarded, 0xfffc);
+	T(free)(v[0]);
+	assert_int_equal(a->state, SPAN_EMPTY);
+	oracle_check("repurpose: before");
+	struct tally_stats before = oracle_stats();
+	void *p = T(malloc)(24); /* class 32: metadata at the span's start (page 0) */
+	assert_ptr_equal(span_of(p), a);
+	assert_int_equal(a->state, SPAN_ACTIVE);
+	assert_int_equal(a->size, 32);
+	assert_int_equal(a->slot_off, OS_PAGE);
+	assert_int_equal(a->bump, a->nslots);
+	assert_int_equal(a->discarded, 0xfffc); /* page 0, the metadata, written */
+	struct span_bytes m = map_of(a);
+	assert_int_equal(m.segment_overhead, OS_PAGE);
+	assert_int_equal(m.held, 32);
+	assert_int_equal(m.span_free, OS_PAGE - 32); /* page 1's slots */
+	assert_int_equal(m.returned, 14 * OS_PAGE);
+	assert_int_equal(m.hysteresis + m.virgin, 0);
+	unsigned owned = 0;
+	for (uint32_t i = 0; i < a->nslots; i++)
+		owned += span_meta(a)[i] != META_FREE;
+	assert_int_equal(owned, 1);
+	oracle_check("repurposed");
+	struct tally_stats after = oracle_stats();
+	assert_int_equal(after.spans_assigned, before.spans_assigned);
+	assert_int_equal(after.mapped, before.mapped);
+	T(free)(p);
+	T(free)(v[8]);
+}
+
 static void final__everything_freed_and_collected_leaves_nothing(void **state)
 {
 	(void)state;
@@ -403,6 +453,7 @@ int main(void)
 		cmocka_unit_test(span__retire_after_the_delay_returns_the_whole_span),
 		cmocka_unit_test(span__claim_of_a_retired_span_keeps_its_untouched_bytes_returned),
 		cmocka_unit_test(span_check__a_broken_span_stops_the_debug_build),
+		cmocka_unit_test(span__an_empty_span_goes_to_another_class_with_its_pages),
 		cmocka_unit_test(final__everything_freed_and_collected_leaves_nothing),
 	};
 	return cmocka_run_group_tests_name("span", tests, NULL, NULL);
