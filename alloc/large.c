@@ -16,12 +16,19 @@
 #include "purge.h"
 
 /* A mapping costs system calls and a page fault per page touched, so a
- * workload that churns large blocks must find freed ones here: enough
- * entries to cover a working set of a few dozen, a best fit within twice
- * the request (the slack is counted as rounding), a cap on what is kept. */
+ * workload that churns large blocks must find freed ones here. A freed
+ * block is kept (hysteresis) until the purge delay passes, and serves any
+ * later request: the smallest one that holds it (shrunk where it is more
+ * than twice the request), or else the largest, grown by mremap (the kernel
+ * moves its page tables: its pages stay resident, only the new ones fault).
+ * A cap on what is kept. */
 #define POOL_SLOTS 64
 #define POOL_ENTRY_MAX (32UL << 20) /* larger mappings are unmapped at free */
 #define POOL_TOTAL_MAX (128UL << 20)
+/* the most a pooled range may exceed the block it serves by: the slack is
+ * the block's rounding (resident), and a larger range would sooner serve a
+ * larger block */
+#define POOL_SLACK_MIN (4UL << 20)
 #define POPULATE_MAX (1UL << 20)
 struct large_ent {
 	uintptr_t ptr; /* 0: empty table slot */
@@ -54,16 +61,24 @@ static void tab_put(const struct large_ent *e)
 	*(struct large_ent *)ptr_table_put(&tab, e->ptr) = *e;
 }
 
-/* A pooled mapping of len..2*len bytes, best fit; NULL when none. */
+/* The pooled range that serves len bytes: the smallest that holds them, or
+ * else the largest (to be grown); NULL when the pool is empty. */
 static struct pool_ent *pool_take(size_t len)
 {
-	struct pool_ent *best = NULL;
+	struct pool_ent *fit = NULL, *largest = NULL;
 	for (int i = 0; i < POOL_SLOTS; i++) {
 		struct pool_ent *e = &pool[i];
-		if (e->ptr && e->len >= len && e->len / 2 <= len && (!best || e->len < best->len))
-			best = e;
+		if (!e->ptr)
+			continue;
+		if (e->len >= len) {
+			if (e->len - len <= (len > POOL_SLACK_MIN ? len : POOL_SLACK_MIN) &&
+			    (!fit || e->len < fit->len))
+				fit = e;
+		} else if (!largest || e->len > largest->len) {
+			largest = e;
+		}
 	}
-	return best;
+	return fit ? fit : largest;
 }
 
 static void pool_evict(struct heap *h, struct pool_ent *e)
@@ -74,6 +89,40 @@ static void pool_evict(struct heap *h, struct pool_ent *e)
 	h->stats.mapped -= e->len;
 	ev(h, TALLY_EV_POOL_UNMAP, 0, 0, 0, e->len);
 	e->ptr = NULL;
+}
+
+/*
+ * A pooled range too small for len bytes, grown to len by the kernel (which
+ * moves it where it cannot grow in place): its pages stay resident and only
+ * the new ones fault. For the figures the range goes back to the OS and the
+ * caller maps the block afresh (POOL_UNMAP, then a fresh allocation).
+ * NULL: the caller maps afresh.
+ */
+static void *pool_grow(struct heap *h, struct pool_ent *pe, size_t len)
+{
+	if (pe->len < len / 2)
+		return NULL; /* too little of it would be used again */
+	void *np = mremap(pe->ptr, pe->len, len, MREMAP_MAYMOVE);
+	if (np == MAP_FAILED)
+		return NULL;
+	pool_bytes -= pe->len;
+	h->stats.hysteresis -= pe->len;
+	h->stats.mapped -= pe->len;
+	ev(h, TALLY_EV_POOL_UNMAP, 0, 0, 0, pe->len);
+	pe->ptr = NULL;
+	return np;
+}
+
+/* Block e takes pooled range pe, whole: the rest is its rounding (the pages
+ * stay resident, and the next block the range serves may need them; handing
+ * them back would cost a fault each then). */
+static void pool_serve(struct heap *h, struct pool_ent *pe, struct large_ent *e)
+{
+	e->ptr = (uintptr_t)pe->ptr;
+	e->len = pe->len;
+	pe->ptr = NULL;
+	pool_bytes -= e->len;
+	h->stats.hysteresis -= e->len;
 }
 
 static void account_alloc(struct heap *h, const struct large_ent *e, uint8_t how)
@@ -96,6 +145,18 @@ static void account_free(struct heap *h, const struct large_ent *e, uint8_t how)
 	ev(h, TALLY_EV_LARGE_FREE, how, (uint16_t)e->group, (uint32_t)(e->len - e->q), e->q);
 }
 
+/* A fresh mapping of len bytes. Blocks up to POPULATE_MAX are populated in
+ * one go: a fault per page costs microseconds here, the kernel fills a page
+ * in a fraction of that, and a block this size is nearly always written
+ * whole. Pooled reuse then never faults, and resident is what the identity
+ * says. */
+static void *large_map(size_t len, size_t align)
+{
+	if (align > OS_PAGE)
+		return os_map_aligned(len, align);
+	return os_map_flags(len, len <= POPULATE_MAX ? MAP_POPULATE : 0);
+}
+
 void *large_alloc(struct heap *h, size_t q, size_t align, bool zero)
 {
 	size_t len = (q + OS_PAGE - 1) & ~(OS_PAGE - 1);
@@ -110,29 +171,29 @@ void *large_alloc(struct heap *h, size_t q, size_t align, bool zero)
 	if (ptr_table_reserve(&tab, h))
 		goto fail;
 	struct pool_ent *pe = align <= OS_PAGE ? pool_take(len) : NULL;
-	if (pe) {
-		e.ptr = (uintptr_t)pe->ptr;
-		e.len = pe->len;
-		pe->ptr = NULL;
-		pool_bytes -= e.len;
-		h->stats.hysteresis -= e.len;
+	void *p = NULL;
+	size_t old = 0; /* bytes that held another block */
+	if (pe && pe->len >= len) {
+		pool_serve(h, pe, &e);
 		how = TALLY_LARGE_POOL;
-		if (zero)
-			memset((void *)e.ptr, 0, q);
+		old = q;
 	} else {
-		/* Populate blocks up to POPULATE_MAX in one go: a fault per page costs
-		 * microseconds here, the kernel fills a page in a fraction of that,
-		 * and a block this size is nearly always written whole. Pooled
-		 * reuse then never faults, and resident is what the identity says. */
-		void *p = align > OS_PAGE ?
-				  os_map_aligned(len, align) :
-				  os_map_flags(len, len <= POPULATE_MAX ? MAP_POPULATE : 0);
+		if (pe) {
+			old = pe->len < q ? pe->len : q;
+			p = pool_grow(h, pe, len);
+		}
+		if (!p) {
+			old = 0;
+			p = large_map(len, align);
+		}
 		if (!p)
 			goto fail;
 		e.ptr = (uintptr_t)p;
 		e.len = len;
 		h->stats.mapped += len;
 	}
+	if (zero && old) /* fresh pages are zero already */
+		memset((void *)e.ptr, 0, old);
 	tab_put(&e);
 	account_alloc(h, &e, how);
 	pthread_mutex_unlock(&large_lock);
