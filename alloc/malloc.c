@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The malloc family. Small requests (up to 32 KiB) come from the calling
- * thread's heap without a lock; larger ones, and alignments the classes cannot
- * serve, from large.c. C++ new/delete reach these through libstdc++.
+ * The malloc family but free (free.c). Small requests (up to 32 KiB) come
+ * from the calling thread's heap without a lock, every class through a fast
+ * path; larger ones, and alignments the classes cannot serve, from large.c.
+ * C++ new/delete reach these through libstdc++.
  *
  * The purger (purge.c) may sweep the heap of a thread that is in a fast path
  * meanwhile, but never in a slow one: every other path is a slow operation,
@@ -16,30 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api.h"
 #include "purge.h"
-
-/* C23, not yet in this libc's headers */
-void free_sized(void *p, size_t n);
-void free_aligned_sized(void *p, size_t align, size_t n);
-
-/* The unit tests run the allocator beside the sanitizers' malloc, under
- * other names. */
-#ifdef TALLY_ALLOC_PREFIX
-#include "tally_alloc_prefixed.h"
-#define TA(name) tally_p_##name
-#else
-#define TA(name) name
-#endif
-
-/* A slow part reached from a fast path: the operation is a slow one from
- * here on, and waits if the purger holds the heap. */
-static void op_begin_tail(struct heap *h)
-{
-	op_begin(h);
-	if (unlikely(atomic_load_explicit(&h->purge, memory_order_acquire)))
-		heap_settle(h);
-}
 
 /* The span's fold and the heap's tick every 512 allocations, a full traced
  * batch, a sample (sample.c): a tail call, so that the fast path saves no
@@ -131,129 +110,6 @@ __attribute__((noinline)) static void *tally_malloc(size_t q, bool zero)
 	return p;
 }
 
-/* Where a small block lives and what it holds; aborts on a pointer the
- * allocator never gave out or one already freed. */
-struct small_ref {
-	struct span *sp;
-	uint32_t idx;
-	char *slot;
-	uint16_t meta;
-	size_t q;
-};
-
-/* Who looks a pointer up, for the diagnostic: each says what it was asked. */
-enum lookup_by { BY_FREE, BY_REALLOC, BY_USABLE_SIZE };
-static const char *const lookup_never[] = {
-	"free of a pointer it never allocated",
-	"realloc of a pointer it never allocated",
-	"malloc_usable_size of a pointer it never allocated",
-};
-static const char *const lookup_freed[] = {
-	"double free or free of a pointer it never allocated",
-	"realloc of a freed block or of a pointer it never allocated",
-	"malloc_usable_size of a freed block or of a pointer it never allocated",
-};
-static const char *const lookup_inside[] = {
-	"free of a pointer into the middle of a block",
-	"realloc of a pointer into the middle of a block",
-	"malloc_usable_size of a pointer into the middle of a block",
-};
-
-static inline void small_lookup(void *p, struct small_ref *r, enum lookup_by by)
-{
-	struct span *sp = span_of(p);
-	uint32_t off = (uint32_t)((uintptr_t)p & (SPAN_SIZE - 1));
-
-	if (unlikely(sp->state == SPAN_UNASSIGNED || off < sp->slot_off))
-		tally_fatal(lookup_never[by], p);
-	uint32_t i = span_slot_index(sp, p);
-	if (unlikely(i >= sp->bump))
-		tally_fatal(lookup_never[by], p);
-	char *slot = span_slot(sp, i);
-	uint16_t m = span_meta(sp)[i];
-	if (unlikely(!meta_owned(m)))
-		tally_fatal(lookup_freed[by], p);
-	if (unlikely(slot != (char *)p && !(m & META_ALIGNED)))
-		tally_fatal(lookup_inside[by], p);
-	r->sp = sp;
-	r->idx = i;
-	r->slot = slot;
-	r->meta = m;
-	r->q = meta_requested(sp->size, m);
-}
-
-/* A span's foreign-free list went non-empty: tell the owner which span to
- * drain. */
-static void xspans_push(struct span *sp)
-{
-	struct heap *owner = sp->heap;
-	struct span *top = atomic_load_explicit(&owner->xspans, memory_order_relaxed);
-	do {
-		sp->xnext = top;
-	} while (!atomic_compare_exchange_weak_explicit(
-		&owner->xspans, &top, sp, memory_order_release, memory_order_relaxed));
-}
-
-static void small_free_foreign(struct heap *h, struct small_ref *r)
-{
-	struct span *sp = r->sp;
-	uint16_t old = __atomic_fetch_or(&span_meta(sp)[r->idx], META_FOREIGN, __ATOMIC_RELAXED);
-	if (unlikely(old != r->meta))
-		tally_fatal("double free (two threads at once)", r->slot);
-	void *head = atomic_load_explicit(&sp->xfree, memory_order_relaxed);
-	do {
-		*(void **)r->slot = head;
-	} while (!atomic_compare_exchange_weak_explicit(
-		&sp->xfree, &head, r->slot, memory_order_release, memory_order_relaxed));
-	if (!head)
-		xspans_push(sp);
-	uint32_t s = sp->size;
-	h->stats.cache += s;
-	struct group_ctr *g = &h->group_counters[sp->group];
-	g->dealloc_bytes += r->q;
-	g->dealloc_objs++;
-	ev(h, TALLY_EV_FREE_FOREIGN, 0, sp->group, (uint32_t)r->q, s);
-}
-
-static inline void small_free(struct heap *h, struct small_ref *r)
-{
-	struct span *sp = r->sp;
-	if (ev_tracing())
-		sample_freeing(h, sp, r->slot);
-
-	if (unlikely(sp->heap != h)) {
-		small_free_foreign(h, r);
-	} else {
-		uint32_t s = sp->size;
-		span_meta(sp)[r->idx] = META_FREE;
-		span_push_free(sp, r->slot);
-		ev(h, TALLY_EV_FREE, 0, sp->group, (uint32_t)r->q, s);
-		if (unlikely(span_used_dec(sp)))
-			span_free_slow(h, sp);
-	}
-	if (unlikely(--h->tick <= 0))
-		heap_tick(h);
-}
-
-__attribute__((noinline)) static void tally_free(void *p, size_t expect_q)
-{
-	if (!p)
-		return;
-	struct heap *h = heap_get();
-	if (unlikely(!h))
-		tally_fatal("no heap for a free (out of memory)", p);
-	if (likely(seg_map_has(p))) {
-		struct small_ref r;
-		small_lookup(p, &r, BY_FREE);
-		if (unlikely(expect_q != SIZE_MAX && expect_q != r.q))
-			tally_fatal("free_sized with a size other than the one allocated", p);
-		small_free(h, &r);
-		return;
-	}
-	if (!large_free(h, p, expect_q))
-		tally_fatal("free of a pointer it never allocated (or a wrong free_sized size)", p);
-}
-
 /* Aligned blocks: inside a slot when the class can hold the padding, else a
  * direct mapping aligned by trimming. */
 static void *tally_aligned(size_t align, size_t q)
@@ -287,7 +143,7 @@ out:
 
 /* The end of an operation that took a slow path (the thread's heap may be
  * another than at its start: the first call of a thread gets one). */
-static void op_end_slow(void)
+void op_end_slow(void)
 {
 	struct heap *h = tally_tls_heap;
 
@@ -309,13 +165,6 @@ __attribute__((noinline)) static void *malloc_slow(size_t n, bool zero)
 	void *p = tally_malloc(n, zero);
 	op_end_slow();
 	return p;
-}
-
-__attribute__((noinline)) static void free_slow(void *p, size_t expect_q)
-{
-	op_begin(tally_tls_heap);
-	tally_free(p, expect_q);
-	op_end_slow();
 }
 
 static void *aligned_op(size_t align, size_t q)
@@ -380,144 +229,6 @@ TALLY_API void *TA(malloc)(size_t n)
 	if (unlikely(ev_tracing()))
 		return malloc_traced(n);
 	return malloc_as(n, false);
-}
-
-__attribute__((noinline)) static void free_traced(void *p);
-
-/* What the free fast path leaves to the end: the span needs seeing to, or a
- * traced batch is full. A tail call, so that the fast path saves no register. */
-__attribute__((noinline, cold)) static void free_tail(struct span *sp, bool slow, bool full)
-{
-	struct heap *h = tally_tls_heap;
-	op_begin_tail(h);
-	if (slow)
-		span_free_slow(h, sp);
-	if (full)
-		ev_flush(h);
-	op_end(h);
-	purge_poll();
-}
-
-/* What the foreign free's fast path leaves to a slow operation: the heap's
- * tick. */
-__attribute__((noinline, cold)) static void foreign_tail(struct heap *h)
-{
-	op_begin_tail(h);
-	heap_tick(h);
-	op_end(h);
-	purge_poll();
-}
-
-/*
- * A block of another thread's heap, untraced: pushed on its span's
- * foreign-free list, as small_free_foreign does, without the slow
- * operation around it. The calling thread's own heap takes the figures (its
- * cache and the group's frees: owner-only counters, which the purger never
- * writes) and nothing else of it is touched, so a purge of it may be under
- * way. Anything unusual goes the slow way: no heap yet, the block not
- * allocated (a double free, or a foreign free in flight), a span of the
- * thread's own heap (the purger has turned its owner_tp off).
- */
-__attribute__((noinline)) static void free_foreign(struct span *sp, void *p, uint16_t *cell)
-{
-	struct heap *h = tally_tls_heap;
-	uint16_t m = __atomic_load_n(cell, __ATOMIC_RELAXED);
-
-	if (unlikely(h == &tally_heap_none || sp->heap == h || !meta_owned(m) ||
-		     atomic_load_explicit(&h->purge, memory_order_relaxed))) {
-		free_slow(p, SIZE_MAX);
-		return;
-	}
-	/* a plain store, not the slow path's fetch-or: only this thread frees
-	 * the block (two threads freeing it at once is a double free the slow
-	 * path alone catches), and the owner writes other entries */
-	__atomic_store_n(cell, m | META_FOREIGN, __ATOMIC_RELAXED);
-	void *head = atomic_load_explicit(&sp->xfree, memory_order_relaxed);
-	do {
-		*(void **)p = head;
-	} while (!atomic_compare_exchange_weak_explicit(&sp->xfree, &head, p, memory_order_release,
-							memory_order_relaxed));
-	if (!head)
-		xspans_push(sp);
-	h->stats.cache += sp->size;
-	struct group_ctr *g = &h->group_counters[sp->group];
-	g->dealloc_bytes += meta_requested(sp->size, m);
-	g->dealloc_objs++;
-	if (unlikely(--h->tick <= 0))
-		foreign_tail(h);
-}
-
-/*
- * The fast path: a block of the calling thread's heap, freed exactly once,
- * not aligned. Anything else, and every check that fails, takes tally_free,
- * which sorts out which it was (and stops on a bad pointer). Untraced, the
- * first test also fails while a tracer is attached (arena_has_untraced),
- * which sends the call to the traced path.
- */
-static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
-{
-	if (unlikely(traced ? !arena_has(p) : !arena_has_untraced(p))) {
-		if (!traced && ev_tracing())
-			free_traced(p);
-		else
-			free_slow(p, SIZE_MAX);
-		return;
-	}
-	struct span *sp = span_of(p);
-	uint64_t prod = span_cell_product(sp, p);
-	/* at a cell's start (with recip = ceil(2^32 / size), the low half of
-	 * the product is below recip exactly when size divides the offset, for
-	 * any offset inside a span; unassigned spans have recip 0), ours */
-	if (unlikely((uint32_t)prod >= sp->recip)) {
-		free_slow(p, SIZE_MAX);
-		return;
-	}
-	if (unlikely(sp->owner_tp != thread_pointer())) {
-		if (traced)
-			free_slow(p, SIZE_MAX);
-		else
-			free_foreign(sp, p, &sp->cells[prod >> 32]);
-		return;
-	}
-	uint16_t *cell = &sp->cells[prod >> 32];
-	/* (the cells of the metadata itself, of the tail and of slots never
-	 * handed out read as free) An aligned block whose pointer is at its
-	 * cell's start is at its slot's start, and frees as any other. */
-	if (unlikely(!meta_owned(*cell))) {
-		free_slow(p, SIZE_MAX);
-		return;
-	}
-	if (unlikely(traced && sp->sampled) && span_sample_hit(sp, prod >> 32))
-		sample_forget_fast(p);
-	bool full = traced &&
-		    ev_word(tally_tls_heap, sp, TALLY_EV_FREE, meta_requested(sp->size, *cell));
-	/* a relaxed atomic store, so that it is an immediate store rather than
-	 * a zeroed register and a store */
-	__atomic_store_n(cell, META_FREE, __ATOMIC_RELAXED);
-	span_push_free(sp, p);
-	if (unlikely(span_used_dec(sp)))
-		free_tail(sp, true, full);
-	else if (unlikely(full))
-		free_tail(sp, false, true);
-}
-
-/* While a tracer is attached: the same fast path, with its records. */
-__attribute__((noinline)) static void free_traced(void *p)
-{
-	free_as(p, true);
-}
-
-TALLY_API void TA(free)(void *p)
-{
-	/* before the look at the span's owner_tp, which the purger turns off
-	 * before it reads this (purge.c) */
-	__atomic_store_n(&tally_tls_freeing, p, __ATOMIC_RELEASE);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-#if defined(TALLY_ALLOC_TEST_SINK)
-	free_traced(p); /* recording always on */
-#else
-	free_as(p, false);
-#endif
 }
 
 TALLY_API void *TA(calloc)(size_t n, size_t size)
@@ -677,15 +388,4 @@ TALLY_API size_t TA(malloc_usable_size)(void *p)
 	if (!large_size(p, &q, &len))
 		tally_fatal("malloc_usable_size of a pointer it never allocated", p);
 	return len;
-}
-
-TALLY_API void TA(free_sized)(void *p, size_t n)
-{
-	free_slow(p, n);
-}
-
-TALLY_API void TA(free_aligned_sized)(void *p, size_t align, size_t n)
-{
-	(void)align;
-	free_slow(p, n);
 }
