@@ -18,10 +18,10 @@
 /* A mapping costs system calls and a page fault per page touched, so a
  * workload that churns large blocks must find freed ones here. A freed
  * block is kept (hysteresis) until the purge delay passes, and serves any
- * later request: the smallest one that holds it (shrunk where it is more
- * than twice the request), or else the largest, grown by mremap (the kernel
- * moves its page tables: its pages stay resident, only the new ones fault).
- * A cap on what is kept. */
+ * later request that it holds: the smallest such, whole. Growing a smaller
+ * one with mremap, or shrinking a larger one, measured slower than either a
+ * fresh mapping or the slack (more faults: the pages they move or drop are
+ * the ones the next block would have used). A cap on what is kept. */
 #define POOL_SLOTS 64
 #define POOL_ENTRY_MAX (32UL << 20) /* larger mappings are unmapped at free */
 #define POOL_TOTAL_MAX (128UL << 20)
@@ -61,24 +61,28 @@ static void tab_put(const struct large_ent *e)
 	*(struct large_ent *)ptr_table_put(&tab, e->ptr) = *e;
 }
 
-/* The pooled range that serves len bytes: the smallest that holds them, or
- * else the largest (to be grown); NULL when the pool is empty. */
+/* The most a pooled range may exceed a block of len bytes by: a block that
+ * a fresh mapping would populate (POPULATE_MAX) takes no range more than
+ * twice its size, and leaves the larger ones to larger blocks. */
+static size_t pool_slack(size_t len)
+{
+	if (len <= POPULATE_MAX || len > POOL_SLACK_MIN)
+		return len;
+	return POOL_SLACK_MIN;
+}
+
+/* The pooled range that serves len bytes: the smallest that holds them
+ * within pool_slack; NULL when none does. */
 static struct pool_ent *pool_take(size_t len)
 {
-	struct pool_ent *fit = NULL, *largest = NULL;
+	struct pool_ent *fit = NULL;
 	for (int i = 0; i < POOL_SLOTS; i++) {
 		struct pool_ent *e = &pool[i];
-		if (!e->ptr)
-			continue;
-		if (e->len >= len) {
-			if (e->len - len <= (len > POOL_SLACK_MIN ? len : POOL_SLACK_MIN) &&
-			    (!fit || e->len < fit->len))
-				fit = e;
-		} else if (!largest || e->len > largest->len) {
-			largest = e;
-		}
+		if (e->ptr && e->len >= len && e->len - len <= pool_slack(len) &&
+		    (!fit || e->len < fit->len))
+			fit = e;
 	}
-	return fit ? fit : largest;
+	return fit;
 }
 
 static void pool_evict(struct heap *h, struct pool_ent *e)
@@ -89,28 +93,6 @@ static void pool_evict(struct heap *h, struct pool_ent *e)
 	h->stats.mapped -= e->len;
 	ev(h, TALLY_EV_POOL_UNMAP, 0, 0, 0, e->len);
 	e->ptr = NULL;
-}
-
-/*
- * A pooled range too small for len bytes, grown to len by the kernel (which
- * moves it where it cannot grow in place): its pages stay resident and only
- * the new ones fault. For the figures the range goes back to the OS and the
- * caller maps the block afresh (POOL_UNMAP, then a fresh allocation).
- * NULL: the caller maps afresh.
- */
-static void *pool_grow(struct heap *h, struct pool_ent *pe, size_t len)
-{
-	if (pe->len < len / 2)
-		return NULL; /* too little of it would be used again */
-	void *np = mremap(pe->ptr, pe->len, len, MREMAP_MAYMOVE);
-	if (np == MAP_FAILED)
-		return NULL;
-	pool_bytes -= pe->len;
-	h->stats.hysteresis -= pe->len;
-	h->stats.mapped -= pe->len;
-	ev(h, TALLY_EV_POOL_UNMAP, 0, 0, 0, pe->len);
-	pe->ptr = NULL;
-	return np;
 }
 
 /* Block e takes pooled range pe, whole: the rest is its rounding (the pages
@@ -171,29 +153,19 @@ void *large_alloc(struct heap *h, size_t q, size_t align, bool zero)
 	if (ptr_table_reserve(&tab, h))
 		goto fail;
 	struct pool_ent *pe = align <= OS_PAGE ? pool_take(len) : NULL;
-	void *p = NULL;
-	size_t old = 0; /* bytes that held another block */
-	if (pe && pe->len >= len) {
+	if (pe) {
 		pool_serve(h, pe, &e);
 		how = TALLY_LARGE_POOL;
-		old = q;
+		if (zero) /* fresh pages are zero already; these held a block */
+			memset((void *)e.ptr, 0, q);
 	} else {
-		if (pe) {
-			old = pe->len < q ? pe->len : q;
-			p = pool_grow(h, pe, len);
-		}
-		if (!p) {
-			old = 0;
-			p = large_map(len, align);
-		}
+		void *p = large_map(len, align);
 		if (!p)
 			goto fail;
 		e.ptr = (uintptr_t)p;
 		e.len = len;
 		h->stats.mapped += len;
 	}
-	if (zero && old) /* fresh pages are zero already */
-		memset((void *)e.ptr, 0, old);
 	tab_put(&e);
 	account_alloc(h, &e, how);
 	pthread_mutex_unlock(&large_lock);
