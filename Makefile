@@ -47,7 +47,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target
 
-.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader format-check layout-check demo stress cupti
+.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
 
 # The CUPTI injection library and its unit test, when a CUDA toolkit with
@@ -287,11 +287,16 @@ $(BUILD)/tests/fork_workload: tests/fork/workload.c
 
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
 # -z now keeps lazy binding out of the measured sequences.
-$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/core/glibc.o $(BUILD)/user/user/core/target.o $(BUILD)/user/user/core/target_ns.o | $(SKELS)
+$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/core/glibc.o \
+		$(BUILD)/user/user/core/glibc_site.o $(BUILD)/user/user/core/target.o \
+		$(BUILD)/user/user/core/target_ns.o | $(SKELS)
 	@mkdir -p $(dir $@)
-	$(CC) $(USER_CFLAGS) -o $@ $< $(BUILD)/user/user/core/glibc.o $(BUILD)/user/user/core/target.o \
-		$(BUILD)/user/user/core/target_ns.o \
-		$(USER_LIBS) $(CMOCKA_LIBS)
+	$(CC) $(USER_CFLAGS) -o $@ $< $(filter %.o,$^) $(USER_LIBS) $(CMOCKA_LIBS)
+# Where glibc mode's probes go: the decoder alone, on byte sequences.
+$(BUILD)/tests/test_glibc_site: $(BUILD)/tests/san/tests/test_glibc_site.o \
+		$(BUILD)/tests/san/user/core/glibc_site.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+test-build: $(BUILD)/tests/test_glibc_site
 $(BUILD)/tests/glibc_workload: tests/glibc/workload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -Wl,-z,now -o $@ $<
@@ -303,11 +308,22 @@ $(BUILD)/tests/gpu/.built: tests/gpu/build.sh tests/gpu/workload.c tests/gpu/dlo
 	@tests/gpu/build.sh $(BUILD) && touch $@
 
 # The benchmark's workloads, also the views' tests' (a producer/consumer pipeline).
-$(BUILD)/alloc_bench: bench/alloc_bench.c
+$(BUILD)/alloc_bench: bench/alloc_bench.c bench/bench_util.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -pthread $(WARN) -o $@ $<
 
-test-build: all $(TESTS) $(BUILD)/alloc_bench
+# mimalloc-bench's shapes (rptest, xmalloc, alloc-test, large, larson) for bench-alloc.
+$(BUILD)/alloc_shapes: bench/alloc_shapes.c bench/bench_util.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -pthread $(WARN) -o $@ $<
+test-build: $(BUILD)/alloc_shapes
+
+# glibc mode's benchmark: every call kept (-fno-builtin), no lazy binding timed.
+$(BUILD)/glibc_calls: bench/glibc_calls.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -Wl,-z,now -o $@ $<
+
+test-build: all $(TESTS) $(BUILD)/alloc_bench $(BUILD)/glibc_calls
 
 test: setup
 	@$(MAKE) --no-print-directory test-build
@@ -332,8 +348,15 @@ bench-ring: all test-build
 	@scripts/bench-ring.sh
 bench-loader: all
 	@scripts/bench-loader.sh
+# What tally's start and end cost a short command (tally snapshot -- /bin/true
+# against /bin/true): wall, time to the target's first instruction, tally's phases.
+bench-startup: all
+	@BUILD=$(BUILD) scripts/bench-startup.sh
+# glibc mode's cost per call of each malloc entry, and a python3 workload's slowdown.
+bench-glibc: all $(BUILD)/glibc_calls
+	@BUILD=$(BUILD) scripts/bench-glibc.sh
 
-bench: bench-alloc bench-trace bench-ring bench-loader
+bench: bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup
 
 format-check:
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h') && echo "format: clean"
@@ -392,6 +415,14 @@ $(BUILD)/tests/test_symbols: $(BUILD)/tests/san/tests/test_symbols.o \
 		| $(SYM_FIXTURES)
 	$(CC) $(SAN) -o $@ $^ -ldw -lelf -lstdc++ $(CMOCKA_LIBS)
 test-build: $(BUILD)/tests/test_symbols $(SYM_FIXTURES)
+
+# USDT sites read from ELF notes for uprobe_multi links (user/core/usdt.c): the
+# test's own probes and libtally_alloc.so's.
+$(BUILD)/tests/test_usdt: $(BUILD)/tests/san/tests/test_usdt.o $(BUILD)/tests/san/user/core/usdt.o \
+		$(BUILD)/tests/san/user/core/target.o $(BUILD)/tests/san/user/core/target_ns.o \
+		| $(BUILD)/libtally_alloc.so
+	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
+test-build: $(BUILD)/tests/test_usdt
 
 # Heap profiles: the pprof and folded encoders (user/views/pprof.c, folded.c),
 # and the real pprof, built offline from Debian's sources (golang-go,

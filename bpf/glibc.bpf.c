@@ -3,8 +3,16 @@
  * glibc mode (DESIGN.md §1, "libc malloc (uprobes, fallback)"): for a target
  * that does not use libtally_alloc, a uprobe and a uretprobe on each public
  * entry of libc's malloc family, as bcc's memleak does. One hit per call, so
- * slow (a single-stepped entry costs about 20 us here, DESIGN.md §5), and the
- * CLI's help says so. Loaded by user/core/glibc.c, beside bpf/tally.bpf.c.
+ * slow, and the CLI's help says so: a trap and the return's syscall, 5 to 10
+ * us a call on the project's VMs, where a probe the kernel must single-step
+ * cost about 25. Loaded by user/core/glibc.c, beside bpf/tally.bpf.c.
+ *
+ * A probe need not sit on the entry's first byte: the loader puts it on the
+ * first instruction the kernel emulates, past only instructions that change
+ * neither the stack pointer nor an argument's register nor memory, and past
+ * no branch (user/core/glibc_site.h). So every program here reads, through
+ * PT_REGS_PARM*() and PT_REGS_SP(), what the entry had, and the uretprobe
+ * finds the return address at the top of the stack.
  *
  * What glibc can tell, over the blocks allocated since the probes were armed:
  * - live: requested bytes of blocks not yet freed;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Allocator benchmark: runs every bench/alloc_bench workload under glibc, tally and the usual
-# alternatives, then prints the medians as a markdown table followed by tally's acceptance
-# checks.
+# Allocator benchmark: runs every bench/alloc_bench workload, and the shapes of mimalloc-bench's
+# programs in bench/alloc_shapes (rptest, xmalloc, alloc-test, large, larson), under glibc, tally
+# and the usual alternatives, then prints the medians as markdown tables followed by tally's
+# acceptance checks.
 #
 # usage: scripts/bench-alloc.sh [--quick]
 #
@@ -11,6 +12,7 @@
 #                  (default 5): each run is paired with the other allocators' runs of the
 #                  same repetition, so a ratio is the median of BENCH_RUNS x BENCH_REPS pairs
 #   BENCH_BIN      a prebuilt alloc_bench to use instead of building one
+#   BENCH_SHAPES_BIN  a prebuilt alloc_shapes to use instead of building one
 #   BENCH_TIMEOUT  seconds before a single run counts as hung (default 120)
 #   BENCH_WORKLOADS  the workloads to run, space-separated (default: all)
 #   BENCH_BASELINE a folder with another build's libtally_alloc.so (say, of the commit
@@ -65,6 +67,12 @@ else
 	bin=$root/$build/alloc_bench
 	cc -O2 -g -pthread -Wall -Wextra -Werror bench/alloc_bench.c -o "$bin"
 fi
+if [ -n "${BENCH_SHAPES_BIN:-}" ]; then
+	shapes_bin=$BENCH_SHAPES_BIN
+else
+	shapes_bin=$root/$build/alloc_shapes
+	cc -O2 -g -pthread -Wall -Wextra -Werror bench/alloc_shapes.c -o "$shapes_bin"
+fi
 
 # Comparison allocators come from the distribution; look where the multiarch layout puts them.
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
@@ -109,13 +117,21 @@ for a in "${allocs[@]}"; do
 	fi
 done
 
-workloads=(churn-1t churn-2t churn-init-1t prodcons mixed shrink halffree idle-active idle-quiet)
+# The mimalloc-bench shapes: their own binary, table and checks.
+shapes=(rptest xmalloc alloc-test large larson)
+bench_rows=(churn-1t churn-2t churn-init-1t prodcons mixed shrink halffree idle-active idle-quiet)
+workloads=("${bench_rows[@]}" "${shapes[@]}")
 declare -A wargs=(
 	[churn-1t]="churn 1" [churn-2t]="churn 2" [churn-init-1t]="churn-init 1"
 	[prodcons]=prodcons [mixed]=mixed
 	[shrink]=shrink [halffree]=halffree
 	[idle-active]=idle-active [idle-quiet]=idle-quiet
+	[rptest]=rptest [xmalloc]=xmalloc [alloc-test]=alloc-test [large]=large [larson]=larson
 )
+declare -A wbin=()
+for w in "${shapes[@]}"; do
+	wbin[$w]=$shapes_bin
+done
 all_workloads=("${workloads[@]}")
 if [ -n "${BENCH_WORKLOADS:-}" ]; then
 	for w in $BENCH_WORKLOADS; do
@@ -161,10 +177,11 @@ run_one()
 	# vCPUs of these VMs differ by up to a third in speed, which would otherwise decide
 	# more than the allocator does.
 	case $w in
-	churn-1t | churn-init-1t | mixed | shrink | halffree) cmd+=(taskset -c "$pin_cpu") ;;
+	churn-1t | churn-init-1t | mixed | shrink | halffree | alloc-test | large)
+		cmd+=(taskset -c "$pin_cpu") ;;
 	esac
 	# shellcheck disable=SC2206 # split on purpose: a flag, a workload and its argument
-	cmd+=(timeout "$run_timeout" "$bin" $quick ${wargs[$w]})
+	cmd+=(timeout "$run_timeout" "${wbin[$w]:-$bin}" $quick ${wargs[$w]})
 
 	rc=0
 	"${cmd[@]}" >"$log" 2>&1 || rc=$?
@@ -187,7 +204,7 @@ run_one()
 	fi
 	for kv in $line; do
 		case $kv in
-		ops_per_s=* | rss_over_live=* | floor=* | within_floor=* | settle_s=*)
+		ops_per_s=* | rss_over_live=* | floor=* | within_floor=* | settle_s=* | peak_rss_mib=*)
 			echo "$w $a ${kv%%=*} ${kv#*=} $round" >>"$results"
 			;;
 		esac
@@ -268,7 +285,7 @@ calc()
 declare -A med
 for w in "${all_workloads[@]}"; do
 	for a in "${present[@]}"; do
-		for k in ops_per_s rss_over_live floor within_floor settle_s; do
+		for k in ops_per_s rss_over_live floor within_floor settle_s peak_rss_mib; do
 			med[$w,$a,$k]=$(median "$w" "$a" "$k")
 		done
 	done
@@ -318,6 +335,38 @@ rss_cell() { figure "$1" "$2" rss_over_live; }
 floor_cell() { figure "$1" "$2" floor; }
 within_cell() { figure "$1" "$2" within_floor; }
 settle_cell() { figure "$1" "$2" settle_s; }
+# Three significant digits: large runs at a few hundredths of a million a second on some.
+shape_speed_cell()
+{
+	local v=${med[$1,$2,ops_per_s]}
+
+	if [ -z "$v" ]; then echo "-"; else calc "$v / 1e6" "%.3g"; fi
+}
+shape_rss_cell()
+{
+	local v=${med[$1,$2,peak_rss_mib]}
+
+	if [ -z "$v" ]; then echo "-"; else calc "$v" "%.1f"; fi
+}
+
+# paired_cell W B KEY: tally's figure over B's, paired by round (see ratio), or "-".
+paired_cell()
+{
+	local r
+
+	r=$(ratio "$1" tally "$2" "$3")
+	if [ -z "$r" ]; then echo "-"; else calc "$r"; fi
+}
+
+# shape_row LABEL CELL W KEY: row() and then tally's ratios to mimalloc and to glibc.
+shape_row()
+{
+	local out
+
+	out=$(row "$1" "$2" "$3")
+	[ -n "$out" ] || return 0
+	echo "$out $(paired_cell "$3" mimalloc "$4") | $(paired_cell "$3" glibc "$4") |"
+}
 header()
 {
 	local a out="| $1 |" rule="| --- |"
@@ -328,6 +377,32 @@ header()
 	done
 	echo "$out"
 	echo "$rule"
+}
+
+# any_run W...: true when BENCH_WORKLOADS kept one of them.
+any_run()
+{
+	local w
+
+	for w in "$@"; do
+		[[ " ${workloads[*]} " == *" $w "* ]] && return 0
+	done
+	return 1
+}
+
+# The mimalloc-bench shapes' table: every allocator's figure, then tally's paired ratios.
+shape_table()
+{
+	local w
+
+	any_run "${shapes[@]}" || return 0
+	echo
+	header "mimalloc-bench shapes (speed: M ops/s, higher is faster; peak RSS: MiB, lower is better)" |
+		sed '1s/$/ tally \/ mimalloc | tally \/ glibc |/; 2s/$/ ---: | ---: |/'
+	for w in "${shapes[@]}"; do
+		shape_row "$w (M ops/s)" shape_speed_cell "$w" ops_per_s
+		shape_row "$w: peak RSS (MiB)" shape_rss_cell "$w" peak_rss_mib
+	done
 }
 
 # ok_if COND: PASS or FAIL from an awk condition.
@@ -426,10 +501,43 @@ checks()
 	done
 }
 
-report()
+# The shapes' checks: speed against mimalloc on each (and glibc on large), peak RSS against
+# mimalloc on each. Speeds compare paired ratios, memory the medians.
+shape_checks()
 {
-	echo "## Allocator benchmark ($runs round(s), churn $reps run(s) per round${quick:+, quick};" \
-	     "median per cell)"
+	local w raw tm gm
+
+	for w in "${shapes[@]}"; do
+		any_run "$w" || continue
+		raw=$(ratio "$w" tally mimalloc ops_per_s)
+		if [ -n "$raw" ]; then
+			echo "- $(ok_if "$raw >= 0.9") tally $w = $(calc "$raw" "%.3f") x mimalloc" \
+			     "(need >= 0.90)"
+		else
+			echo "- SKIP tally $w >= 0.9 x mimalloc (no tally or mimalloc figure)"
+		fi
+		if [ "$w" = large ]; then
+			raw=$(ratio large tally glibc ops_per_s)
+			if [ -n "$raw" ]; then
+				echo "- $(ok_if "$raw >= 1") tally large = $(calc "$raw" "%.3f") x glibc" \
+				     "(need >= 1.00)"
+			else
+				echo "- SKIP tally large >= glibc (no tally or glibc figure)"
+			fi
+		fi
+		tm=${med[$w,tally,peak_rss_mib]:-} gm=${med[$w,mimalloc,peak_rss_mib]:-}
+		if [ -n "$tm" ] && [ -n "$gm" ]; then
+			echo "- $(ok_if "$tm <= $gm") tally $w peak RSS = $(calc "$tm" "%.1f") MiB," \
+			     "mimalloc $(calc "$gm" "%.1f") MiB (need tally <= mimalloc)"
+		else
+			echo "- SKIP tally $w peak RSS <= mimalloc (no tally or mimalloc figure)"
+		fi
+	done
+}
+
+# The tables of alloc_bench's workloads.
+bench_tables()
+{
 	echo
 	header "workload (speed: x glibc, higher is faster; memory: RSS/live, lower is better)"
 	for w in churn-1t churn-2t churn-init-1t prodcons mixed; do
@@ -453,12 +561,29 @@ report()
 		row "$w: 4 KiB-page floor / live" floor_cell "$w"
 		row "$w: s until within 20 % of the floor (-1: never)" settle_cell "$w"
 	done
+}
+
+report()
+{
+	local churn=
+
+	any_run churn-1t churn-2t churn-init-1t && churn=", churn $reps run(s) per round"
+	echo "## Allocator benchmark ($runs round(s)$churn${quick:+, quick}; median per cell)"
+	if any_run "${bench_rows[@]}"; then
+		bench_tables
+	fi
+	shape_table
 	echo
 	for s in "${skipped[@]}"; do
 		echo "Skipped: $s"
 	done
 	[ ${#skipped[@]} -eq 0 ] || echo
-	checks
+	if any_run "${bench_rows[@]}"; then
+		checks
+	else
+		echo "Acceptance checks ($runs round(s); speeds: the median of the per-round ratios):"
+	fi
+	shape_checks
 	echo
 	echo "Runs failed: $failures. Total time: $((SECONDS - start_s)) s." \
 	     "Logs: ${outdir#"$root"/}/"

@@ -101,7 +101,7 @@ if [ -n "${BENCH_BIN:-}" ]; then
 	bin=$BENCH_BIN
 else
 	bin=$root/build/alloc_bench
-	if [ ! -x "$bin" ] || [ bench/alloc_bench.c -nt "$bin" ]; then
+	if [ ! -x "$bin" ] || [ bench/alloc_bench.c -nt "$bin" ] || [ bench/bench_util.h -nt "$bin" ]; then
 		mkdir -p "$root/build"
 		cc -O2 -g -pthread -Wall -Wextra -Werror bench/alloc_bench.c -o "$bin"
 	fi

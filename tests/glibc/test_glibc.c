@@ -32,6 +32,7 @@
 #include <linux/types.h>
 
 #include "../../user/core/glibc.h" /* the loader's; bpf/glibc.h is its BPF object's */
+#include "../../user/core/glibc_site.h"
 #include "../../user/core/target.h"
 #include "tally_bpf.h"
 #include "tally.skel.h"
@@ -474,6 +475,67 @@ static void glibc_trace__malloc_free_loop__counted_once_costed(void **state)
 	free(f);
 }
 
+/* The first bytes of function `name` in the ELF file at path: how many read. */
+static size_t read_function(const char *path, const char *name, uint8_t *code, size_t size)
+{
+	uint64_t off;
+	ssize_t r;
+	int fd;
+
+	assert_int_equal(target_elf_symbol(path, name, &off), 0);
+	assert_int_equal(target_elf_file_offsets(path, &off, 1), 0);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	r = pread(fd, code, size, (off_t)off);
+	close(fd);
+	assert_true(r > 0);
+	return (size_t)r;
+}
+
+/* Each probe sits where glibc_site.h says, in the libc the workload maps
+ * (the loader read the function's bytes from the right place): on its
+ * entry, or on an emulated instruction that only instructions changing
+ * nothing a probe reads precede (on Debian 12's glibc 2.36: free +3, on its
+ * je; memalign, valloc, pvalloc, posix_memalign +7, past a cmpb). The
+ * figures are the other tests': as exact wherever the probes sit. */
+static void glibc_trace__sites__emulated_past_nothing_read(void **state)
+{
+	static const char *const names[] = { "free",	"malloc",	"calloc",
+					     "realloc", "memalign",	"valloc",
+					     "pvalloc", "reallocarray", "posix_memalign" };
+	uint8_t code[GLIBC_SITE_MAX_BYTES];
+	char libc[PATH_MAX];
+	struct child c = { 0 };
+	struct glibc_trace *g;
+	size_t n, len;
+
+	(void)state;
+	g = trace_child(&c, -1, 0, NULL);
+	assert_int_equal(find_libc(c.pid, libc, sizeof(libc)), 0);
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		uint64_t site;
+
+		if (glibc_trace_site(g, names[k], &site))
+			continue; /* not in this libc */
+		n = read_function(libc, names[k], code, sizeof(code));
+		print_message("%s: probe at +%llu\n", names[k], (unsigned long long)site);
+#if defined(__x86_64__)
+		assert_int_equal(site, glibc_site_offset(code, n));
+		if (site) {
+			assert_int_equal(glibc_insn_decode(code + site, n - site, &len),
+					 GLIBC_INSN_EMULATED);
+			for (size_t off = 0; off < site; off += len)
+				assert_int_equal(glibc_insn_decode(code + off, n - off, &len),
+						 GLIBC_INSN_PASS);
+		}
+#else
+		assert_int_equal(site, 0);
+#endif
+	}
+	child_stop(&c);
+	glibc_trace_close(g);
+}
+
 /* Attached before exec, as tally attaches to a command it starts: what the
  * child allocated before its exec is gone from the figures, and what the
  * workload does after is counted exactly. */
@@ -536,6 +598,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(glibc_trace__block_map_full__untracked_not_exact),
 		cmocka_unit_test(glibc_trace__attached_before_exec__counts_the_new_image_only),
 		cmocka_unit_test(glibc_trace__malloc_free_loop__counted_once_costed),
+		cmocka_unit_test(glibc_trace__sites__emulated_past_nothing_read),
 	};
 
 	if (geteuid() != 0) {

@@ -43,7 +43,10 @@ static const struct argp_option target_options[] = {
 	  1 },
 	{ "no-preload", OPT_NO_PRELOAD, NULL, 0,
 	  "Start CMD as it is: without libtally_alloc.so and libtally.so preloaded", 1 },
-	{ "verbose", 'v', NULL, 0, "Say on stderr when the probes are in place", 1 },
+	{ "verbose", 'v', NULL, 0,
+	  "Say on stderr when the probes are in place, and at the end how long each phase of "
+	  "tally's start and end took (also with TALLY_TIMING=1)",
+	  1 },
 	{ NULL, 0, NULL, 0, "Heap profiles by call site (tally's allocator):", 2 },
 	{ "rate", OPT_RATE, "BYTES", 0,
 	  "Sample one allocation per BYTES allocated, on average (default " CLI_STR(

@@ -27,7 +27,9 @@
 #include "clock.h"
 #include "cuda.h"
 #include "cuda.skel.h"
+#include "loader.h"
 #include "target.h"
+#include "uprobe_multi.h"
 
 struct entry {
 	const char *name;
@@ -73,16 +75,6 @@ static const struct entry entries[] = {
 };
 #define NENTRIES (sizeof(entries) / sizeof(entries[0]))
 
-/* include/uapi/linux/bpf.h of kernels since 6.6, which the headers tally
- * builds with may predate: BPF_LINK_CREATE's uprobe_multi. */
-#define TALLY_BPF_TRACE_UPROBE_MULTI 48
-#define TALLY_BPF_F_UPROBE_MULTI_RETURN 1
-struct uprobe_multi_attr {
-	uint32_t prog_fd, target_fd, attach_type, flags;
-	uint64_t path, offsets, ref_ctr_offsets, cookies;
-	uint32_t cnt, multi_flags, pid, pad;
-};
-
 /* One process's driver probes: its entry and return links. */
 struct cuda_proc {
 	pid_t pid;
@@ -94,13 +86,47 @@ struct cuda_proc {
 struct cuda_trace {
 	struct cuda_bpf *skel;
 	pid_t root;
-	pthread_mutex_t lock;	 /* the drain thread of a late attach attaches too */
-	struct bpf_link *loader; /* the dynamic loader's probe */
+	pthread_mutex_t lock; /* the drain thread of a late attach attaches too */
+	int loader;	      /* the dynamic loader's probe (a link), or -1 */
 	struct cuda_proc **procs;
 	unsigned nprocs, cap;
 };
 
-struct cuda_trace *cuda_trace_open(pid_t root, const struct cuda_shared *maps, int *err)
+/* The maps tally.bpf.c shares; every program on uprobe_multi links. */
+static int configure(struct cuda_bpf *skel, const struct cuda_shared *maps)
+{
+	struct bpf_program *prog;
+	int err = bpf_map__reuse_fd(skel->maps.events, maps->events_fd);
+
+	if (!err)
+		err = bpf_map__reuse_fd(skel->maps.lost, maps->lost_fd);
+	if (!err)
+		err = bpf_map__reuse_fd(skel->maps.threads, maps->threads_fd);
+	if (!err)
+		err = bpf_map__reuse_fd(skel->maps.procs, maps->procs_fd);
+	bpf_object__for_each_program(prog, skel->obj)
+	{
+		if (!err)
+			err = bpf_program__set_expected_attach_type(prog, UPROBE_MULTI_ATTACH_TYPE);
+	}
+	return err;
+}
+
+/* Without a driver to probe, the maps only its probes use get one entry:
+ * each is made whole at the load (preallocated), ~30 ms for all of them. */
+static int size_for_no_driver(struct cuda_bpf *skel)
+{
+	struct bpf_map *unused[] = { skel->maps.driver_ready, skel->maps.driver_spans,
+				     skel->maps.calls, skel->maps.blocks, skel->maps.walked };
+	int err = 0;
+
+	for (size_t i = 0; !err && i < sizeof(unused) / sizeof(unused[0]); i++)
+		err = bpf_map__set_max_entries(unused[i], 1);
+	return err;
+}
+
+struct cuda_trace *cuda_trace_open(pid_t root, const struct cuda_shared *maps, bool driver,
+				   int *err)
 {
 	struct cuda_trace *c = calloc(1, sizeof(*c));
 
@@ -110,31 +136,21 @@ struct cuda_trace *cuda_trace_open(pid_t root, const struct cuda_shared *maps, i
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	c->root = root;
+	c->loader = -1;
 	c->skel = cuda_bpf__open();
 	if (!c->skel) {
 		*err = -errno;
 		goto fail;
 	}
 	c->skel->rodata->target_tgid = (uint32_t)root;
-	*err = bpf_map__reuse_fd(c->skel->maps.events, maps->events_fd);
-	if (!*err)
-		*err = bpf_map__reuse_fd(c->skel->maps.lost, maps->lost_fd);
-	if (!*err)
-		*err = bpf_map__reuse_fd(c->skel->maps.threads, maps->threads_fd);
-	if (!*err)
-		*err = bpf_map__reuse_fd(c->skel->maps.procs, maps->procs_fd);
-	/* the driver's probes are uprobe_multi links (attach_driver) */
-	if (!*err)
-		*err = bpf_program__set_expected_attach_type(c->skel->progs.cuda_entry,
-							     TALLY_BPF_TRACE_UPROBE_MULTI);
-	if (!*err)
-		*err = bpf_program__set_expected_attach_type(c->skel->progs.cuda_return,
-							     TALLY_BPF_TRACE_UPROBE_MULTI);
-	if (!*err)
-		*err = bpf_program__set_expected_attach_type(c->skel->progs.cuda_sched_yield,
-							     TALLY_BPF_TRACE_UPROBE_MULTI);
-	if (!*err)
+	*err = configure(c->skel, maps);
+	if (!*err && !driver)
+		*err = size_for_no_driver(c->skel);
+	if (!*err) {
+		loader_log_begin();
 		*err = cuda_bpf__load(c->skel);
+		LOADER_LOG_END("cuda.bpf.o");
+	}
 	if (*err)
 		goto fail;
 	return c;
@@ -176,48 +192,40 @@ static struct cuda_proc *proc_of(struct cuda_trace *c, pid_t pid, bool create)
 	return p;
 }
 
+/* One uprobe_multi link of prog on the offsets of `path`, for pid only
+ * (-1: every process that maps it). */
+static int link_multi(struct bpf_program *prog, const char *path, const uint64_t *off,
+		      const uint64_t *cookies, unsigned n, pid_t pid, bool ret)
+{
+	return uprobe_multi_link(bpf_program__fd(prog), path, off, NULL, cookies, n, pid, ret);
+}
+
 int cuda_trace_follow_loader(struct cuda_trace *c, pid_t pid, const char *ldso)
 {
 	const char *names[] = { "_dl_debug_state", "_r_debug" };
-	uint64_t addr[2];
+	uint64_t addr[2], off, cookie;
 	int err = target_elf_symbols(ldso, names, 2, addr);
 
 	if (!err && (!addr[0] || !addr[1]))
 		err = -ENOENT;
+	off = addr[0];
+	if (!err)
+		err = target_elf_file_offsets(ldso, &off, 1);
 	if (err)
 		return err;
 	/* the probe finds _r_debug from where it fired */
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state",
-		    .bpf_cookie = addr[1] - addr[0]);
+	cookie = addr[1] - addr[0];
 	pthread_mutex_lock(&c->lock);
-	if (c->loader) {
+	if (c->loader >= 0) {
 		err = -EALREADY;
 	} else {
-		c->loader = bpf_program__attach_uprobe_opts(c->skel->progs.cuda_loader, pid, ldso,
-							    0, &opts);
-		err = c->loader ? 0 : -errno;
+		/* a uprobe_multi link too: a perf event's costs ~70 ms to let go */
+		c->loader =
+			link_multi(c->skel->progs.cuda_loader, ldso, &off, &cookie, 1, pid, false);
+		err = c->loader < 0 ? c->loader : 0;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return err;
-}
-
-/* One uprobe_multi link of prog on the offsets of `path`, for pid only. */
-static int link_multi(struct bpf_program *prog, const char *path, const uint64_t *off,
-		      const uint64_t *cookies, unsigned n, pid_t pid, bool ret)
-{
-	struct uprobe_multi_attr a = {
-		.prog_fd = (uint32_t)bpf_program__fd(prog),
-		.attach_type = TALLY_BPF_TRACE_UPROBE_MULTI,
-		.path = (uint64_t)(uintptr_t)path,
-		.offsets = (uint64_t)(uintptr_t)off,
-		.cookies = (uint64_t)(uintptr_t)cookies,
-		.cnt = n,
-		.multi_flags = ret ? TALLY_BPF_F_UPROBE_MULTI_RETURN : 0,
-		.pid = (uint32_t)pid,
-	};
-	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
-
-	return fd < 0 ? -errno : fd;
 }
 
 /* Letting a link go waits for the kernel's grace periods (~70 ms here):
@@ -513,16 +521,29 @@ void cuda_trace_read(struct cuda_trace *c, pid_t pid, struct cuda_figures *f)
 
 void cuda_trace_close(struct cuda_trace *c)
 {
+	int *fds;
+	unsigned n = 0;
+
 	if (!c)
 		return;
+	/* every link at once: their releases' grace periods overlap */
+	fds = malloc((3 * c->nprocs + 1) * sizeof(*fds));
 	for (unsigned i = 0; i < c->nprocs; i++) {
-		for (int k = 0; k < 3; k++)
-			if (c->procs[i]->links[k] >= 0)
+		for (int k = 0; k < 3; k++) {
+			if (fds)
+				fds[n++] = c->procs[i]->links[k];
+			else if (c->procs[i]->links[k] >= 0)
 				close(c->procs[i]->links[k]);
+		}
 		free(c->procs[i]);
 	}
+	if (fds)
+		fds[n++] = c->loader;
+	else if (c->loader >= 0)
+		close(c->loader);
+	uprobe_multi_close(fds, n);
+	free(fds);
 	free(c->procs);
-	bpf_link__destroy(c->loader);
 	cuda_bpf__destroy(c->skel);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

@@ -21,8 +21,11 @@ struct cuda_shared {
 };
 
 struct cuda_trace;
-/* root: the process whose driver probes' map counters are its. */
-struct cuda_trace *cuda_trace_open(pid_t root, const struct cuda_shared *maps, int *err);
+/* root: the process whose driver probes' map counters are its; driver:
+ * whether a driver may be probed at all (false: sched_yield's probe alone,
+ * the driver's maps left at one entry). */
+struct cuda_trace *cuda_trace_open(pid_t root, const struct cuda_shared *maps, bool driver,
+				   int *err);
 /* The probe on the dynamic loader at `ldso` for process pid (-1: every
  * process of the tree that maps it): 0, or -ENOENT when it has no debugger
  * hook tally knows. */

@@ -5,6 +5,14 @@
  * uprobe (and, but for free, a uretprobe) to each public malloc entry of the
  * target's libc, once per address, and a program on the target's exec;
  * then arm the probes; read the figures from the object's mmapped .bss.
+ *
+ * Each entry's probes go where its first bytes in the file say a probe
+ * costs one trap and sees what the entry had (glibc_site.h): on free's
+ * `je` after its `test %rdi,%rdi`, on memalign's after a `cmpb`, past a CET
+ * build's `endbr64`; on the entry itself when it is emulated already or
+ * the decoder is unsure. A uretprobe goes on the same instruction: the
+ * stack pointer there is the entry's, so the return address is at its top
+ * as the kernel expects, and the two share one trap.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +24,7 @@
 #include <linux/types.h>
 
 #include "glibc.h"
+#include "glibc_site.h"
 #include "links.h"
 #include "target.h"
 #include "tally_events.h"
@@ -64,6 +73,7 @@ struct glibc_trace {
 	struct glibc_bpf *skel;
 	struct bpf_link *links[GLIBC_MAX_LINKS];
 	unsigned nlinks;
+	int64_t site[GLIBC_NENTRIES]; /* bytes from each entry to its probe; -1: none */
 };
 
 struct glibc_trace *glibc_trace_open(pid_t tgid, int threads_fd, uint32_t max_blocks, int *err)
@@ -76,6 +86,8 @@ struct glibc_trace *glibc_trace_open(pid_t tgid, int threads_fd, uint32_t max_bl
 		*err = -ENOMEM;
 		return NULL;
 	}
+	for (size_t k = 0; k < GLIBC_NENTRIES; k++)
+		g->site[k] = -1;
 	g->skel = glibc_bpf__open();
 	if (!g->skel) {
 		e = -errno;
@@ -121,6 +133,45 @@ static int glibc_find_entries(const char *path, uint64_t addr[GLIBC_NENTRIES])
 	return err;
 }
 
+/* Move each probe site (a file offset, 0: none) from the entry to where
+ * glibc_site_offset() finds one in its first bytes. Where they cannot be
+ * read, the entry stays: its probe costs more and sees the same. */
+static int glibc_skip_to_sites(const char *path, uint64_t site[GLIBC_NENTRIES])
+{
+	uint8_t code[GLIBC_SITE_MAX_BYTES];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	for (size_t k = 0; k < GLIBC_NENTRIES; k++) {
+		ssize_t r = site[k] ? pread(fd, code, sizeof(code), (off_t)site[k]) : 0;
+
+		if (r > 0)
+			site[k] += glibc_site_offset(code, (size_t)r);
+	}
+	close(fd);
+	return 0;
+}
+
+/* Where each entry's probes go, as offsets in the file at path (0: not
+ * defined there): entry[] the entries' own, site[] the probes' (the
+ * decoder is x86-64's; elsewhere they are the entries). */
+static int glibc_find_sites(const char *path, const uint64_t addr[GLIBC_NENTRIES],
+			    uint64_t entry[GLIBC_NENTRIES], uint64_t site[GLIBC_NENTRIES])
+{
+	int err;
+
+	memcpy(entry, addr, GLIBC_NENTRIES * sizeof(entry[0]));
+	err = target_elf_file_offsets(path, entry, GLIBC_NENTRIES);
+	if (err)
+		return err;
+	memcpy(site, entry, GLIBC_NENTRIES * sizeof(site[0]));
+#if defined(__x86_64__)
+	err = glibc_skip_to_sites(path, site);
+#endif
+	return err;
+}
+
 static struct bpf_program *glibc_prog(struct glibc_bpf *skel, enum glibc_prog p)
 {
 	switch (p) {
@@ -147,12 +198,15 @@ static int glibc_keep_link(struct glibc_trace *g, struct bpf_link *link)
 	return links_keep(g->links, &g->nlinks, GLIBC_MAX_LINKS, link);
 }
 
+/* A probe at file offset `off` of path (no symbol: the offset is the
+ * site glibc_find_sites chose, not necessarily the entry). */
 static int glibc_attach_one(struct glibc_trace *g, struct bpf_program *prog, pid_t pid,
-			    const char *path, const char *name, bool retprobe)
+			    const char *path, uint64_t off, bool retprobe)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = name, .retprobe = retprobe);
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe);
 
-	return glibc_keep_link(g, bpf_program__attach_uprobe_opts(prog, pid, path, 0, &opts));
+	return glibc_keep_link(
+		g, bpf_program__attach_uprobe_opts(prog, pid, path, (size_t)off, &opts));
 }
 
 /* Undo a partial attach: the links made since there were `first`. */
@@ -163,13 +217,15 @@ static void glibc_detach_to(struct glibc_trace *g, unsigned first)
 
 int glibc_trace_attach(struct glibc_trace *g, pid_t pid, const char *libc_path)
 {
-	uint64_t addr[GLIBC_NENTRIES];
+	uint64_t addr[GLIBC_NENTRIES], entry[GLIBC_NENTRIES], site[GLIBC_NENTRIES];
 	unsigned first = g->nlinks;
 	int err;
 
 	if (g->nlinks)
 		return -EALREADY;
 	err = glibc_find_entries(libc_path, addr);
+	if (!err)
+		err = glibc_find_sites(libc_path, addr, entry, site);
 	if (err)
 		goto detach;
 
@@ -193,12 +249,13 @@ int glibc_trace_attach(struct glibc_trace *g, pid_t pid, const char *libc_path)
 			alias |= addr[j] == addr[k];
 		if (alias)
 			continue;
-		err = glibc_attach_one(g, prog, pid, libc_path, e->name, false);
+		err = glibc_attach_one(g, prog, pid, libc_path, site[k], false);
 		if (!err && e->ret)
 			err = glibc_attach_one(g, g->skel->progs.glibc_return, pid, libc_path,
-					       e->name, true);
+					       site[k], true);
 		if (err)
 			goto detach;
+		g->site[k] = (int64_t)(site[k] - entry[k]);
 	}
 	/* from here every entry and return of the family is seen */
 	__atomic_store_n(&g->skel->bss->armed, 1, __ATOMIC_RELEASE);
@@ -208,7 +265,20 @@ detach:
 	/* a partial attach would see allocations without their frees: none
 	 * of the probes stays */
 	glibc_detach_to(g, first);
+	for (size_t k = 0; k < GLIBC_NENTRIES; k++)
+		g->site[k] = -1;
 	return err;
+}
+
+int glibc_trace_site(const struct glibc_trace *g, const char *name, uint64_t *offset)
+{
+	for (size_t k = 0; k < GLIBC_NENTRIES; k++) {
+		if (strcmp(glibc_entries[k].name, name) || g->site[k] < 0)
+			continue;
+		*offset = (uint64_t)g->site[k];
+		return 0;
+	}
+	return -ENOENT;
 }
 
 int glibc_trace_read(struct glibc_trace *g, struct glibc_figures *out)

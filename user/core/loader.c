@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Loading bpf/tally.bpf.c for one target (the libbpf-bootstrap lifecycle:
- * open, set read-only config, load, attach, poll, one cleanup).
+ * open, set read-only config, load, attach, poll, one cleanup). The maps
+ * the objects share are made at the open, so that the others load beside
+ * this one; the USDT probes are uprobe_multi links where the kernel has
+ * them (uprobe_multi.h: letting them go at the end costs milliseconds, not
+ * a grace period each), libbpf's perf-event ones elsewhere.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,8 +20,12 @@
 #include "links.h"
 #include "loader.h"
 #include "tally.skel.h"
+#include "timing.h"
+#include "uprobe_multi.h"
+#include "usdt.h"
 
 #define MAX_LINKS 32
+#define USDT_MAX_SITES 16	    /* of one probe in one file (copies of an inlined site) */
 #define RING_MAX_BYTES (1ULL << 40) /* ring_size's bound: no loop past it */
 
 struct loader {
@@ -26,6 +33,10 @@ struct loader {
 	struct ring_buffer *rb;
 	struct bpf_link *links[MAX_LINKS];
 	unsigned nlinks;
+	bool multi;	     /* USDT probes on uprobe_multi links: */
+	int ufds[MAX_LINKS]; /* theirs */
+	unsigned nufds;
+	unsigned nspecs; /* entries of __bpf_usdt_specs used: the cookies given */
 	loader_msg_fn fn;
 	void *ctx;
 	uint64_t ring_bytes;
@@ -61,21 +72,69 @@ static uint64_t ring_size(uint64_t bytes)
 	return n;
 }
 
-static bool libbpf_verbose;
-
-/* libbpf's own lines (warnings on a failed attach, and the like) only with
- * -v: every failure is said once, in tally's own words, by the caller. */
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+/* One of the maps the BPF objects share (tally_maps.bpf.h), made as
+ * tally.bpf.c declares it, before its load: another object given it
+ * (bpf_map__reuse_fd) may then load at the same time. */
+static int share_map(struct bpf_map *m)
 {
-	if (!libbpf_verbose || level == LIBBPF_DEBUG)
-		return 0;
-	return vfprintf(stderr, fmt, ap);
+	LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = bpf_map__map_flags(m));
+	int fd = bpf_map_create(bpf_map__type(m), bpf_map__name(m), bpf_map__key_size(m),
+				bpf_map__value_size(m), bpf_map__max_entries(m), &o);
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	err = bpf_map__reuse_fd(m, fd);
+	close(fd); /* the object holds a copy */
+	return err;
 }
 
-void loader_libbpf_messages(bool verbose)
+/* The USDT programs loaded for uprobe_multi links, where the kernel makes
+ * them and this build reads the probes' arguments (usdt.h). Their cookies
+ * are the spec ids: libbpf's map from addresses to ids goes unused. */
+static int use_multi(struct loader *l)
 {
-	libbpf_verbose = verbose;
-	libbpf_set_print(libbpf_print);
+	struct bpf_program *prog;
+	int err = 0;
+
+	l->multi = usdt_supported() && uprobe_multi_supported();
+	if (!l->multi)
+		return 0;
+	bpf_object__for_each_program(prog, l->skel->obj)
+	{
+		if (!err && !strcmp(bpf_program__section_name(prog), "usdt"))
+			err = bpf_program__set_expected_attach_type(prog, UPROBE_MULTI_ATTACH_TYPE);
+	}
+	if (!err)
+		err = bpf_map__set_max_entries(l->skel->maps.__bpf_usdt_ip_to_spec_id, 1);
+	return err;
+}
+
+static int configure(struct loader *l, pid_t tgid, bool follow, uint64_t ring_bytes)
+{
+	struct tally_bpf *s = l->skel;
+	struct bpf_program *prog;
+	int err;
+
+	s->rodata->follow = follow;
+	l->follow = follow;
+	l->ring_bytes = ring_size(ring_bytes);
+	/* every program is attached by hand, each to its own file and pid */
+	bpf_object__for_each_program(prog, s->obj) bpf_program__set_autoattach(prog, false);
+	err = bpf_map__set_max_entries(s->maps.events, (uint32_t)l->ring_bytes);
+	if (!err)
+		err = use_multi(l);
+	if (!err)
+		err = share_map(s->maps.events);
+	if (!err)
+		err = share_map(s->maps.lost);
+	if (!err)
+		err = share_map(s->maps.threads);
+	if (!err)
+		err = share_map(s->maps.procs);
+	if (!err)
+		err = loader_add_proc(l, tgid, 0);
+	return err;
 }
 
 int loader_open(struct loader **out, pid_t tgid, bool follow, uint64_t ring_bytes, loader_msg_fn fn,
@@ -93,29 +152,29 @@ int loader_open(struct loader **out, pid_t tgid, bool follow, uint64_t ring_byte
 		err = -errno;
 		goto fail;
 	}
-	l->skel->rodata->follow = follow;
-	l->follow = follow;
-	l->ring_bytes = ring_size(ring_bytes);
-	err = bpf_map__set_max_entries(l->skel->maps.events, (uint32_t)l->ring_bytes);
+	err = configure(l, tgid, follow, ring_bytes);
 	if (err)
 		goto fail;
-	/* every program is attached by hand, each to its own file and pid */
-	struct bpf_program *prog;
-	bpf_object__for_each_program(prog, l->skel->obj) bpf_program__set_autoattach(prog, false);
-	err = tally_bpf__load(l->skel);
-	if (!err)
-		err = loader_add_proc(l, tgid, 0);
-	if (err)
-		goto fail;
-	l->rb = ring_buffer__new(bpf_map__fd(l->skel->maps.events), on_ring, l, NULL);
-	if (!l->rb) {
-		err = -errno;
-		goto fail;
-	}
+	timing_mark("tally.bpf.o: open, shared maps");
 	*out = l;
 	return 0;
 fail:
 	loader_close(l);
+	return err;
+}
+
+int loader_load(struct loader *l)
+{
+	int err;
+
+	loader_log_begin();
+	err = tally_bpf__load(l->skel);
+	LOADER_LOG_END("tally.bpf.o");
+	if (err)
+		return err;
+	l->rb = ring_buffer__new(bpf_map__fd(l->skel->maps.events), on_ring, l, NULL);
+	err = l->rb ? 0 : -errno;
+	timing_mark("tally.bpf.o: load");
 	return err;
 }
 
@@ -151,14 +210,50 @@ int loader_attach_sched(struct loader *l)
 	return err;
 }
 
+/* prog on the sites of tally:name in `path`, in one uprobe_multi link. */
+static int attach_usdt_multi(struct loader *l, struct bpf_program *prog, pid_t pid,
+			     const char *path, const char *name)
+{
+	struct bpf_map *specs = l->skel->maps.__bpf_usdt_specs;
+	struct usdt_site site[USDT_MAX_SITES];
+	uint64_t off[USDT_MAX_SITES], sema[USDT_MAX_SITES], cookie[USDT_MAX_SITES];
+	int n = usdt_sites(path, "tally", name, site, USDT_MAX_SITES), fd;
+
+	if (n == 0)
+		n = -ENOENT; /* as libbpf says it */
+	if (n > 0 &&
+	    (l->nufds == MAX_LINKS || l->nspecs + (unsigned)n > bpf_map__max_entries(specs)))
+		n = -ENOSPC;
+	for (int i = 0; i < n; i++) {
+		uint32_t id = l->nspecs + (uint32_t)i;
+		if (bpf_map__update_elem(specs, &id, sizeof(id), &site[i].spec,
+					 sizeof(site[i].spec), BPF_ANY))
+			return -errno;
+		off[i] = site[i].off;
+		sema[i] = site[i].sema_off;
+		cookie[i] = id;
+	}
+	if (n < 0)
+		return n;
+	fd = uprobe_multi_link(bpf_program__fd(prog), path, off, sema, cookie, (unsigned)n, pid,
+			       false);
+	if (fd < 0)
+		return fd;
+	l->nspecs += (unsigned)n;
+	l->ufds[l->nufds++] = fd;
+	return 0;
+}
+
 static int attach_usdt(struct loader *l, struct bpf_program *prog, pid_t pid, const char *path,
 		       const char *name)
 {
 	/* following, on the file for every process that maps it: a child is
 	 * probed from its first instruction, an exec'd image as it maps the
 	 * library; the BPF side keeps what comes from the tree */
-	return keep_link(
-		l, bpf_program__attach_usdt(prog, l->follow ? -1 : pid, path, "tally", name, NULL));
+	pid = l->follow ? -1 : pid;
+	if (l->multi)
+		return attach_usdt_multi(l, prog, pid, path, name);
+	return keep_link(l, bpf_program__attach_usdt(prog, pid, path, "tally", name, NULL));
 }
 
 int loader_attach_alloc(struct loader *l, pid_t pid, const char *path)
@@ -314,8 +409,13 @@ void loader_close(struct loader *l)
 {
 	if (!l)
 		return;
+	/* the target's exit has been taken from the ring: its probes go */
+	uprobe_multi_close(l->ufds, l->nufds);
+	l->nufds = 0;
 	links_drop_to(l->links, &l->nlinks, 0);
+	timing_mark("close: tally.bpf.o's links");
 	ring_buffer__free(l->rb);
 	tally_bpf__destroy(l->skel);
 	free(l);
+	timing_mark("close: tally.bpf.o");
 }

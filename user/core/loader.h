@@ -24,9 +24,22 @@ typedef int (*loader_msg_fn)(void *ctx, const void *data, size_t len);
 /* ring_bytes is rounded up to a power of two of at least a page. */
 /* libbpf's messages on stderr only when verbose (-v). */
 void loader_libbpf_messages(bool verbose);
-/* tgid: the root of the traced tree; follow: every process it starts too. */
+/* Around a BPF object's load on this thread: with timing on, its phases
+ * (loader_log.c), under the names given. */
+void loader_log_begin(void);
+void loader_log_end(const char *btf, const char *maps, const char *progs);
+#define LOADER_LOG_END(obj)                                                                        \
+	loader_log_end(obj " load: vmlinux BTF", obj " load: its BTF, maps",                       \
+		       obj " load: CO-RE, verifier")
+/* Open the object and make the maps it shares (loader_shared_fds,
+ * loader_procs_fd), so that other objects may load while loader_load
+ * loads this one. tgid: the root of the traced tree; follow: every
+ * process it starts too. */
 int loader_open(struct loader **out, pid_t tgid, bool follow, uint64_t ring_bytes, loader_msg_fn fn,
 		void *ctx);
+/* Load it (verify its programs) and map its ring; loader_close undoes a
+ * failed one too. */
+int loader_load(struct loader *l);
 /* One more process of the tree (a running descendant, with -f). */
 int loader_add_proc(struct loader *l, pid_t pid, pid_t ppid);
 int loader_attach_sched(struct loader *l);

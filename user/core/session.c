@@ -20,6 +20,7 @@
 #include "session.h"
 #include "symbols.h"
 #include "session_state.h"
+#include "timing.h"
 
 volatile sig_atomic_t session_exiting;
 
@@ -237,6 +238,7 @@ void session_refresh(struct session *s)
 
 void session_finish(struct session *s)
 {
+	timing_mark("target ran");
 	session_cut_end(s);
 	s->src.cut_torn = false; /* the end has a cut of its own */
 	/* what the target submitted so far is in the ring: drain it */
@@ -259,6 +261,7 @@ void session_finish(struct session *s)
 		}
 	}
 	session_refresh(s);
+	timing_mark("end: drain, final read");
 }
 
 bool session_exit_status(const struct session *s, int *status)
@@ -289,12 +292,52 @@ void session_report_end(const struct session *s, const char *who)
 				"");
 }
 
+static void *close_glibc(void *g)
+{
+	uint64_t t0 = timing_now();
+
+	glibc_trace_close(g);
+	timing_span("close: glibc.bpf.o (its thread)", t0);
+	return NULL;
+}
+
+static void *close_cuda(void *c)
+{
+	uint64_t t0 = timing_now();
+
+	cuda_trace_close(c);
+	timing_span("close: cuda.bpf.o (its thread)", t0);
+	return NULL;
+}
+
+/* The BPF objects let go side by side: letting a link go waits for grace
+ * periods (a few ms for a uprobe_multi link, ~70 ms for each of glibc
+ * mode's perf events), which then overlap. Each object holds its own
+ * references to the maps it shares: any order is safe. */
+static void close_objects(struct session *s)
+{
+	pthread_t tg, tc;
+	bool g = s->glibc && !pthread_create(&tg, NULL, close_glibc, s->glibc);
+	bool c = s->cuda && !pthread_create(&tc, NULL, close_cuda, s->cuda);
+
+	if (s->glibc && !g)
+		close_glibc(s->glibc); /* no thread: here, then */
+	if (s->cuda && !c)
+		close_cuda(s->cuda);
+	loader_close(s->loader);
+	if (g)
+		pthread_join(tg, NULL);
+	if (c)
+		pthread_join(tc, NULL);
+	timing_mark("close: the other objects (waited for)");
+}
+
 void session_close(struct session *s)
 {
-	glibc_trace_close(s->glibc);
-	cuda_trace_close(s->cuda);
+	timing_mark("end: figures, output");
+	session_loaded(s);
 	nvml_close(s->nvml);
-	loader_close(s->loader);
+	close_objects(s);
 	if (s->spawned && !s->gone) {
 		if (s->child.gate_fd >= 0) {
 			target_abort(&s->child);
@@ -311,4 +354,6 @@ void session_close(struct session *s)
 	figures_process_free(&s->pscratch);
 	free(s->pview); /* a shallow copy: the model it was made of owns the rest */
 	symbolizer_free(s->sym);
+	timing_mark("close: the rest");
+	timing_report();
 }

@@ -73,6 +73,14 @@ struct session {
 	bool cupti;	  /* CMD started with libtally_cupti.so injected */
 	bool verbose;	  /* -v: say what happens along the way */
 	bool gpu_said[2]; /* the root's CUPTI spoke (its driver probes let go), refused */
+	int gpu_mode;	  /* TALLY_GPU (session_start.c) */
+	bool gpu_follow;  /* a driver loaded is followed: TALLY_GPU=on, or one installed */
+	/* the driver's and glibc mode's objects load on threads of their own
+	 * while tally.bpf.o does (session_load.c): cuda, glibc and their
+	 * errors are those threads' until session_loaded */
+	pthread_t load_threads[2];
+	bool loading[2];
+	int cuda_err, glibc_err;
 	pid_t pid;
 	bool spawned;
 	struct target_child child;

@@ -22,11 +22,13 @@
 
 #include "session.h"
 #include "session_state.h"
+#include "timing.h"
 
 #define TALLY_NICE -10
 
 /* CAP_BPF and CAP_PERFMON (or root's CAP_SYS_ADMIN): the BPF programs need
- * both. That is not all on every kernel: 6.18 refuses a uprobe perf event to
+ * both. That is not all for a uprobe perf event (glibc mode's, and every
+ * probe's on a kernel without uprobe_multi): 6.18 refuses one to
  * CAP_PERFMON without CAP_SYS_ADMIN (EACCES), which attach_failed says. */
 static bool have_caps(void)
 {
@@ -103,7 +105,6 @@ static int attach_libs(struct session *s)
 static int start_glibc(struct session *s)
 {
 	char libc[TARGET_PATH_MAX];
-	struct cuda_shared maps;
 	uint64_t bias;
 	int err;
 
@@ -115,12 +116,13 @@ static int start_glibc(struct session *s)
 	if (err)
 		return session_fail(TALLY_EXIT_FAIL, "no libc mapped in %d: %s", s->pid,
 				    strerror(-err));
-	loader_shared_fds(s->loader, &maps.events_fd, &maps.lost_fd, &maps.threads_fd);
-	s->glibc = glibc_trace_open(s->pid, maps.threads_fd, 0, &err);
+	session_loaded(s);
+	timing_mark("glibc.bpf.o: loaded (waited for)");
 	if (!s->glibc)
 		return session_fail(TALLY_EXIT_FAIL, "cannot load the glibc probes: %s",
-				    strerror(-err));
+				    strerror(-s->glibc_err));
 	err = glibc_trace_attach(s->glibc, s->pid, libc);
+	timing_mark("glibc: attach");
 	if (err)
 		return attach_failed(s, libc, err);
 	return TALLY_EXIT_OK;
@@ -144,7 +146,7 @@ static int find_ldso(pid_t pid, char *path, size_t len)
  * loaded, from wherever it comes (the probe on the dynamic loader holds the
  * loading thread until its probes are attached), or at once when a running
  * process has it already: then what it did before cannot be known. */
-enum gpu_mode { GPU_OFF, GPU_AUTO, GPU_ON };
+enum gpu_mode { GPU_OFF, GPU_AUTO, GPU_ON }; /* s->gpu_mode */
 
 /* TALLY_GPU: "off" (no GPU probes at all), "on" (follow the dynamic loader
  * for a driver even on a machine without a GPU: a fake driver, a container
@@ -172,27 +174,24 @@ static bool have_gpu_driver(void)
 
 static void start_cuda(struct session *s, bool verbose)
 {
-	enum gpu_mode mode = gpu_mode();
+	enum gpu_mode mode = s->gpu_mode;
 	char ldso[TARGET_PATH_MAX], libc[TARGET_PATH_MAX];
-	struct cuda_shared maps;
 	pid_t self_or_target = s->spawned ? getpid() : s->pid;
 	uint64_t bias;
 	int err;
 
 	if (mode == GPU_OFF)
 		return;
-	loader_shared_fds(s->loader, &maps.events_fd, &maps.lost_fd, &maps.threads_fd);
-	maps.procs_fd = loader_procs_fd(s->loader);
-	s->cuda = cuda_trace_open(s->pid, &maps, &err);
+	session_loaded(s);
+	timing_mark("cuda.bpf.o: loaded (waited for)");
 	if (!s->cuda) {
 		fprintf(stderr, "tally: no GPU figures: cannot load the driver probes: %s\n",
-			strerror(-err));
+			strerror(-s->cuda_err));
 		return;
 	}
 	/* following, on the loader's file for every process of the tree: one
 	 * that execs loads its first objects before tally could attach per pid */
-	err = mode == GPU_ON || have_gpu_driver() ? find_ldso(self_or_target, ldso, sizeof(ldso)) :
-						    -ENODEV;
+	err = s->gpu_follow ? find_ldso(self_or_target, ldso, sizeof(ldso)) : -ENODEV;
 	if (!err)
 		err = cuda_trace_follow_loader(s->cuda, s->follow ? -1 : s->pid, ldso);
 	if (err == -ENODEV && verbose)
@@ -207,6 +206,7 @@ static void start_cuda(struct session *s, bool verbose)
 		session_cuda_running(s, s->pid);
 	if (!target_find_lib(self_or_target, "libc.so", libc, sizeof(libc), &bias))
 		cuda_trace_attach_yield(s->cuda, s->pid, libc);
+	timing_mark("cuda: attach loader, sched_yield");
 }
 
 static int spawn(struct session *s, const struct session_opts *o)
@@ -339,28 +339,6 @@ static int session_lock(struct session *s)
 	return TALLY_EXIT_OK;
 }
 
-static int session_load(struct session *s, const struct session_opts *o)
-{
-	int err;
-
-	s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
-	if (s->pidfd < 0 && !s->spawned)
-		return session_fail(TALLY_EXIT_NO_PROCESS, "no process %d", s->pid);
-	loader_libbpf_messages(o->verbose);
-	s->follow = o->follow;
-	s->verbose = o->verbose;
-	err = loader_open(&s->loader, s->pid, o->follow, o->ring_bytes, session_on_msg, s);
-	if (err)
-		return session_fail(err == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL,
-				    "cannot load the BPF programs: %s", strerror(-err));
-	err = loader_attach_sched(s->loader);
-	if (err)
-		return session_fail(TALLY_EXIT_FAIL, "cannot attach to the scheduler: %s",
-				    strerror(-err));
-	s->start_ns = clock_now_ns();
-	return TALLY_EXIT_OK;
-}
-
 /* CMD held at the door: every probe on, then let it run. Addresses are only
  * known once it runs: session_read_final finds them. */
 static int attach_spawned(struct session *s, const struct session_opts *o)
@@ -368,11 +346,13 @@ static int attach_spawned(struct session *s, const struct session_opts *o)
 	char cupti[PATH_MAX];
 	int rc = attach_libs(s), err;
 
+	timing_mark("attach: USDT of the libraries");
 	if (rc)
 		return rc;
 	if (s->cupti && (lib_beside_self("libtally_cupti.so", cupti, sizeof(cupti)) ||
 			 loader_attach_batch(s->loader, s->pid, cupti)))
 		s->cupti = false;
+	timing_mark("attach: USDT of libtally_cupti");
 	start_cuda(s, o->verbose);
 	/* CMD may bring libtally_alloc itself: the glibc probes are a fallback
 	 * here, and the batches decide which fed the figures */
@@ -382,6 +362,7 @@ static int attach_spawned(struct session *s, const struct session_opts *o)
 		s->glibc = NULL;
 	}
 	err = target_release(&s->child);
+	timing_mark("target's exec (first instruction)");
 	if (err)
 		return session_fail(TALLY_EXIT_CMD, "cannot run %s: %s", o->cmd[0], strerror(-err));
 	return TALLY_EXIT_OK;
@@ -422,7 +403,10 @@ int session_start(struct session *s, const struct session_opts *o)
 		return rc;
 	s->pid = o->pid;
 	s->late = !o->cmd;
+	timing_enable(o->verbose);
+	timing_mark("prepare (caps, BTF present)");
 	rc = o->cmd ? spawn(s, o) : find_running(s);
+	timing_mark(o->cmd ? "spawn (held at the door)" : "find the running target");
 	if (rc)
 		return rc;
 	/* A target busy on every CPU would starve the consumer, and the ring
@@ -431,8 +415,14 @@ int session_start(struct session *s, const struct session_opts *o)
 	 * threads tally starts from here on inherit it). */
 	setpriority(PRIO_PROCESS, 0, TALLY_NICE); /* not fatal: a full ring is counted */
 	rc = session_lock(s);
+	timing_mark("lock, library symbols");
+	s->gpu_mode = gpu_mode();
+	s->gpu_follow = s->gpu_mode == GPU_ON || (s->gpu_mode == GPU_AUTO && have_gpu_driver());
+	/* glibc mode: a started command's fallback, or a running one's that
+	 * does not use tally's allocator */
 	if (!rc)
-		rc = session_load(s, o);
+		rc = session_load(s, o, s->gpu_mode != GPU_OFF,
+				  s->spawned ? o->no_preload : !s->alloc_path[0]);
 	if (!rc)
 		rc = s->spawned ? attach_spawned(s, o) : attach_running(s, o->verbose);
 	if (rc)

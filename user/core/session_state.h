@@ -10,6 +10,15 @@
 
 #include "session.h"
 
+/* session_load.c */
+/* tally.bpf.o loaded and its scheduler programs attached, and beside it,
+ * on threads of their own, the driver's object (cuda) and glibc mode's
+ * (glibc): TALLY_EXIT_OK or another status, after one line. */
+int session_load(struct session *s, const struct session_opts *o, bool cuda, bool glibc);
+/* Those loads are over: s->cuda and s->glibc are set, or s->cuda_err and
+ * s->glibc_err say why not. */
+void session_loaded(struct session *s);
+
 /* session_state.c */
 /* The starting state of a running target, its records kept meanwhile and
  * applied after: TALLY_EXIT_OK or another status, after one line. */
