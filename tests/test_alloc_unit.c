@@ -416,10 +416,9 @@ static void large__pool_reuses_and_mremap_keeps_data(void **state)
 	assert_int_equal(live_now(), base);
 }
 
-/* A pooled mapping serves a block of more than a megabyte up to 4 MiB
- * smaller than itself, whole (its slack the block's rounding); a block a
- * fresh mapping would populate takes none more than twice its size. The
- * figures replay at each step. */
+/* A pooled mapping serves a smaller block whole, up to 4 MiB smaller (its
+ * slack the block's rounding), and no block smaller than that; the figures
+ * replay at each step. */
 static void large__pool_serves_a_smaller_block_within_its_slack(void **state)
 {
 	(void)state;
@@ -427,22 +426,24 @@ static void large__pool_serves_a_smaller_block_within_its_slack(void **state)
 	int64_t base = live_now();
 	char *p = T(malloc)(3 << 20);
 	memset(p, 3, 3 << 20);
+	char *big = T(malloc)(16 << 20);
 	oracle_check("slack: before");
 	struct tally_stats s0 = oracle_stats();
 	T(free)(p);
-	char *small = T(malloc)(100 << 10); /* a fresh mapping: 3 MiB is too much */
-	assert_ptr_not_equal(small, p);
-	char *q = T(malloc)(3 << 19); /* 1.5 MiB: the 3 MiB mapping, whole */
+	T(free)(big);
+	char *q = T(malloc)(100 << 10); /* the 3 MiB mapping, whole */
 	assert_ptr_equal(q, p);
 	assert_int_equal(T(malloc_usable_size)(q), 3 << 20);
+	char *r = T(malloc)(1 << 20); /* a fresh mapping: 16 MiB is too much */
+	assert_ptr_not_equal(r, big);
 	oracle_check("served whole");
 	struct tally_stats s1 = oracle_stats();
-	assert_int_equal(s1.mapped - s0.mapped, 100 << 10);
-	assert_int_equal(s1.hysteresis, s0.hysteresis);
-	assert_int_equal(s1.rounding - s0.rounding, (3 << 20) - (3 << 19));
-	assert_int_equal(live_now() - base, (3 << 19) + (100 << 10));
+	assert_int_equal(s1.mapped - s0.mapped, 1 << 20);
+	assert_int_equal(s1.hysteresis - s0.hysteresis, 16 << 20);
+	assert_int_equal(s1.rounding - s0.rounding, (3 << 20) - (100 << 10));
+	assert_int_equal(live_now() - base, (100 << 10) + (1 << 20));
 	T(free)(q);
-	T(free)(small);
+	T(free)(r);
 	tally_alloc_collect(1);
 	oracle_check("slack: after collect");
 	assert_int_equal(oracle_stats().large_count, 0);
