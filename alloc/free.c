@@ -52,16 +52,32 @@ void small_lookup(void *p, struct small_ref *r, enum lookup_by by)
 	r->q = meta_requested(sp->size, m);
 }
 
-/* A span's foreign-free list went non-empty: tell the owner which span to
- * drain. */
-static void xspans_push(struct span *sp)
+/*
+ * A block of another heap's span, its metadata marked META_FOREIGN by the
+ * caller, onto the span's foreign-free list (and, the list going non-empty,
+ * the span onto its owner's list of spans to drain); the freeing heap h
+ * takes the figures: the block's slot into its cache, q bytes into its
+ * group's frees.
+ */
+static void foreign_push(struct heap *h, struct span *sp, void *slot, size_t q)
 {
-	struct heap *owner = sp->heap;
-	struct span *top = atomic_load_explicit(&owner->xspans, memory_order_relaxed);
+	void *head = atomic_load_explicit(&sp->xfree, memory_order_relaxed);
 	do {
-		sp->xnext = top;
+		*(void **)slot = head;
 	} while (!atomic_compare_exchange_weak_explicit(
-		&owner->xspans, &top, sp, memory_order_release, memory_order_relaxed));
+		&sp->xfree, &head, slot, memory_order_release, memory_order_relaxed));
+	if (!head) {
+		struct heap *owner = sp->heap;
+		struct span *top = atomic_load_explicit(&owner->xspans, memory_order_relaxed);
+		do {
+			sp->xnext = top;
+		} while (!atomic_compare_exchange_weak_explicit(
+			&owner->xspans, &top, sp, memory_order_release, memory_order_relaxed));
+	}
+	h->stats.cache += sp->size;
+	struct group_ctr *g = &h->group_counters[sp->group];
+	g->dealloc_bytes += q;
+	g->dealloc_objs++;
 }
 
 static void small_free_foreign(struct heap *h, struct small_ref *r)
@@ -70,19 +86,8 @@ static void small_free_foreign(struct heap *h, struct small_ref *r)
 	uint16_t old = __atomic_fetch_or(&span_meta(sp)[r->idx], META_FOREIGN, __ATOMIC_RELAXED);
 	if (unlikely(old != r->meta))
 		tally_fatal("double free (two threads at once)", r->slot);
-	void *head = atomic_load_explicit(&sp->xfree, memory_order_relaxed);
-	do {
-		*(void **)r->slot = head;
-	} while (!atomic_compare_exchange_weak_explicit(
-		&sp->xfree, &head, r->slot, memory_order_release, memory_order_relaxed));
-	if (!head)
-		xspans_push(sp);
-	uint32_t s = sp->size;
-	h->stats.cache += s;
-	struct group_ctr *g = &h->group_counters[sp->group];
-	g->dealloc_bytes += r->q;
-	g->dealloc_objs++;
-	ev(h, TALLY_EV_FREE_FOREIGN, 0, sp->group, (uint32_t)r->q, s);
+	foreign_push(h, sp, r->slot, r->q);
+	ev(h, TALLY_EV_FREE_FOREIGN, 0, sp->group, (uint32_t)r->q, sp->size);
 }
 
 static inline void small_free(struct heap *h, struct small_ref *r)
@@ -181,17 +186,7 @@ __attribute__((noinline)) static void free_foreign(struct span *sp, void *p, uin
 	 * the block (two threads freeing it at once is a double free the slow
 	 * path alone catches), and the owner writes other entries */
 	__atomic_store_n(cell, m | META_FOREIGN, __ATOMIC_RELAXED);
-	void *head = atomic_load_explicit(&sp->xfree, memory_order_relaxed);
-	do {
-		*(void **)p = head;
-	} while (!atomic_compare_exchange_weak_explicit(&sp->xfree, &head, p, memory_order_release,
-							memory_order_relaxed));
-	if (!head)
-		xspans_push(sp);
-	h->stats.cache += sp->size;
-	struct group_ctr *g = &h->group_counters[sp->group];
-	g->dealloc_bytes += meta_requested(sp->size, m);
-	g->dealloc_objs++;
+	foreign_push(h, sp, p, meta_requested(sp->size, m));
 	if (unlikely(--h->tick <= 0))
 		foreign_tail(h);
 }

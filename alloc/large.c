@@ -25,10 +25,7 @@
 #define POOL_SLOTS 64
 #define POOL_ENTRY_MAX (32UL << 20) /* larger mappings are unmapped at free */
 #define POOL_TOTAL_MAX (128UL << 20)
-/* the most a pooled range may exceed the block it serves by: the slack is
- * the block's rounding (resident), and a larger range would sooner serve a
- * larger block */
-#define POOL_SLACK_MIN (4UL << 20)
+#define POOL_SLACK_MIN (4UL << 20) /* pool_slack */
 #define POPULATE_MAX (1UL << 20)
 struct large_ent {
 	uintptr_t ptr; /* 0: empty table slot */
@@ -62,9 +59,10 @@ static void tab_put(const struct large_ent *e)
 }
 
 /* The most a pooled range may exceed a block of len bytes by: 4 MiB, or the
- * block's size where larger. (Held to twice the size, blocks up to a
- * megabyte mapped afresh three times as often in bench-alloc's mixed, at
- * 0.6 against 1.4 M ops/s.) */
+ * block's size where larger. The slack is the block's rounding (resident);
+ * a larger range would sooner serve a larger block. (Held to twice the
+ * size, blocks up to a megabyte mapped afresh three times as often in
+ * bench-alloc's mixed, at 0.6 against 1.4 M ops/s.) */
 static size_t pool_slack(size_t len)
 {
 	return len > POOL_SLACK_MIN ? len : POOL_SLACK_MIN;

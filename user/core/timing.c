@@ -70,16 +70,15 @@ void timing_mark(const char *phase)
 		timing_add(phase, timing.last, timing_now(), false);
 }
 
-void timing_span(const char *phase, uint64_t t0)
-{
-	if (timing.on)
-		timing_add(phase, t0, timing_now(), true);
-}
-
 void timing_span_to(const char *phase, uint64_t t0, uint64_t t1)
 {
 	if (timing.on)
 		timing_add(phase, t0, t1, true);
+}
+
+void timing_span(const char *phase, uint64_t t0)
+{
+	timing_span_to(phase, t0, timing_now());
 }
 
 static int by_start(const void *a, const void *b)
