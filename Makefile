@@ -19,7 +19,7 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.c alloc/heap.c \
 	alloc/large.c alloc/malloc.c alloc/free.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
-	alloc/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/ptr_table.c
+	alloc/ring.c alloc/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/ptr_table.c
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
 
 # Four builds of the allocator: the product, the same without probe sites (for

@@ -39,15 +39,10 @@ __attribute__((constructor)) static void ev_init(void)
 }
 #endif
 
-void ev_flush(struct heap *h)
+/* Hand the batch over, in the ring when the tracer has taken it, else
+ * through the probe (in a child nobody traces, it is dropped). */
+static void ev_handover(struct heap *h, struct tally_batch *b)
 {
-	struct tally_batch *b = &h->batch;
-
-	/* tally wrote another rate (at its attach): a new gap, by the owner */
-	if (unlikely(h->sample.rate != tally_sample_rate) && h == tally_tls_heap)
-		sample_redraw(h);
-	if (!b->count)
-		return;
 	b->magic = TALLY_BATCH_MAGIC;
 	b->version = TALLY_BATCH_VERSION;
 	b->source = TALLY_SRC_ALLOC;
@@ -58,8 +53,7 @@ void ev_flush(struct heap *h)
 #if defined(TALLY_ALLOC_TEST_SINK)
 	tally_alloc_test_sink(b, bytes);
 #elif !defined(TALLY_NO_PROBES)
-	/* in a child nobody traces, the batch is dropped */
-	if (probe_guard_ok())
+	if (probe_guard_ok() && !ring_put(h, b, bytes))
 		STAP_PROBE2(tally, batch, b, bytes);
 #else
 	(void)bytes;
@@ -67,6 +61,28 @@ void ev_flush(struct heap *h)
 	h->seq += b->count;
 	b->count = 0;
 	h->last_flush_ms = h->now_ms;
+}
+
+void ev_flush(struct heap *h)
+{
+	struct tally_batch *b = &h->batch;
+
+	/* tally wrote another rate (at its attach): a new gap, by the owner */
+	if (unlikely(h->sample.rate != tally_sample_rate) && h == tally_tls_heap)
+		sample_redraw(h);
+	if (!b->count)
+		return;
+	/* (a two-word record may leave the last word empty) */
+	bool full = b->count >= TALLY_BATCH_WORDS - 1;
+	ev_handover(h, b);
+#if !defined(TALLY_ALLOC_TEST_SINK) && !defined(TALLY_NO_PROBES)
+	/* a heap that fills batches gets a ring, announced in a batch of its
+	 * own (the tracer looks for it first in one) */
+	if (full && ring_wanted(h) && probe_guard_ok() && ring_announce(h, b))
+		ev_handover(h, b);
+#else
+	(void)full;
+#endif
 }
 
 #if defined(TALLY_ALLOC_TEST_SINK)

@@ -191,6 +191,30 @@ __attribute__((noinline)) static void free_foreign(struct span *sp, void *p, uin
 		foreign_tail(h);
 }
 
+/* The end of the fast path: the block's slot goes back on its span's list. */
+static inline __attribute__((always_inline)) void free_own(void *p, struct span *sp, uint16_t *cell,
+							   bool traced)
+{
+	bool full = traced &&
+		    ev_word(tally_tls_heap, sp, TALLY_EV_FREE, meta_requested(sp->size, *cell));
+	/* a relaxed atomic store, so that it is an immediate store rather than
+	 * a zeroed register and a store */
+	__atomic_store_n(cell, META_FREE, __ATOMIC_RELAXED);
+	span_push_free(sp, p);
+	if (unlikely(span_used_dec(sp)))
+		free_tail(sp, true, full);
+	else if (unlikely(full))
+		free_tail(sp, false, true);
+}
+
+/* Traced, in a span that holds samples: the block may be one. */
+__attribute__((noinline)) static void free_sampled(void *p, struct span *sp, uint16_t *cell)
+{
+	if (span_sample_hit(sp, (uint32_t)(span_cell_product(sp, p) >> 32)))
+		sample_forget_fast(p);
+	free_own(p, sp, cell, true);
+}
+
 /*
  * The fast path: a block of the calling thread's heap, freed exactly once,
  * not aligned. Anything else, and every check that fails, takes tally_free,
@@ -231,18 +255,13 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		free_slow(p, SIZE_MAX);
 		return;
 	}
-	if (unlikely(traced && sp->sampled) && span_sample_hit(sp, prod >> 32))
-		sample_forget_fast(p);
-	bool full = traced &&
-		    ev_word(tally_tls_heap, sp, TALLY_EV_FREE, meta_requested(sp->size, *cell));
-	/* a relaxed atomic store, so that it is an immediate store rather than
-	 * a zeroed register and a store */
-	__atomic_store_n(cell, META_FREE, __ATOMIC_RELAXED);
-	span_push_free(sp, p);
-	if (unlikely(span_used_dec(sp)))
-		free_tail(sp, true, full);
-	else if (unlikely(full))
-		free_tail(sp, false, true);
+	/* a span that holds samples: out of line, so that the fast path
+	 * makes no call and keeps no register */
+	if (unlikely(traced && sp->sampled)) {
+		free_sampled(p, sp, cell);
+		return;
+	}
+	free_own(p, sp, cell, traced);
 }
 
 /* While a tracer is attached: the same fast path, with its records. */

@@ -390,6 +390,7 @@ static void document__tally_mode__every_field_in_order(void **state)
 	m.received = 12;
 	m.records = 30;
 	src.lost_outside_read = 4;
+	src.in_place = 3;
 	src.gone = src.have_exit = true;
 	m.have_inprocess = true;
 	m.inprocess[TALLY_STAT_mapped] = 1 << 20;
@@ -406,7 +407,7 @@ static void document__tally_mode__every_field_in_order(void **state)
 		"\"container\":\"" ID64 "\",\"born_s\":null,\"lifetime_s\":null},"
 		"\"exact\":true,"
 		"\"events\":{\"received\":12,\"lost\":0,\"lost_record_words\":0,"
-		"\"lost_outside_read\":4,\"malformed\":0,\"records\":30},"
+		"\"lost_outside_read\":4,\"malformed\":0,\"records\":30,\"batches_in_place\":3},"
 		"\"stats\":{\"mapped\":1048576,\"live\":1000,\"rounding\":24,\"cache\":0,"
 		"\"span_free\":0,\"returned\":0,\"virgin\":1043456,\"hysteresis\":0,"
 		"\"segment_overhead\":4096,\"large_count\":0,\"spans_assigned\":1,"
@@ -448,7 +449,7 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 		"\"born_s\":null,\"lifetime_s\":null},"
 		"\"exact\":false,\"inexact_why\":[\"glibc mode: not every call was seen\"],"
 		"\"events\":{\"received\":0,\"lost\":0,\"lost_record_words\":0,"
-		"\"lost_outside_read\":0,\"malformed\":0,\"records\":0},"
+		"\"lost_outside_read\":0,\"malformed\":0,\"records\":0,\"batches_in_place\":0},"
 		"\"stats\":{\"mapped\":null,\"live\":7,\"rounding\":0,\"cache\":null,"
 		"\"span_free\":null,\"returned\":null,\"virgin\":null,\"hysteresis\":null,"
 		"\"segment_overhead\":null,\"large_count\":0,\"spans_assigned\":null,"

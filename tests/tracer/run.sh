@@ -173,8 +173,52 @@ ok=$(awk -v a="${a:-0}" -v b="${b:-0}" -v t="${t:-0}" -v ca="${ca:-0}" -v cb="${
 	BEGIN { ca /= 1e9; cb /= 1e9; exit !(a > 0 && abs(ca - a) <= 0.05 * a && abs(cb - b) <= 0.05 * b && abs(ca + cb - t) <= 0.02 * t) }'; echo $?)
 check "CPU: A (exclusive) and B within 5 %, A + B within 2 % of the thread's CPU" "$ok" "workload A=${a}s B=${b}s thread=${t}s; tally A=${ca}ns B=${cb}ns"
 
-# 4. drops: a 4 KiB ring under a burst
-timeout 120 "$TALLY" snapshot --ring-mb 0.004 -- "$WL" burst 300000 >"$tmp/s4.json" 2>"$tmp/s4.err"
+# 3b. the heaps' shared rings (alloc/ring.c, user/core/heap_rings.c): a
+#     burst's full batches read in place, every record kept, in order
+timeout 120 "$TALLY" snapshot -- "$WL" burst 300000 >"$tmp/r1.json" 2>"$tmp/r1.err"
+rc=$?
+check "heap rings: a burst's batches read in place, exact, stats equal the allocator's own" \
+	"$([ $rc -eq 0 ] && jq -e ".events.batches_in_place > 10 and .exact and .events.lost == 0 and .stats.balanced and (($STATS11) == .stats_inprocess)" "$tmp/r1.json" >/dev/null; echo $?)" \
+	"rc=$rc $(jq -c '[.exact, .events, .inexact_why]' "$tmp/r1.json" 2>&1) $(head -c 300 "$tmp/r1.err")"
+TALLY_HEAP_RINGS=off timeout 120 "$TALLY" snapshot -- "$WL" burst 300000 >"$tmp/r2.json" 2>"$tmp/r2.err"
+rc=$?
+check "heap rings off (TALLY_HEAP_RINGS=off): every batch through the BPF ring, the same figures exact" \
+	"$([ $rc -eq 0 ] && jq -e ".events.batches_in_place == 0 and .exact and .events.lost == 0 and (($STATS11) == .stats_inprocess)" "$tmp/r2.json" >/dev/null; echo $?)" \
+	"rc=$rc $(jq -c '[.exact, .events]' "$tmp/r2.json" 2>&1)"
+# a ring's slots still unread when the process forks go into the parent's
+# figures before the child's copy of them; a child lets go of its parent's
+# ring and maps its own
+timeout 120 "$TALLY" snapshot -- env LD_PRELOAD="$ALLOC" "$PWD/$BUILD/alloc_bench" -q forks 4 >"$tmp/r3.json" 2>"$tmp/r3.err"
+rc=$?
+check "heap rings across forks: 5 processes, each exact and equal to its allocator's own, batches read in place" \
+	"$([ $rc -eq 0 ] && jq -e "(.processes | length) == 5 and .events.batches_in_place > 10 and ([.processes[] | select(.target.comm == \"alloc_bench\") | .exact and (($STATS11) == .stats_inprocess)] | length == 5 and all)" "$tmp/r3.json" >/dev/null; echo $?)" \
+	"rc=$rc $(jq -c '[.events, [.processes[] | [.target.comm, .exact, .inexact_why]]]' "$tmp/r3.json" 2>&1 | head -c 900)"
+# a late attach to a busy thread: its ring is made and taken then; kill -9
+# of tally while the thread writes it leaves the target running
+LD_PRELOAD="$ALLOC" "$WL" churn 1 &
+bp=$!
+pids+=("$bp")
+sleep 0.3
+timeout 30 "$TALLY" snapshot -p "$bp" -d 1 >"$tmp/r4.json" 2>"$tmp/r4.err"
+rc=$?
+check "heap rings, late attach to a busy thread: batches read in place, exact or the reasons" \
+	"$([ $rc -eq 0 ] && jq -e '.events.batches_in_place > 10 and (.exact or (.inexact_why | length > 0))' "$tmp/r4.json" >/dev/null; echo $?)" \
+	"rc=$rc $(jq -c '[.exact, .events, .inexact_why]' "$tmp/r4.json" 2>&1) $(head -c 300 "$tmp/r4.err")"
+"$TALLY" snapshot -p "$bp" >/dev/null 2>&1 &
+tp=$!
+sleep 1.5
+kill -9 "$tp" 2>/dev/null
+wait "$tp" 2>/dev/null
+sleep 0.5
+kill -TERM "$bp" 2>/dev/null
+wait "$bp"
+st=$?
+check "heap rings: kill -9 of tally while a thread writes its ring, the target runs on and ends by the SIGTERM sent" \
+	"$([ $st -eq 143 ]; echo $?)" "exit status $st (143: SIGTERM)"
+
+# 4. drops: a 4 KiB ring under a burst (every batch through it: the heaps'
+#    shared rings, which would carry most of them, off)
+TALLY_HEAP_RINGS=off timeout 120 "$TALLY" snapshot --ring-mb 0.004 -- "$WL" burst 300000 >"$tmp/s4.json" 2>"$tmp/s4.err"
 rc=$?
 check "a 4 KiB ring under a burst: exact false, lost > 0, said on stderr" \
 	"$([ $rc -eq 0 ] && jq -e '(.exact | not) and .events.lost > 0' "$tmp/s4.json" >/dev/null && grep -q lost "$tmp/s4.err"; echo $?)" \

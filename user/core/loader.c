@@ -18,6 +18,7 @@
 #include "../../bpf/tally_bpf.h"
 #include "clock.h"
 #include "links.h"
+#include "heap_rings.h"
 #include "loader.h"
 #include "tally.skel.h"
 #include "timing.h"
@@ -44,6 +45,7 @@ struct loader {
 	uint64_t budget; /* bytes this consume may still take */
 	unsigned taken;
 	bool more; /* the last consume stopped with records left */
+	struct heap_rings *rings;
 };
 
 /* What on_ring returns to stop libbpf's loop, which otherwise runs for as
@@ -53,8 +55,12 @@ struct loader {
 static int on_ring(void *ctx, void *data, size_t len)
 {
 	struct loader *l = ctx;
+	/* a heap's batches that came through its shared ring first */
+	int before = heap_rings_before(l->rings, data, len);
 	int err = l->fn(l->ctx, data, len);
 	l->taken++;
+	if (before < 0 && err >= 0)
+		err = before;
 	if (err < 0) /* LOADER_STOP, or the callback's error: libbpf hands it on */
 		return err;
 	if (len + BPF_RINGBUF_HDR_SZ >= l->budget) /* a record's header too */
@@ -147,6 +153,11 @@ int loader_open(struct loader **out, pid_t tgid, bool follow, uint64_t ring_byte
 		return -ENOMEM;
 	l->fn = fn;
 	l->ctx = ctx;
+	l->rings = heap_rings_new(fn, ctx);
+	if (!l->rings) {
+		free(l);
+		return -ENOMEM;
+	}
 	l->skel = tally_bpf__open();
 	if (!l->skel) {
 		err = -errno;
@@ -296,7 +307,32 @@ int loader_consume(struct loader *l)
 	l->more = err == RING_BUDGET_SPENT || err == LOADER_STOP;
 	if (err < 0 && !l->more)
 		return err;
+	/* then what the heaps' rings hold (a stop ends the consume there too) */
+	if (err != LOADER_STOP) {
+		int n = heap_rings_drain(l->rings, false);
+		if (n < 0 && n != LOADER_STOP)
+			return n;
+		l->taken += n > 0 ? (unsigned)n : 0;
+		/* a ring half full or more: the next consume comes at once */
+		l->more |= n == LOADER_STOP || n >= TALLY_RING_SLOTS / 2;
+	}
 	return (int)l->taken;
+}
+
+int loader_drain_rings(struct loader *l)
+{
+	int n = heap_rings_drain(l->rings, true);
+	return n == LOADER_STOP ? 0 : n;
+}
+
+bool loader_rings_active(const struct loader *l)
+{
+	return heap_rings_active(l->rings);
+}
+
+uint64_t loader_rings_read(const struct loader *l)
+{
+	return heap_rings_read(l->rings);
 }
 
 bool loader_more(const struct loader *l)
@@ -326,6 +362,8 @@ void loader_lost(struct loader *l, struct tally_lost *sum)
 		}
 	}
 	free(v);
+	/* batches of rings another tracer took */
+	sum->msgs += heap_rings_missed(l->rings);
 }
 
 int loader_group_cpu(struct loader *l, pid_t pid, uint64_t cpu[TALLY_MAX_GROUPS], bool forget)
@@ -415,6 +453,7 @@ void loader_close(struct loader *l)
 	links_drop_to(l->links, &l->nlinks, 0);
 	timing_mark("close: tally.bpf.o's links");
 	ring_buffer__free(l->rb);
+	heap_rings_free(l->rings);
 	tally_bpf__destroy(l->skel);
 	free(l);
 	timing_mark("close: tally.bpf.o");

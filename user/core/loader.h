@@ -54,6 +54,14 @@ int loader_attach_batch(struct loader *l, pid_t pid, const char *path);
  * them (a busy target refills it as fast as it drains: the caller gets
  * control back to watch its deadline and signals); how many, or -errno. */
 int loader_consume(struct loader *l);
+/* The heaps' shared rings to the end, past any gap in a heap's order (a
+ * batch the BPF ring lost): at the end of a trace. How many, or -errno. */
+int loader_drain_rings(struct loader *l);
+/* Whether some heap's batches come through a shared ring (heap_rings.h):
+ * they are read by polling, which should then come often. */
+bool loader_rings_active(const struct loader *l);
+/* Batches read from them so far. */
+uint64_t loader_rings_read(const struct loader *l);
 /* The last loader_consume stopped at its bound, records still in the ring. */
 bool loader_more(const struct loader *l);
 void loader_lost(struct loader *l, struct tally_lost *sum);

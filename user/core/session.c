@@ -159,6 +159,8 @@ int session_on_msg(void *ctx, const void *data, size_t len)
 	return __atomic_load_n(&s->drain_stop, __ATOMIC_ACQUIRE) ? LOADER_STOP : 0;
 }
 
+#define RINGS_POLL_US 250
+
 int session_poll(struct session *s, int timeout_ms)
 {
 	struct pollfd p = { .fd = s->pidfd, .events = POLLIN };
@@ -166,13 +168,19 @@ int session_poll(struct session *s, int timeout_ms)
 
 	if (s->gone)
 		return 1;
+	long wait_us = timeout_ms < 0 ? -1 : timeout_ms * 1000L;
 	if (loader_more(s->loader))
-		timeout_ms = 0; /* records wait: no sleep before they are taken */
+		wait_us = 0; /* records wait: no sleep before they are taken */
+	/* heaps' rings are read by polling: a ring fills in a millisecond on a
+	 * busy thread, whose next batches would then take the probe */
+	if (loader_rings_active(s->loader) && (wait_us < 0 || wait_us > RINGS_POLL_US))
+		wait_us = RINGS_POLL_US;
 	if (s->pidfd >= 0) {
-		if (poll(&p, 1, timeout_ms) < 0 && errno != EINTR)
+		struct timespec ts = { wait_us / 1000000, wait_us % 1000000 * 1000 };
+		if (ppoll(&p, 1, wait_us < 0 ? NULL : &ts, NULL) < 0 && errno != EINTR)
 			return -errno;
-	} else if (timeout_ms > 0) {
-		usleep((useconds_t)timeout_ms * 1000);
+	} else if (wait_us > 0) {
+		usleep((useconds_t)wait_us);
 	}
 	err = loader_consume(s->loader);
 	if (err < 0 && err != -EINTR)
@@ -249,6 +257,8 @@ void session_finish(struct session *s)
 		session_poll(s, 0);
 		session_drain_ring(s);
 	}
+	/* the last of the heaps' rings, past any gap the BPF ring left */
+	loader_drain_rings(s->loader);
 	if (!s->src.have_final_inprocess) {
 		/* gone, or it went while we looked (-d or a signal came as it
 		 * exited): its last batches and its exit hand-over reached the

@@ -26,6 +26,7 @@ void session_sources_lost(struct session *s, struct figures_sources *src)
 	src->malformed_bpf = lost.bad;
 	src->procs_unfollowed = lost.procs;
 	src->cpu_lost = lost.cpu;
+	src->in_place = loader_rings_read(s->loader);
 }
 
 /* What one process's figures take beside its model. */

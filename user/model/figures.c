@@ -133,6 +133,7 @@ static void build_events(struct figures_events *e, const struct model *m,
 	e->lost_outside_read = src->lost_outside_read;
 	e->malformed = m->malformed + src->malformed_bpf;
 	e->records = m->records;
+	e->in_place = src->in_place;
 }
 
 /* libtally_alloc: the replayed identity. glibc mode: only what glibc can

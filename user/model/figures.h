@@ -106,6 +106,7 @@ struct figures_target {
 
 struct figures_events {
 	uint64_t received, lost, lost_record_words, lost_outside_read, malformed, records;
+	uint64_t in_place; /* of received: read from the heaps' shared rings */
 };
 
 /* The Stats as tally rebuilt them. Signed: a rebuild that lost records can

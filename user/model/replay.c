@@ -185,6 +185,8 @@ int tally_replay_record(struct tally_replay *r, const struct tally_ev *e)
 		r->hysteresis -= b;
 		r->mapped -= b;
 		break;
+	case TALLY_EV_RING: /* the transport's (user/core/heap_rings.c) */
+		break;
 	default:
 		goto bad;
 	}

@@ -88,6 +88,7 @@ struct figures_sources {
 	 * the figures */
 	uint64_t lost_msgs, lost_words;
 	uint64_t lost_outside_read;
+	uint64_t in_place;	   /* batches read from the heaps' shared rings */
 	uint64_t malformed_bpf;	   /* batches the BPF side refused */
 	uint64_t procs_unfollowed; /* new processes of the tree the BPF side had no room for */
 	uint64_t cpu_lost;	   /* CPU intervals it had no room to charge */

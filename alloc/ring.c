@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A heap's shared ring (struct tally_ring, bpf/tally_events.h): its full
+ * batches go there, for the tracer to read in place, once the tracer has
+ * taken the ring. The probe's copy of a batch into the BPF ring buffer is
+ * the traced fast path's largest cost after the records themselves: a trap
+ * and 32 KiB copied by the kernel into pages the consumer's CPU read last,
+ * 8 to 75 us a batch here (bpf_stats: 73 us a run while tally drains on the
+ * other CPU); a memcpy into a slot costs about 0.9 us.
+ *
+ * Only heaps that fill whole batches get one (a thread that allocates a
+ * little never maps the ring's 1 MiB for it), and only while traced. A tracer is
+ * known by its key, tally_sample_epoch + 1: a new tracer writes another
+ * epoch (session_sample.c), the ring is announced again and waits for it.
+ * Anything unusual (no mapping, no tracer has taken the ring, the slot not
+ * read yet) leaves the batch to tally:batch, as before rings.
+ *
+ * The mapping is MAP_SHARED | MAP_ANONYMOUS: plain mmap, which any process
+ * that allocates may call (a seccomp filter that allows malloc allows it;
+ * memfd_create it might not), and no file the program could truncate under
+ * the tracer. A forked child shares it with its parent: the child lets go
+ * of it at once (ring_fork_child) and maps its own when it needs one.
+ */
+#include <errno.h>
+#include <string.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "sample.h"
+
+#if !defined(TALLY_ALLOC_TEST_SINK) && !defined(TALLY_NO_PROBES)
+
+/* The pid that mapped the rings, in a MADV_WIPEONFORK page: it reads 0 in
+ * any child, however forked. NULL where the kernel refuses such a page:
+ * then no ring is made. */
+static pid_t *ring_owner;
+
+static void ring_owner_setup(void)
+{
+	pid_t *p = mmap(NULL, OS_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p != MAP_FAILED && madvise(p, OS_PAGE, MADV_WIPEONFORK)) {
+		munmap(p, OS_PAGE);
+		p = MAP_FAILED;
+	}
+	if (p != MAP_FAILED)
+		ring_owner = p;
+}
+
+static uint64_t ring_key_now(void)
+{
+	return __atomic_load_n(&tally_sample_epoch, __ATOMIC_RELAXED) + 1;
+}
+
+bool ring_put(struct heap *h, const struct tally_batch *b, size_t bytes)
+{
+	struct tally_ring *r = h->ring;
+	uint32_t i = h->ring_next;
+
+	if (!r || h->ring_key != ring_key_now() ||
+	    __atomic_load_n(&r->accepted, __ATOMIC_ACQUIRE) != h->ring_key)
+		return false;
+	/* a child of a raw fork (no atfork handler ran) still holds its
+	 * parent's ring: it lets go of it here, at its first batch */
+	if (unlikely(!ring_owner || *ring_owner != h->ring_pid)) {
+		ring_fork_child(h);
+		return false;
+	}
+	/* the tracer has not read this slot yet: the probe takes the batch */
+	if (__atomic_load_n(&r->full[i], __ATOMIC_ACQUIRE))
+		return false;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	memcpy(&r->slot[i], b, bytes);
+	r->ts_ns[i] = (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+	__atomic_store_n(&r->full[i], 1, __ATOMIC_RELEASE);
+	h->ring_next = (i + 1) % TALLY_RING_SLOTS;
+	return true;
+}
+
+bool ring_wanted(const struct heap *h)
+{
+	return !h->ring_failed && h->ring_key != ring_key_now();
+}
+
+/* Map the heap's ring if it has none, and put its announcement to the
+ * current tracer in b (empty). False when there is no ring to announce. */
+bool ring_announce(struct heap *h, struct tally_batch *b)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct tally_ring *r = h->ring;
+	int saved = errno; /* a malloc that succeeds leaves errno alone */
+
+	pthread_once(&once, ring_owner_setup);
+	if (ring_owner && !*ring_owner)
+		*ring_owner = getpid();
+	errno = saved;
+	if (!ring_owner) {
+		h->ring_failed = true;
+		return false;
+	}
+	if (!r) {
+		void *p = mmap(NULL, TALLY_RING_BYTES, PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		errno = saved;
+		if (p == MAP_FAILED) {
+			h->ring_failed = true;
+			return false;
+		}
+		r = p;
+		r->magic = TALLY_RING_MAGIC;
+		r->version = TALLY_RING_VERSION;
+		r->slots = TALLY_RING_SLOTS;
+		r->heap_id = h->id;
+		h->ring = r;
+	}
+	/* Until the new tracer takes it, nothing goes in; what an earlier one
+	 * left unread is not the new one's (it read this process's state at
+	 * its attach), so every slot is free again, from the first. */
+	__atomic_store_n(&r->accepted, 0, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < TALLY_RING_SLOTS; i++)
+		__atomic_store_n(&r->full[i], 0, __ATOMIC_RELAXED);
+	h->ring_next = 0;
+	h->ring_pid = *ring_owner;
+	h->ring_key = ring_key_now();
+	__atomic_store_n(&r->announced, h->ring_key, __ATOMIC_RELEASE);
+	struct tally_ev e = { TALLY_EV_RING, 0, 0, (uint32_t)TALLY_RING_BYTES, (uintptr_t)r };
+	tally_ev_put(b->words, &b->count, &e);
+	return true;
+}
+
+/* In a forked child (heap.c's atfork handler, single-threaded): the rings
+ * are the parent's, and its tracer's. */
+void ring_fork_child(struct heap *h)
+{
+	if (h->ring)
+		munmap(h->ring, TALLY_RING_BYTES);
+	h->ring = NULL;
+	h->ring_key = 0;
+	h->ring_next = 0;
+	h->ring_failed = false;
+}
+
+#else
+
+void ring_fork_child(struct heap *h)
+{
+	(void)h;
+}
+
+#endif
