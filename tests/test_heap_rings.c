@@ -233,6 +233,20 @@ static void rings__another_tracers_ring_is_not_taken_and_counted(void **state)
 	assert_int_equal(heap_rings_missed(f->r), 1);
 }
 
+static void rings__a_tracer_that_lets_go_leaves_the_ring_untaken(void **state)
+{
+	struct fixture *f = *state;
+
+	announce(f, 100, TALLY_RING_BYTES);
+	assert_int_equal(f->ring->accepted, KEY);
+	heap_rings_free(f->r);
+	/* the process puts nothing more in it: a later tracer that cannot map
+	 * it gets its batches through the probe */
+	assert_int_equal(f->ring->accepted, 0);
+	f->r = heap_rings_new(on_msg, NULL);
+	assert_non_null(f->r);
+}
+
 static void rings__a_bad_announcement_maps_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -271,6 +285,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			rings__another_tracers_ring_is_not_taken_and_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			rings__a_tracer_that_lets_go_leaves_the_ring_untaken, setup, teardown),
 		cmocka_unit_test_setup_teardown(rings__a_bad_announcement_maps_nothing, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(

@@ -35,6 +35,7 @@ struct hring {
 	uint32_t cursor;   /* the slot to read next */
 	uint64_t next_seq; /* where the heap's next batch starts */
 	uint64_t gap_ns;   /* since when the next slot waits for a batch of the BPF ring */
+	uint64_t key;	   /* what this tracer wrote in its `accepted` */
 };
 
 struct heap_rings {
@@ -63,6 +64,12 @@ struct heap_rings *heap_rings_new(loader_msg_fn fn, void *ctx)
 
 static void ring_drop(struct heap_rings *r, size_t i)
 {
+	/* let go: the process puts nothing more in it until a tracer takes it
+	 * again (a later tracer that cannot map it gets every batch through
+	 * the probe, rather than a ring nobody reads) */
+	uint64_t key = r->v[i].key;
+	__atomic_compare_exchange_n(&r->v[i].map->accepted, &key, 0, false, __ATOMIC_RELEASE,
+				    __ATOMIC_RELAXED);
 	munmap(r->v[i].map, TALLY_RING_BYTES);
 	r->v[i] = r->v[--r->n];
 }
@@ -204,9 +211,11 @@ static void ring_announced(struct heap_rings *r, uint32_t pid, const struct tall
 		r->v = v;
 		r->cap = cap;
 	}
-	r->v[r->n++] = (struct hring){
-		.pid = pid, .heap_id = b->heap_id, .map = map, .next_seq = b->seq_first + b->count
-	};
+	r->v[r->n++] = (struct hring){ .pid = pid,
+				       .heap_id = b->heap_id,
+				       .map = map,
+				       .next_seq = b->seq_first + b->count,
+				       .key = key };
 }
 
 /* What pid's rings hold from before upto_ns; gone: the process (or its
