@@ -292,7 +292,8 @@ $(BUILD)/tests/fork_workload: tests/fork/workload.c
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
 # -z now keeps lazy binding out of the measured sequences.
 $(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/core/glibc.o \
-		$(BUILD)/user/user/core/glibc_site.o $(BUILD)/user/user/core/target.o \
+		$(BUILD)/user/user/core/glibc_site.o $(BUILD)/user/user/core/uprobe_multi.o \
+		$(BUILD)/user/user/core/target.o \
 		$(BUILD)/user/user/core/target_ns.o | $(SKELS)
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(filter %.o,$^) $(USER_LIBS) $(CMOCKA_LIBS)

@@ -298,11 +298,18 @@ if command -v setpriv >/dev/null; then
 	gp=$!
 	pids+=("$gp")
 	timeout 30 setpriv --bounding-set=-all,+bpf,+perfmon "$TALLY" snapshot -p "$gp" -d 1 \
-		>"$tmp/bad.out" 2>"$tmp/bad.err"
+		>"$tmp/gcaps.json" 2>"$tmp/gcaps.err"
 	rc=$?
-	check "CAP_BPF and CAP_PERFMON alone, glibc mode: exit 3, no JSON" \
+	check "CAP_BPF and CAP_PERFMON alone, glibc mode on uprobe_multi links: traced, JSON" \
+		"$([ $rc -eq 0 ] && jq -e '.target.allocator == "glibc"' "$tmp/gcaps.json" >/dev/null; echo $?)" \
+		"rc=$rc $(head -c 300 "$tmp/gcaps.err")"
+	# perf-event uprobes (a kernel before 6.6) want CAP_SYS_ADMIN
+	TALLY_UPROBE_MULTI=off timeout 30 setpriv --bounding-set=-all,+bpf,+perfmon "$TALLY" \
+		snapshot -p "$gp" -d 1 >"$tmp/bad.out" 2>"$tmp/bad.err"
+	rc=$?
+	check "CAP_BPF and CAP_PERFMON alone, glibc mode on perf-event uprobes: exit 3, no JSON" \
 		"$([ $rc -eq 3 ] && [ ! -s "$tmp/bad.out" ]; echo $?)" "rc=$rc $(cat "$tmp/bad.err")"
-	check "CAP_BPF and CAP_PERFMON alone, glibc mode: the message names CAP_SYS_ADMIN" \
+	check "CAP_BPF and CAP_PERFMON alone, glibc mode on perf-event uprobes: the message names CAP_SYS_ADMIN" \
 		"$(grep -q CAP_SYS_ADMIN "$tmp/bad.err"; echo $?)" "$(cat "$tmp/bad.err")"
 	kill "$gp" 2>/dev/null
 	setpriv --bounding-set=-all,+sys_admin "$TALLY" snapshot -o "$tmp/caps.json" -- true 2>"$tmp/caps.err"

@@ -26,6 +26,7 @@
 #include "glibc.h"
 #include "glibc_site.h"
 #include "links.h"
+#include "uprobe_multi.h"
 #include "target.h"
 #include "tally_events.h"
 
@@ -73,6 +74,13 @@ struct glibc_trace {
 	struct glibc_bpf *skel;
 	struct bpf_link *links[GLIBC_MAX_LINKS];
 	unsigned nlinks;
+	/* the probes on uprobe_multi links where the kernel has them: a
+	 * perf-event uprobe's release waits ~70 ms for a grace period, one
+	 * after another (1.25 s for glibc mode's 18, measured at the end of
+	 * `tally snapshot --no-preload -- /bin/true`) */
+	bool multi;
+	int ufds[GLIBC_MAX_LINKS];
+	unsigned nufds;
 	int64_t site[GLIBC_NENTRIES]; /* bytes from each entry to its probe; -1: none */
 };
 
@@ -104,7 +112,16 @@ struct glibc_trace *glibc_trace_open(pid_t tgid, int threads_fd, uint32_t max_bl
 		if (e)
 			goto destroy_skel;
 	}
-	e = glibc_bpf__load(g->skel);
+	g->multi = uprobe_multi_supported();
+	struct bpf_program *prog;
+	bpf_object__for_each_program(prog, g->skel->obj)
+	{
+		const char *sec = bpf_program__section_name(prog);
+		if (!e && g->multi && (!strcmp(sec, "uprobe") || !strcmp(sec, "uretprobe")))
+			e = bpf_program__set_expected_attach_type(prog, UPROBE_MULTI_ATTACH_TYPE);
+	}
+	if (!e)
+		e = glibc_bpf__load(g->skel);
 	if (e)
 		goto destroy_skel;
 	return g;
@@ -205,23 +222,36 @@ static int glibc_attach_one(struct glibc_trace *g, struct bpf_program *prog, pid
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe);
 
+	if (g->multi) {
+		if (g->nufds == GLIBC_MAX_LINKS)
+			return -E2BIG;
+		int fd = uprobe_multi_link(bpf_program__fd(prog), path, &off, NULL, NULL, 1, pid,
+					   retprobe);
+		if (fd < 0)
+			return fd;
+		g->ufds[g->nufds++] = fd;
+		return 0;
+	}
 	return glibc_keep_link(
 		g, bpf_program__attach_uprobe_opts(prog, pid, path, (size_t)off, &opts));
 }
 
-/* Undo a partial attach: the links made since there were `first`. */
-static void glibc_detach_to(struct glibc_trace *g, unsigned first)
+/* Undo a partial attach: the links made since there were `first` (and
+ * `ufirst` uprobe_multi links), side by side. */
+static void glibc_detach_to(struct glibc_trace *g, unsigned first, unsigned ufirst)
 {
+	uprobe_multi_close(g->ufds + ufirst, g->nufds - ufirst);
+	g->nufds = ufirst;
 	links_drop_to(g->links, &g->nlinks, first);
 }
 
 int glibc_trace_attach(struct glibc_trace *g, pid_t pid, const char *libc_path)
 {
 	uint64_t addr[GLIBC_NENTRIES], entry[GLIBC_NENTRIES], site[GLIBC_NENTRIES];
-	unsigned first = g->nlinks;
+	unsigned first = g->nlinks, ufirst = g->nufds;
 	int err;
 
-	if (g->nlinks)
+	if (g->nlinks || g->nufds)
 		return -EALREADY;
 	err = glibc_find_entries(libc_path, addr);
 	if (!err)
@@ -264,7 +294,7 @@ int glibc_trace_attach(struct glibc_trace *g, pid_t pid, const char *libc_path)
 detach:
 	/* a partial attach would see allocations without their frees: none
 	 * of the probes stays */
-	glibc_detach_to(g, first);
+	glibc_detach_to(g, first, ufirst);
 	for (size_t k = 0; k < GLIBC_NENTRIES; k++)
 		g->site[k] = -1;
 	return err;
@@ -309,7 +339,7 @@ void glibc_trace_close(struct glibc_trace *g)
 {
 	if (!g)
 		return;
-	glibc_detach_to(g, 0);
+	glibc_detach_to(g, 0, 0);
 	glibc_bpf__destroy(g->skel);
 	free(g);
 }
