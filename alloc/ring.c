@@ -22,8 +22,8 @@
  * of it at once (ring_fork_child) and maps its own when it needs one.
  */
 #include <errno.h>
-#include <string.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
