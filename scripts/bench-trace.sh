@@ -130,18 +130,21 @@ memleak_workload=(-q churn 1)
 # tally-traced samples for heap profiles at the default rate (512 KiB), as tally
 # does unless told otherwise; tally-traced-nosample is the same trace with
 # --no-sample (its baseline for the sampling's cost), tally-traced-rate64k
-# samples eight times as often.
-rows=(tally-untraced tally-traced tally-traced-nosample tally-traced-rate64k tally-fork-untraced
+# samples eight times as often; tally-traced-norings carries every batch through the probe
+# and the BPF ring (TALLY_HEAP_RINGS=off), as before the heaps' shared rings.
+rows=(tally-untraced tally-traced tally-traced-nosample tally-traced-rate64k tally-traced-norings
+	tally-fork-untraced
 	tally-fork-traced glibc-untraced glibc-memleak glibc-heaptrack)
 declare -A baseline=(
 	[tally-traced]=tally-untraced [tally-traced-nosample]=tally-untraced
-	[tally-traced-rate64k]=tally-traced-nosample [glibc-memleak]=glibc-untraced
+	[tally-traced-rate64k]=tally-traced-nosample [tally-traced-norings]=tally-untraced
+	[glibc-memleak]=glibc-untraced
 	[glibc-heaptrack]=glibc-untraced [tally-fork-traced]=tally-fork-untraced
 )
 declare -A expect_from=(
 	[tally-untraced]=libtally_alloc.so [tally-traced]=libtally_alloc.so
 	[tally-traced-nosample]=libtally_alloc.so [tally-traced-rate64k]=libtally_alloc.so
-	[tally-fork-untraced]=libtally_alloc.so [tally-fork-traced]=libtally_alloc.so
+	[tally-traced-norings]=libtally_alloc.so [tally-fork-untraced]=libtally_alloc.so [tally-fork-traced]=libtally_alloc.so
 	[glibc-untraced]=libc.so.6 [glibc-memleak]=libc.so.6
 	[glibc-heaptrack]=libheaptrack_preload.so
 )
@@ -162,7 +165,7 @@ elif [ "$(id -u)" -ne 0 ]; then
 	skip[tally-traced]="tracing needs root"
 fi
 if [ -n "${skip[tally-traced]:-}" ]; then
-	for r in tally-fork-traced tally-traced-nosample tally-traced-rate64k; do
+	for r in tally-fork-traced tally-traced-nosample tally-traced-rate64k tally-traced-norings; do
 		skip[$r]=${skip[tally-traced]}
 	done
 fi
@@ -304,6 +307,15 @@ run_tally_traced_rate64k()
 	trace_flags=(--rate 65536)
 	traced_run tally-traced-rate64k "${workload[@]}" || rc=$?
 	trace_flags=()
+	return $rc
+}
+
+run_tally_traced_norings()
+{
+	local rc=0 saved=("${tally_trace_cmd[@]}")
+	tally_trace_cmd=(env TALLY_HEAP_RINGS=off "${saved[@]}")
+	traced_run tally-traced-norings "${workload[@]}" || rc=$?
+	tally_trace_cmd=("${saved[@]}")
 	return $rc
 }
 
@@ -616,7 +628,8 @@ report_row()
 	notes=${note[$r]:-}
 	[ "${nfail[$r]:-0}" -eq 0 ] || notes+="${notes:+; }first failure: ${first_fail[$r]}"
 	case $r in
-	tally-traced | tally-fork-traced | tally-traced-nosample | tally-traced-rate64k)
+	tally-traced | tally-fork-traced | tally-traced-nosample | tally-traced-rate64k | \
+		tally-traced-norings)
 		notes="$(traced_events "$r")${notes:+; $notes}" ;;
 	tally-fork-untraced) notes="alloc_bench ${fork_workload[*]}${notes:+; $notes}" ;;
 	esac
