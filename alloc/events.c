@@ -21,21 +21,24 @@ void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes);
 TALLY_SEMAPHORE_REF(batch);
 TALLY_SEMAPHORE(stats);
 
-/* A child nobody can trace (probe_guard.c) drops the records it inherited:
- * its parent hands them over itself. Single-threaded in glibc's fork; after
- * a raw fork, other threads see the semaphore at 0 already. A child that can
- * be traced keeps them: a tracer that follows it counts them in it too. */
-static void ev_drop_inherited(void)
+/* A child (probe_guard.c; single-threaded, glibc's fork or a raw one) lets
+ * go of its parent's shared rings. One nobody can trace drops the records
+ * it inherited: its parent hands them over itself. One that can be traced
+ * keeps them: a tracer that follows it counts them in it too. */
+static void ev_child(bool traced)
 {
 	for (struct heap *h = tally_heaps; h; h = h->all_next) {
-		h->seq += h->batch.count;
-		h->batch.count = 0;
+		ring_fork_child(h);
+		if (!traced) {
+			h->seq += h->batch.count;
+			h->batch.count = 0;
+		}
 	}
 }
 
 __attribute__((constructor)) static void ev_init(void)
 {
-	probe_guard_init(ev_drop_inherited);
+	probe_guard_init(ev_child);
 }
 #endif
 

@@ -512,7 +512,6 @@ static void fork_child(void)
 	for (struct heap *h = tally_heaps; h; h = h->all_next) {
 		/* the child's purger starts afresh, when its own frees ask for it */
 		h->purge_kicks = 0;
-		ring_fork_child(h);
 		if (h == self || h->orphaned || h == tally_purge_heap)
 			continue;
 		heap_set_owner(h, 0);

@@ -108,7 +108,6 @@ struct heap {
 	struct tally_ring *ring;
 	uint64_t ring_key;  /* the tracer's key it was announced with (0: none) */
 	uint32_t ring_next; /* the slot the next batch goes to */
-	pid_t ring_pid;	    /* the process that announced it (ring.c: ring_owner) */
 	bool ring_failed;   /* no mapping for one: batches go through the probe */
 	/* bytes the thread may allocate while traced before its next sample:
 	 * beside the batch header, which the traced fast path writes too */

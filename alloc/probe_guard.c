@@ -65,7 +65,7 @@ extern unsigned short *const __stop_tally_probe_sems[] __attribute__((visibility
  * one, in this static (then only glibc's fork is caught). NULL before init. */
 int *tally_probe_guard;
 static int guard_static = PROBE_GUARD_LIVE;
-static void (*guard_on_child)(void);
+static void (*guard_on_child)(bool traced);
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 
 /* The library's file and its loaded segments, for re-arming a child
@@ -223,15 +223,18 @@ static bool guard_child(void)
 	for (unsigned short *const *s = __start_tally_probe_sems; s < __stop_tally_probe_sems; s++)
 		if (__atomic_load_n(*s, __ATOMIC_RELAXED))
 			__atomic_store_n(*s, 0, __ATOMIC_RELAXED);
-	if (sites_rearm())
-		return true;
-	for (unsigned short *const *s = __start_tally_probe_sems; s < __stop_tally_probe_sems; s++)
-		__atomic_store_n(*s, 0, __ATOMIC_RELAXED);
-	for (const uintptr_t *p = __start_tally_probe_sites; p < __stop_tally_probe_sites; p++)
-		site_restore((uint8_t *)*p);
+	bool traced = sites_rearm();
+	if (!traced) {
+		for (unsigned short *const *s = __start_tally_probe_sems;
+		     s < __stop_tally_probe_sems; s++)
+			__atomic_store_n(*s, 0, __ATOMIC_RELAXED);
+		for (const uintptr_t *p = __start_tally_probe_sites; p < __stop_tally_probe_sites;
+		     p++)
+			site_restore((uint8_t *)*p);
+	}
 	if (guard_on_child)
-		guard_on_child();
-	return false;
+		guard_on_child(traced);
+	return traced;
 }
 
 static void guard_atfork_child(void)
@@ -259,7 +262,13 @@ static void guard_setup(void)
 	__atomic_store_n(&tally_probe_guard, g, __ATOMIC_RELEASE);
 }
 
-void probe_guard_init(void (*on_child)(void))
+bool probe_guard_wipes(void)
+{
+	int *g = __atomic_load_n(&tally_probe_guard, __ATOMIC_ACQUIRE);
+	return g && g != &guard_static;
+}
+
+void probe_guard_init(void (*on_child)(bool traced))
 {
 	guard_on_child = on_child;
 	pthread_once(&guard_once, guard_setup);

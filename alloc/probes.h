@@ -61,9 +61,14 @@
 enum probe_guard_state { PROBE_GUARD_CHILD = 0, PROBE_GUARD_LIVE = 1, PROBE_GUARD_FIXING = 2 };
 extern int *tally_probe_guard __attribute__((visibility("hidden")));
 bool probe_guard_slow(void) __attribute__((visibility("hidden"), cold));
-/* What a library drops in a child beside its semaphores and sites (its
- * pending records, which the parent hands over itself); may be NULL. */
-void probe_guard_init(void (*on_child)(void)) __attribute__((visibility("hidden")));
+/* What a library does in a child beside its semaphores and sites, told
+ * whether the child can be traced (the allocator: its pending records,
+ * which the parent hands over itself, dropped when not; its parent's shared
+ * rings let go of); may be NULL. */
+void probe_guard_init(void (*on_child)(bool traced)) __attribute__((visibility("hidden")));
+/* Whether a child however forked is caught (the guard word is in a
+ * MADV_WIPEONFORK page), not only glibc's fork's. */
+bool probe_guard_wipes(void) __attribute__((visibility("hidden")));
 static inline bool probe_guard_ok(void)
 {
 	int *g = tally_probe_guard;

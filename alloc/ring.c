@@ -19,36 +19,19 @@
  * that allocates may call (a seccomp filter that allows malloc allows it;
  * memfd_create it might not), and no file the program could truncate under
  * the tracer. A forked child shares it with its parent: the child lets go
- * of it at once (ring_fork_child) and maps its own when it needs one.
+ * of it as probe_guard.c catches it (ring_fork_child), glibc's fork or a raw
+ * one, and maps its own when it needs one.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "internal.h"
+#include "probes.h"
 #include "sample.h"
 
 #if !defined(TALLY_ALLOC_TEST_SINK) && !defined(TALLY_NO_PROBES)
-
-/* The pid that mapped the rings, in a MADV_WIPEONFORK page: it reads 0 in
- * any child, however forked. NULL where the kernel refuses such a page:
- * then no ring is made. */
-static pid_t *ring_owner;
-
-static void ring_owner_setup(void)
-{
-	pid_t *p = mmap(NULL, OS_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p != MAP_FAILED && madvise(p, OS_PAGE, MADV_WIPEONFORK)) {
-		munmap(p, OS_PAGE);
-		p = MAP_FAILED;
-	}
-	if (p != MAP_FAILED)
-		ring_owner = p;
-}
 
 static uint64_t ring_key_now(void)
 {
@@ -63,12 +46,6 @@ bool ring_put(struct heap *h, const struct tally_batch *b, size_t bytes)
 	if (!r || h->ring_key != ring_key_now() ||
 	    __atomic_load_n(&r->accepted, __ATOMIC_ACQUIRE) != h->ring_key)
 		return false;
-	/* a child of a raw fork (no atfork handler ran) still holds its
-	 * parent's ring: it lets go of it here, at its first batch */
-	if (unlikely(!ring_owner || *ring_owner != h->ring_pid)) {
-		ring_fork_child(h);
-		return false;
-	}
 	/* the tracer has not read this slot yet: the probe takes the batch */
 	if (__atomic_load_n(&r->full[i], __ATOMIC_ACQUIRE))
 		return false;
@@ -90,19 +67,16 @@ bool ring_wanted(const struct heap *h)
  * current tracer in b (empty). False when there is no ring to announce. */
 bool ring_announce(struct heap *h, struct tally_batch *b)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct tally_ring *r = h->ring;
-	int saved = errno; /* a malloc that succeeds leaves errno alone */
 
-	pthread_once(&once, ring_owner_setup);
-	if (ring_owner && !*ring_owner)
-		*ring_owner = getpid();
-	errno = saved;
-	if (!ring_owner) {
+	/* a child must let go of its parent's ring before its first batch,
+	 * which only a guard that catches any fork sees to */
+	if (!probe_guard_wipes()) {
 		h->ring_failed = true;
 		return false;
 	}
 	if (!r) {
+		int saved = errno; /* a malloc that succeeds leaves errno alone */
 		void *p = mmap(NULL, TALLY_RING_BYTES, PROT_READ | PROT_WRITE,
 			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		errno = saved;
@@ -124,7 +98,6 @@ bool ring_announce(struct heap *h, struct tally_batch *b)
 	for (unsigned i = 0; i < TALLY_RING_SLOTS; i++)
 		__atomic_store_n(&r->full[i], 0, __ATOMIC_RELAXED);
 	h->ring_next = 0;
-	h->ring_pid = *ring_owner;
 	h->ring_key = ring_key_now();
 	__atomic_store_n(&r->announced, h->ring_key, __ATOMIC_RELEASE);
 	struct tally_ev e = { TALLY_EV_RING, 0, 0, (uint32_t)TALLY_RING_BYTES, (uintptr_t)r };
@@ -132,8 +105,8 @@ bool ring_announce(struct heap *h, struct tally_batch *b)
 	return true;
 }
 
-/* In a forked child (heap.c's atfork handler, single-threaded): the rings
- * are the parent's, and its tracer's. */
+/* In a forked child (events.c's ev_child, from probe_guard.c, before its
+ * first batch): the rings are the parent's, and its tracer's. */
 void ring_fork_child(struct heap *h)
 {
 	if (h->ring)
@@ -142,13 +115,6 @@ void ring_fork_child(struct heap *h)
 	h->ring_key = 0;
 	h->ring_next = 0;
 	h->ring_failed = false;
-}
-
-#else
-
-void ring_fork_child(struct heap *h)
-{
-	(void)h;
 }
 
 #endif
