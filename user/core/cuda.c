@@ -95,7 +95,7 @@ struct cuda_trace {
 /* The maps tally.bpf.c shares; every program on uprobe_multi links. */
 static int configure(struct cuda_bpf *skel, const struct cuda_shared *maps)
 {
-	struct bpf_program *prog;
+	static const char *const uprobes[] = { "uprobe", "uprobe.s", "uretprobe", NULL };
 	int err = bpf_map__reuse_fd(skel->maps.events, maps->events_fd);
 
 	if (!err)
@@ -104,11 +104,8 @@ static int configure(struct cuda_bpf *skel, const struct cuda_shared *maps)
 		err = bpf_map__reuse_fd(skel->maps.threads, maps->threads_fd);
 	if (!err)
 		err = bpf_map__reuse_fd(skel->maps.procs, maps->procs_fd);
-	bpf_object__for_each_program(prog, skel->obj)
-	{
-		if (!err)
-			err = bpf_program__set_expected_attach_type(prog, UPROBE_MULTI_ATTACH_TYPE);
-	}
+	if (!err)
+		err = uprobe_multi_prepare(skel->obj, uprobes);
 	return err;
 }
 

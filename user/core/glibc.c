@@ -112,14 +112,11 @@ struct glibc_trace *glibc_trace_open(pid_t tgid, int threads_fd, uint32_t max_bl
 		if (e)
 			goto destroy_skel;
 	}
+	/* (its sched_process_exec program stays as it is) */
+	static const char *const uprobes[] = { "uprobe", "uretprobe", NULL };
 	g->multi = uprobe_multi_supported();
-	struct bpf_program *prog;
-	bpf_object__for_each_program(prog, g->skel->obj)
-	{
-		const char *sec = bpf_program__section_name(prog);
-		if (!e && g->multi && (!strcmp(sec, "uprobe") || !strcmp(sec, "uretprobe")))
-			e = bpf_program__set_expected_attach_type(prog, UPROBE_MULTI_ATTACH_TYPE);
-	}
+	if (g->multi)
+		e = uprobe_multi_prepare(g->skel->obj, uprobes);
 	if (!e)
 		e = glibc_bpf__load(g->skel);
 	if (e)

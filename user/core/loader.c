@@ -100,17 +100,13 @@ static int share_map(struct bpf_map *m)
  * are the spec ids: libbpf's map from addresses to ids goes unused. */
 static int use_multi(struct loader *l)
 {
-	struct bpf_program *prog;
-	int err = 0;
+	static const char *const usdt[] = { "usdt", NULL };
+	int err;
 
 	l->multi = usdt_supported() && uprobe_multi_supported();
 	if (!l->multi)
 		return 0;
-	bpf_object__for_each_program(prog, l->skel->obj)
-	{
-		if (!err && !strcmp(bpf_program__section_name(prog), "usdt"))
-			err = bpf_program__set_expected_attach_type(prog, UPROBE_MULTI_ATTACH_TYPE);
-	}
+	err = uprobe_multi_prepare(l->skel->obj, usdt);
 	if (!err)
 		err = bpf_map__set_max_entries(l->skel->maps.__bpf_usdt_ip_to_spec_id, 1);
 	return err;

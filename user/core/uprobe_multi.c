@@ -13,6 +13,7 @@
 
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include "uprobe_multi.h"
 
@@ -42,6 +43,22 @@ int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *off, const 
 	int fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 
 	return fd < 0 ? -errno : fd;
+}
+
+int uprobe_multi_prepare(struct bpf_object *obj, const char *const *sections)
+{
+	struct bpf_program *prog;
+	int err = 0;
+
+	bpf_object__for_each_program(prog, obj)
+	{
+		const char *sec = bpf_program__section_name(prog);
+		for (const char *const *s = sections; !err && *s; s++)
+			if (!strcmp(sec, *s))
+				err = bpf_program__set_expected_attach_type(
+					prog, UPROBE_MULTI_ATTACH_TYPE);
+	}
+	return err;
 }
 
 /* A program that does nothing, linked on "/": a kernel that knows

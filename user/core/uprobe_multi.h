@@ -26,6 +26,10 @@
  * return probes. The link's fd, or a negative errno. */
 int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *off, const uint64_t *ref_ctr,
 		      const uint64_t *cookies, unsigned n, pid_t pid, bool ret);
+struct bpf_object;
+/* Before obj's load: its programs whose section is one of `sections`
+ * (NULL-ended) are loaded for uprobe_multi links. 0 or a negative errno. */
+int uprobe_multi_prepare(struct bpf_object *obj, const char *const *sections);
 /* Whether this kernel makes uprobe_multi links (a probe the first time);
  * TALLY_UPROBE_MULTI=off says no, so that the tests run the perf-event path
  * of older kernels (the USDT probes'; the driver's have no other). */
