@@ -21,6 +21,9 @@ ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.
 	alloc/large.c alloc/malloc.c alloc/free.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
 	alloc/ring.c alloc/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/ptr_table.c
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
+# what `--inject` loads into a process on glibc's malloc
+INTERPOSE_SRCS := alloc/interpose.c alloc/interpose_batch.c alloc/interpose_table.c \
+	alloc/interpose_got.c alloc/probe_guard.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
 # the probe-cost benchmark), one that hands every batch to a test sink (the
@@ -32,8 +35,10 @@ ALLOC_NP_OBJS := $(call obj,noprobes,$(ALLOC_SRCS))
 ALLOC_SINK_OBJS := $(call obj,sink,$(ALLOC_SRCS))
 ALLOC_SAN_OBJS := $(call obj,san,$(ALLOC_SRCS))
 SDK_OBJS := $(call obj,pic,$(SDK_SRCS))
+INTERPOSE_OBJS := $(call obj,pic,$(INTERPOSE_SRCS))
 
 PRODUCTS := $(BUILD)/libtally_alloc.so $(BUILD)/libtally_alloc.a $(BUILD)/libtally.so \
+	$(BUILD)/libtally_interpose.so \
 	$(BUILD)/libtally_alloc_noprobes.so $(BUILD)/tally
 
 # (and libm, for the model's heap-profile weights, which most tests link)
@@ -45,7 +50,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_remote $(BUILD)/tests/test_heap_rings $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
-	$(BUILD)/tests/hostile_target
+	$(BUILD)/tests/hostile_target $(BUILD)/tests/inject_workload $(BUILD)/tests/inject_workload_cxx
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
@@ -87,6 +92,8 @@ $(BUILD)/libtally_alloc.a: $(ALLOC_OBJS)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/libtally.so: $(SDK_OBJS)
 	$(CC) -shared -pthread -o $@ $^
+$(BUILD)/libtally_interpose.so: $(INTERPOSE_OBJS)
+	$(CC) -shared -pthread -Wl,-z,now -o $@ $^ -ldl
 
 # The tracer: BPF objects and their skeletons (vmlinux.h from the running
 # kernel's BTF), then the CLI.
@@ -190,7 +197,7 @@ $(BUILD)/tests/test_sdk_alloc: $(BUILD)/tests/sdk_alloc/test_sdk.o $(BUILD)/libt
 # The tracer's pure parts under the sanitizers, and the integration tests' workload.
 # The model layer (user/model/model.c and what it needs, and the figures built
 # from it), as every view's test links it.
-MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork gpu replay figures figures_tree tree sites) \
+MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork gpu replay figures figures_tree tree sites injected) \
 	$(BUILD)/tests/san/alloc/stats_identity.o
 $(BUILD)/tests/test_tree: $(BUILD)/tests/san/tests/test_tree.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -272,7 +279,7 @@ $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_de
 		$(BUILD)/tests/fuzz/decoder/user/model/gpu.o $(BUILD)/tests/fuzz/decoder/user/model/figures.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/figures_tree.o $(BUILD)/tests/fuzz/decoder/user/model/tree.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/model_fork.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/sites.o
+		$(BUILD)/tests/fuzz/decoder/user/model/sites.o $(BUILD)/tests/fuzz/decoder/user/model/injected.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
 test-build: $(if $(FUZZ_RT),$(FUZZERS))
 # The seed corpus, written from the real structures (tests/fuzz/seeds.c):
@@ -305,6 +312,15 @@ test-build: $(BUILD)/tests/test_glibc_site
 $(BUILD)/tests/glibc_workload: tests/glibc/workload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -Wl,-z,now -o $@ $<
+
+# --inject's workloads (tests/inject/run.sh): one source, as C and as C++
+# (operator new), both PIE and lazily bound as Debian builds programs.
+$(BUILD)/tests/inject_workload: tests/inject/workload.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -o $@ $< -ldl
+$(BUILD)/tests/inject_workload_cxx: tests/inject/workload.c
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g -Wall -Wextra -Werror -Wno-mismatched-new-delete -Wno-mismatched-dealloc -D_GNU_SOURCE -DCXX -fno-builtin -x c++ -o $@ $< -ldl
 
 # The fake CUDA driver and the GPU workloads (tests/gpu/build.sh).
 $(BUILD)/tests/gpu/.built: tests/gpu/build.sh tests/gpu/workload.c tests/gpu/dlopen_workload.c \

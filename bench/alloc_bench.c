@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/wait.h>
 
@@ -121,6 +122,8 @@ static void *churn_thread(void *data)
 	return NULL;
 }
 
+static bool wait_signal; /* -w */
+
 static int run_churn(unsigned int nthreads, bool init)
 {
 	struct churn_arg args[nthreads];
@@ -130,6 +133,12 @@ static int run_churn(unsigned int nthreads, bool init)
 	unsigned int i;
 	double secs;
 
+	sigset_t usr1;
+	int sig;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	if (wait_signal) /* before the threads: they inherit the mask */
+		pthread_sigmask(SIG_BLOCK, &usr1, NULL);
 	pthread_barrier_init(&start, NULL, nthreads + 1);
 	for (i = 0; i < nthreads; i++) {
 		args[i] = (struct churn_arg){
@@ -140,6 +149,12 @@ static int run_churn(unsigned int nthreads, bool init)
 		errno = pthread_create(&tids[i], NULL, churn_thread, &args[i]);
 		if (errno)
 			die("pthread_create");
+	}
+	if (wait_signal) {
+		/* the threads fill their rings, then wait at the barrier */
+		printf("waiting\n");
+		fflush(stdout);
+		sigwait(&usr1, &sig);
 	}
 	pthread_barrier_wait(&start);
 	t0 = now_ns();
@@ -669,7 +684,7 @@ static int run_idle(const char *name, bool active)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: alloc_bench [-q] WORKLOAD\n"
+	fprintf(f, "usage: alloc_bench [-q] [-w] WORKLOAD\n"
 		   "\n"
 		   "Workloads (each prints one 'result NAME key=value...' line):\n"
 		   "  churn THREADS  ring of 4096 objects per thread, 16..256 B  ops_per_s\n"
@@ -683,6 +698,8 @@ static void usage(FILE *f)
 		   "  idle-quiet     fill ~800 MB, keep 1/64, sleep 2 s           rss_over_live\n"
 		   "\n"
 		   "  -q  quick: a tenth of the work and a 0.5 s idle phase (smoke test)\n"
+		   "  -w  churn: once the rings are full, print 'waiting' and wait for SIGUSR1\n"
+		   "      before the timed loop (a tracer attaches to the running process)\n"
 		   "\n"
 		   "EXAMPLES:\n"
 		   "  alloc_bench churn 2\n"
@@ -694,8 +711,11 @@ int main(int argc, char **argv)
 	const char *workload;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "qh")) != -1) {
+	while ((opt = getopt(argc, argv, "qwh")) != -1) {
 		switch (opt) {
+		case 'w':
+			wait_signal = true;
+			break;
 		case 'q':
 			params.churn_iters /= 10;
 			params.pc_objects /= 10;

@@ -104,6 +104,21 @@ enum tally_ev_type {
 	 * in it: bytes = the ring's address in the process, n = its length.
 	 * Moves no byte. */
 	TALLY_EV_RING = 21,
+	/*
+	 * libtally_interpose.so's records (source TALLY_SRC_INTERPOSE: a
+	 * process on glibc's malloc, attached with --inject). Its ALLOC and
+	 * FREE words are blocks allocated since the injection (n = requested,
+	 * bytes = glibc's usable size); larger ones LARGE_ALLOC and
+	 * LARGE_FREE (bytes = requested, n = usable - requested, term 0).
+	 */
+	/* a block the interposer did not see allocated (before the injection,
+	 * or by code that calls glibc directly) freed: bytes = its usable
+	 * size; n = 1 when it was a realloc's old block */
+	TALLY_EV_FREE_UNTRACKED = 22,
+	/* glibc's own totals (mallinfo2), then TALLY_GLIBC_INFO_WORDS words:
+	 * arena, hblkhd, uordblks, fordblks, keepcost; n = the interposer's
+	 * calls not recorded (a table full), bytes = its table's bytes */
+	TALLY_EV_GLIBC_INFO = 23,
 
 	/*
 	 * GPU records (DESIGN.md §4), from libtally_cupti.so's batches or, one
@@ -138,6 +153,7 @@ enum tally_ev_type {
 
 #define TALLY_KERNEL_NAME_MAX 256  /* longer names are cut */
 #define TALLY_SAMPLE_FRAMES_MAX 64 /* deeper stacks are cut */
+#define TALLY_GLIBC_INFO_WORDS 5   /* the words after a TALLY_EV_GLIBC_INFO record */
 #define TALLY_MODULE_PATH_MAX 1024 /* longer paths are cut */
 
 /* The driver entry point a GPU record came from (field `bytes` of launches). */
@@ -232,6 +248,11 @@ static inline int tally_ev_next(const __u64 *words, __u32 count, __u32 *pos, str
 			return -1;
 		*pos += 2 + e->n;
 	}
+	if (e->type == TALLY_EV_GLIBC_INFO) {
+		if (*pos + TALLY_GLIBC_INFO_WORDS > count)
+			return -1;
+		*pos += TALLY_GLIBC_INFO_WORDS;
+	}
 	if (e->type == TALLY_EV_MODULE) {
 		__u32 extra = 2 + (e->n + 7) / 8;
 		if (e->n > TALLY_MODULE_PATH_MAX || *pos + extra > count)
@@ -242,8 +263,9 @@ static inline int tally_ev_next(const __u64 *words, __u32 count, __u32 *pos, str
 }
 
 enum tally_batch_source {
-	TALLY_SRC_ALLOC = 1, /* libtally_alloc.so */
-	TALLY_SRC_CUPTI = 2, /* libtally_cupti.so */
+	TALLY_SRC_ALLOC = 1,	 /* libtally_alloc.so */
+	TALLY_SRC_CUPTI = 2,	 /* libtally_cupti.so */
+	TALLY_SRC_INTERPOSE = 3, /* libtally_interpose.so (--inject) */
 };
 
 /*

@@ -13,6 +13,8 @@
 #   BENCH_TIMEOUT          seconds before a run counts as hung (default 120)
 #   BENCH_MEMLEAK_RUNS     rounds that include the memleak row (default 1; 0 leaves it out)
 #   BENCH_MEMLEAK_TIMEOUT  seconds before a memleak run counts as hung (default 600)
+#   BENCH_GLIBC_MODE_RUNS  rounds that include the glibc-mode row, on the -q workload
+#                          (default 1; 0 leaves it out)
 #
 # Rows and their baselines: tally-traced against tally-untraced (the acceptance figure, at
 # most 2x slower), glibc-memleak and glibc-heaptrack against glibc-untraced. Slowdown is
@@ -57,6 +59,7 @@ quick=
 runs=${BENCH_RUNS:-5}
 run_timeout=${BENCH_TIMEOUT:-120}
 memleak_runs=${BENCH_MEMLEAK_RUNS:-1}
+glibc_mode_runs=${BENCH_GLIBC_MODE_RUNS:-1}
 memleak_timeout=${BENCH_MEMLEAK_TIMEOUT:-600}
 case "${1:-}" in
 --quick) quick=-q; runs=1 ;;
@@ -132,20 +135,25 @@ memleak_workload=(-q churn 1)
 # --no-sample (its baseline for the sampling's cost), tally-traced-rate64k
 # samples eight times as often; tally-traced-norings carries every batch through the probe
 # and the BPF ring (TALLY_HEAP_RINGS=off), as before the heaps' shared rings.
+# glibc-inject: the workload on glibc, started and waiting, then attached with
+# `tally snapshot -p PID --inject` (libtally_interpose.so) before its timed loop;
+# glibc-mode: tally's probe per call (--no-preload), on the -q workload in the memleak
+# rounds only (it takes microseconds a call: BENCH_GLIBC_MODE_RUNS, default 1).
 rows=(tally-untraced tally-traced tally-traced-nosample tally-traced-rate64k tally-traced-norings
 	tally-fork-untraced
-	tally-fork-traced glibc-untraced glibc-memleak glibc-heaptrack)
+	tally-fork-traced glibc-untraced glibc-inject glibc-mode glibc-memleak glibc-heaptrack)
 declare -A baseline=(
 	[tally-traced]=tally-untraced [tally-traced-nosample]=tally-untraced
 	[tally-traced-rate64k]=tally-traced-nosample [tally-traced-norings]=tally-untraced
-	[glibc-memleak]=glibc-untraced
+	[glibc-memleak]=glibc-untraced [glibc-inject]=glibc-untraced [glibc-mode]=glibc-untraced
 	[glibc-heaptrack]=glibc-untraced [tally-fork-traced]=tally-fork-untraced
 )
 declare -A expect_from=(
 	[tally-untraced]=libtally_alloc.so [tally-traced]=libtally_alloc.so
 	[tally-traced-nosample]=libtally_alloc.so [tally-traced-rate64k]=libtally_alloc.so
 	[tally-traced-norings]=libtally_alloc.so [tally-fork-untraced]=libtally_alloc.so [tally-fork-traced]=libtally_alloc.so
-	[glibc-untraced]=libc.so.6 [glibc-memleak]=libc.so.6
+	[glibc-untraced]=libc.so.6 [glibc-memleak]=libc.so.6 [glibc-inject]=libc.so.6
+	[glibc-mode]=libc.so.6
 	[glibc-heaptrack]=libheaptrack_preload.so
 )
 # the workload's result line, by row (default churn-1t)
@@ -165,7 +173,8 @@ elif [ "$(id -u)" -ne 0 ]; then
 	skip[tally-traced]="tracing needs root"
 fi
 if [ -n "${skip[tally-traced]:-}" ]; then
-	for r in tally-fork-traced tally-traced-nosample tally-traced-rate64k tally-traced-norings; do
+	for r in tally-fork-traced tally-traced-nosample tally-traced-rate64k tally-traced-norings \
+		glibc-inject glibc-mode; do
 		skip[$r]=${skip[tally-traced]}
 	done
 fi
@@ -207,6 +216,11 @@ bcc_headers()
 	note[glibc-memleak]+=" headers (kernel $kernel has none)"
 }
 
+if ! [[ $glibc_mode_runs =~ ^[0-9]+$ ]]; then
+	echo "bench-trace: BENCH_GLIBC_MODE_RUNS must be a number, not '$glibc_mode_runs'" >&2
+	exit 2
+fi
+[ "$glibc_mode_runs" -gt 0 ] || skip[glibc-mode]="BENCH_GLIBC_MODE_RUNS=0"
 if [ "$memleak_runs" -eq 0 ]; then
 	skip[glibc-memleak]="BENCH_MEMLEAK_RUNS=0"
 elif ! command -v memleak-bpfcc >/dev/null 2>&1; then
@@ -466,6 +480,66 @@ run_glibc_memleak()
 	extra="(-q workload)"
 }
 
+# The snapshot's figures ($1: a JSON file) into the results, as traced_run does.
+snapshot_fields()
+{
+	local row=$1 json=$2 fields
+	if ! fields=$(jq -er '[.exact, .events.received, .events.lost, (.events.records // 0)]
+			| map(tostring) | join(" ")' "$json" 2>>"$log"); then
+		why="no snapshot with .exact, .events.received and .events.lost"
+		return 1
+	fi
+	read -r exact received lost records <<<"$fields"
+	{
+		echo "$row $round exact $exact"
+		echo "$row $round received $received"
+		echo "$row $round lost $lost"
+		echo "$row $round records $records"
+	} >>"$results"
+	extra="exact=$exact received=$received lost=$lost records=$records"
+}
+
+run_glibc_mode()
+{
+	local out=${log%.log}.out json=$tmp/glibc-mode.json rc=0
+	timeout --kill-after=10 "$memleak_timeout" "$tally_bin" snapshot --no-preload -o "$json" -- \
+		env -u LD_PRELOAD taskset -c "$pin_cpu" "$bin" "${memleak_workload[@]}" \
+		>"$out" 2>"$log" || rc=$?
+	grep '^result ' "$out" >>"$log" || true
+	if [ $rc -ne 0 ]; then
+		why="tally $(exit_why $rc "$memleak_timeout"): $(why_from_log "$log")"
+		return 1
+	fi
+	snapshot_fields glibc-mode "$json"
+}
+
+# The workload fills its ring and waits (-w); tally injects; SIGUSR1 starts the timed loop
+# once the interposer's thread runs.
+run_glibc_inject()
+{
+	local out=${log%.log}.out json=$tmp/glibc-inject.json wpid tpid i rc=0
+	env -u LD_PRELOAD taskset -c "$pin_cpu" "$bin" -w "${workload[@]}" >"$out" 2>"$log" &
+	wpid=$!
+	for ((i = 0; i < 200; i++)); do grep -q '^waiting' "$out" && break; sleep 0.05; done
+	"$tally_bin" snapshot -p "$wpid" --inject -o "$json" 2>>"$log" &
+	tpid=$!
+	for ((i = 0; i < 200; i++)); do
+		grep -qx tally-inject /proc/"$wpid"/task/*/comm 2>/dev/null && break
+		sleep 0.05
+	done
+	kill -USR1 "$wpid" 2>/dev/null || true
+	local trc=0
+	wait_until "$wpid" $((SECONDS + run_timeout)) || rc=$?
+	wait "$tpid" || trc=$?
+	[ $rc -ne 0 ] || rc=$trc
+	grep '^result ' "$out" >>"$log" || true
+	if [ $rc -ne 0 ]; then
+		why="$(exit_why $rc "$run_timeout"): $(why_from_log "$log")"
+		return 1
+	fi
+	snapshot_fields glibc-inject "$json"
+}
+
 # heaptrack traces only the program it starts (its preload removes itself from the
 # environment), so the workload cannot go through taskset: it is pinned once it is running,
 # all threads, and again a moment later for any thread created in between.
@@ -574,6 +648,7 @@ for ((round = 1; round <= runs; round++)); do
 		row=${rows[(i + round - 1) % ${#rows[@]}]}
 		[ -z "${skip[$row]:-}" ] || continue
 		[ "$row" != glibc-memleak ] || [ "$round" -le "$memleak_runs" ] || continue
+		[ "$row" != glibc-mode ] || [ "$round" -le "$glibc_mode_runs" ] || continue
 		run_row "$row" "$round"
 	done
 done
@@ -703,6 +778,24 @@ fork_line()
 	     "$(traced_events tally-fork-traced) (reported, not gated)"
 }
 
+# --inject against glibc untraced (issue 18: at most 2.5x), every event kept.
+inject_line()
+{
+	local t=${med[glibc-inject]:-} u=${med[glibc-untraced]:-}
+
+	if [ -n "${skip[glibc-inject]:-}" ] || [ -z "$t" ] || [ -z "$u" ]; then
+		echo "- SKIP --inject <= 2.5x glibc untraced (${skip[glibc-inject]:-no runs})"
+		return
+	fi
+	if awk -v u="$u" -v t="$t" 'BEGIN { exit !(u / t <= 2.5) }'; then
+		echo "- PASS --inject = $(fmt_x "$u" "$t") of glibc untraced (need <= 2.5);" \
+		     "$(traced_events glibc-inject)"
+	else
+		echo "- FAIL --inject = $(fmt_x "$u" "$t") of glibc untraced (need <= 2.5);" \
+		     "$(traced_events glibc-inject)"
+	fi
+}
+
 report()
 {
 	echo "## Tracer benchmark: alloc_bench churn 1 ($runs round(s)${quick:+, quick}; median)"
@@ -719,6 +812,7 @@ report()
 	verdict
 	sampling_line
 	fork_line
+	inject_line
 	echo
 	echo "Runs failed: $(printf '%s\n' 0 "${nfail[@]}" | awk '{ n += $1 } END { print n }')." \
 	     "Total time: $((SECONDS - start_s)) s. Logs: ${outdir#"$root"/}/"

@@ -103,6 +103,7 @@ run serve 300 tests/serve/run.sh
 run profile 300 tests/profile/run.sh
 run container 120 tests/container/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
+run inject 300 tests/inject/run.sh
 
 echo
 [ ${#broken[@]} -gt 0 ] && echo "suites that exited abnormally: ${broken[*]}"

@@ -386,6 +386,109 @@ static void model__cupti_batch__kernel_name_interned_and_preferred(void **state)
 	model_free(&m);
 }
 
+/* An injected process's batch (libtally_interpose.so), from thread 9. */
+static void interpose_batch(struct tally_msg_batch *b, const struct tally_ev *recs, uint32_t n)
+{
+	b->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 9, 1, 0, 0 };
+	b->batch = (struct tally_batch){ .magic = TALLY_BATCH_MAGIC,
+					 .version = TALLY_BATCH_VERSION,
+					 .source = TALLY_SRC_INTERPOSE,
+					 .tid = 9,
+					 .heap_id = 1 };
+	for (uint32_t i = 0; i < n; i++)
+		tally_ev_put(b->batch.words, &b->batch.count, &recs[i]);
+	b->bytes = (uint32_t)(offsetof(struct tally_batch, words) + b->batch.count * 8);
+}
+
+/* --inject: blocks since the injection are live bytes and their rounding,
+ * a large one too; a free of a block from before moves no live byte and is
+ * counted apart; glibc's totals kept; the figures say glibc, exact. */
+static void model__interpose_batch__glibc_figures_since_the_injection(void **state)
+{
+	(void)state;
+	struct model m;
+	struct tally_msg_batch *b = calloc(1, sizeof(*b));
+	struct figures_sources *src = calloc(1, sizeof(*src));
+	struct figures_process p = { 0 };
+	const struct tally_ev recs[] = {
+		{ TALLY_EV_ALLOC, 0, 0, 100, 104 },
+		{ TALLY_EV_ALLOC, 0, 0, 40, 40 },
+		{ TALLY_EV_FREE, 0, 0, 40, 40 },
+		{ TALLY_EV_LARGE_ALLOC, 0, 0, 4000, 20000000 }, /* n = usable - requested */
+		{ TALLY_EV_FREE_UNTRACKED, 0, 0, 0, 72 },
+		{ TALLY_EV_GLIBC_INFO, 0, 0, 0, 65536 },
+	};
+	uint64_t info[TALLY_GLIBC_INFO_WORDS] = { 135168, 20004096, 21000, 114168, 4096 };
+
+	assert_non_null(b);
+	assert_non_null(src);
+	model_init(&m);
+	interpose_batch(b, recs, 6);
+	memcpy(&b->batch.words[b->batch.count], info, sizeof(info));
+	b->batch.count += TALLY_GLIBC_INFO_WORDS;
+	b->bytes += sizeof(info);
+	assert_int_equal(model_apply(&m, b, sizeof(*b)), 0);
+	assert_true(m.injected.seen);
+	assert_false(m.saw_alloc);
+	assert_int_equal(m.injected.f.live, 100 + 20000000);
+	assert_int_equal(m.injected.f.rounding, 4 + 4000);
+	assert_int_equal(m.injected.f.unknown_frees, 1);
+	assert_int_equal(m.injected.unknown_free_bytes, 72);
+	assert_int_equal(m.injected.f.alloc_objs[0], 3);
+	assert_int_equal(m.injected.f.dealloc_objs[0], 1);
+	assert_int_equal(m.injected.table_bytes, 65536);
+	assert_int_equal(m.injected.info[1], 20004096);
+
+	src->allocator = FIGURES_ALLOC_GLIBC;
+	src->injected = true;
+	src->late = true;
+	src->have_glibc = true;
+	src->glibc = m.injected.f;
+	assert_int_equal(figures_build_process(&p, &m, src), 0);
+	assert_true(p.exact);
+	assert_true(p.target.injected);
+	assert_int_equal(p.stats.v[TALLY_STAT_live], 100 + 20000000);
+	assert_false(p.stats.known & (1u << TALLY_STAT_large_count));
+	assert_true(p.have_glibc_info);
+	assert_int_equal(p.groups[0].live_bytes, 100 + 20000000);
+	/* the table could not hold a block: flagged */
+	src->glibc.untracked = 1;
+	figures_process_free(&p);
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(figures_build_process(&p, &m, src), 0);
+	assert_false(p.exact);
+	figures_process_free(&p);
+	free(src);
+	free(b);
+	model_free(&m);
+}
+
+/* A batch of the interposer's with a record it never writes, or cut inside
+ * a record, is refused whole: nothing of it applied. */
+static void model__interpose_batch__malformed_refused_whole(void **state)
+{
+	(void)state;
+	struct model m;
+	struct tally_msg_batch *b = calloc(1, sizeof(*b));
+	const struct tally_ev recs[] = {
+		{ TALLY_EV_ALLOC, 0, 0, 100, 104 },
+		{ TALLY_EV_SPAN_CLAIM, 0, 0, 64, 0 },
+	};
+
+	assert_non_null(b);
+	model_init(&m);
+	interpose_batch(b, recs, 2);
+	assert_int_equal(model_apply(&m, b, sizeof(*b)), -EINVAL);
+	assert_int_equal(m.injected.f.live, 0);
+	memset(b, 0, sizeof(*b));
+	const struct tally_ev info = { TALLY_EV_GLIBC_INFO, 0, 0, 0, 0 };
+	interpose_batch(b, &info, 1); /* its five words missing */
+	assert_int_equal(model_apply(&m, b, sizeof(*b)), -EINVAL);
+	assert_false(m.injected.have_info);
+	free(b);
+	model_free(&m);
+}
+
 /* CUPTI refused tally's subscriber (libtally_cupti.so's record): its
  * reason kept, printable; the driver's probes are the source, and the
  * figures say so with the reason. */
@@ -446,6 +549,8 @@ int main(void)
 		cmocka_unit_test(model__gpu_driver_records__counters_and_gauges_per_group),
 		cmocka_unit_test(model__cupti_batch__kernel_name_interned_and_preferred),
 		cmocka_unit_test(model__cupti_refused__driver_counts_with_the_reason),
+		cmocka_unit_test(model__interpose_batch__glibc_figures_since_the_injection),
+		cmocka_unit_test(model__interpose_batch__malformed_refused_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,7 +20,8 @@ enum {
 	OPT_VERBOSE,
 	OPT_NO_FOLLOW,
 	OPT_RATE,
-	OPT_NO_SAMPLE
+	OPT_NO_SAMPLE,
+	OPT_INJECT
 };
 
 static const struct argp_option target_options[] = {
@@ -32,6 +33,11 @@ static const struct argp_option target_options[] = {
 	  "(-- CMD follows the processes it starts already)",
 	  1 },
 	{ "no-follow", OPT_NO_FOLLOW, NULL, 0, "Only the process itself, not those it starts", 1 },
+	{ "inject", OPT_INJECT, NULL, 0,
+	  "With -p, a process on glibc's malloc: load libtally_interpose.so into it (ptrace, as "
+	  "a debugger does) and record each malloc-family call in the process, instead of a "
+	  "probe per call; undone when tally stops",
+	  1 },
 	{ "duration", 'd', "SECS", 0, "Stop after SECS seconds (default: when the target exits)",
 	  1 },
 	{ "group", OPT_GROUP, "NAME=GLOB", 0,
@@ -166,6 +172,8 @@ static void target_end(struct cli_target *c, const struct argp_state *state)
 		cli_usage_error(state, "-p PID and -- CMD exclude each other");
 	if (c->follow == (CLI_FOLLOW | CLI_NO_FOLLOW))
 		cli_usage_error(state, "-f and --no-follow exclude each other");
+	if (c->o.inject && !c->o.pid)
+		cli_usage_error(state, "--inject is for a running process: it needs -p PID");
 	if (c->rate_given && c->no_sample)
 		cli_usage_error(state, "--rate and --no-sample exclude each other");
 	if (c->no_sample)
@@ -190,6 +198,25 @@ static void parse_sampling(struct cli_target *c, int key, const char *arg,
 				(unsigned long long)CLI_RATE_MAX);
 	c->o.sample_rate = rate;
 	c->rate_given = true;
+}
+
+/* The options that only set a flag. */
+static void parse_flag(struct cli_target *c, int key)
+{
+	switch (key) {
+	case OPT_NO_PRELOAD:
+		c->o.no_preload = true;
+		break;
+	case OPT_INJECT:
+		c->o.inject = true;
+		break;
+	case 'v':
+		c->o.verbose = true;
+		break;
+	case 'f':
+		c->follow |= CLI_FOLLOW;
+		break;
+	}
 }
 
 static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
@@ -226,13 +253,10 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 		c->o.ring_bytes = (uint64_t)(v * 1048576.0);
 		break;
 	case OPT_NO_PRELOAD:
-		c->o.no_preload = true;
-		break;
+	case OPT_INJECT:
 	case 'v':
-		c->o.verbose = true;
-		break;
 	case 'f':
-		c->follow |= CLI_FOLLOW;
+		parse_flag(c, key);
 		break;
 	case OPT_RATE:
 	case OPT_NO_SAMPLE:

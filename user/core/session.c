@@ -227,11 +227,17 @@ void session_refresh(struct session *s)
 	cuda_trace_read(s->cuda, s->pid, &src->cuda);
 	if (!s->gone)
 		session_nvml(s, s->pid, &src->cuda);
-	src->allocator = s->model.saw_alloc ? FIGURES_ALLOC_TALLY :
-			 s->glibc	    ? FIGURES_ALLOC_GLIBC :
-					      FIGURES_ALLOC_NONE;
-	src->have_glibc =
-		src->allocator == FIGURES_ALLOC_GLIBC && !glibc_trace_read(s->glibc, &src->glibc);
+	src->allocator = s->model.saw_alloc	 ? FIGURES_ALLOC_TALLY :
+			 s->glibc || s->injected ? FIGURES_ALLOC_GLIBC :
+						   FIGURES_ALLOC_NONE;
+	src->injected = s->injected;
+	if (s->injected) {
+		src->glibc = s->model.injected.f;
+		src->have_glibc = true;
+	} else {
+		src->have_glibc = src->allocator == FIGURES_ALLOC_GLIBC &&
+				  !glibc_trace_read(s->glibc, &src->glibc);
+	}
 	src->pid = s->pid;
 	if (!s->gone) /* where it lives may change (a move to another cgroup) */
 		session_place(s);

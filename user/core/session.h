@@ -43,6 +43,7 @@ struct session_opts {
 	pid_t pid;		   /* attach to this process, or 0 */
 	char **cmd;		   /* or start this command */
 	bool no_preload;	   /* start CMD as it is, without tally's libraries */
+	bool inject;		   /* -p on glibc: libtally_interpose.so loaded into it */
 	bool verbose;		   /* say when attached */
 	bool follow;		   /* the processes the target starts too (-- CMD, -f) */
 	const char *cmd_stdio;	   /* a started CMD's stdin, stdout and stderr, or NULL: tally's */
@@ -83,6 +84,7 @@ struct session {
 	int cuda_err, glibc_err;
 	pid_t pid;
 	bool spawned;
+	bool injected; /* -p --inject: libtally_interpose.so loaded into it */
 	struct target_child child;
 	int pidfd;
 	struct target_lock lock; /* one tally per target */

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "inject.h"
 #include "session.h"
 #include "session_state.h"
 #include "timing.h"
@@ -89,7 +90,13 @@ static int attach_libs(struct session *s)
 {
 	int err;
 
-	if (s->alloc_path[0]) {
+	if (s->injected) {
+		/* before the library is loaded: the kernel raises its semaphore as
+		 * dlopen maps it, and the interposer finds its tracer there */
+		err = loader_attach_batch(s->loader, s->pid, s->alloc_path);
+		if (err)
+			return attach_failed(s, s->alloc_path, err);
+	} else if (s->alloc_path[0]) {
 		err = loader_attach_alloc(s->loader, s->pid, s->alloc_path);
 		if (err)
 			return attach_failed(s, s->alloc_path, err);
@@ -261,11 +268,22 @@ static int find_running(struct session *s)
 				    s->pid);
 	err = target_find_lib(s->pid, "libtally_alloc.so", s->alloc_path, sizeof(s->alloc_path),
 			      &bias);
-	if (err == -ENOENT) {
+	if (err == -ENOENT && s->injected) {
+		char why[512];
+		int rc = inject_check(s->pid, why, sizeof(why));
+		if (rc)
+			return session_fail(rc == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL, "%s",
+					    why);
+		rc = lib_beside_self("libtally_interpose.so", s->alloc_path, sizeof(s->alloc_path));
+		if (rc)
+			return session_fail(TALLY_EXIT_FAIL,
+					    "libtally_interpose.so is not beside tally: %s",
+					    strerror(-rc));
+	} else if (err == -ENOENT) {
 		s->alloc_path[0] = 0;
 		fprintf(stderr,
 			"tally: %d does not use libtally_alloc: glibc mode (a probe per malloc "
-			"call: slow, and only what is allocated from now on)\n",
+			"call: slow, and only what is allocated from now on; --inject is faster)\n",
 			s->pid);
 	} else if (err == -EACCES || err == -EPERM) {
 		return session_fail(TALLY_EXIT_PERM,
@@ -274,6 +292,11 @@ static int find_running(struct session *s)
 	} else if (err) {
 		return session_fail(TALLY_EXIT_NO_PROCESS, "cannot read the maps of %d: %s", s->pid,
 				    strerror(-err));
+	} else if (s->injected) {
+		return session_fail(
+			TALLY_EXIT_USAGE,
+			"process %d uses libtally_alloc already: trace it without --inject",
+			s->pid);
 	} else {
 		s->heaps_addr = bias; /* plus the symbol's address, below */
 	}
@@ -375,9 +398,17 @@ static int attach_running(struct session *s, bool verbose)
 
 	/* before the probes raise the semaphores: the first gaps are drawn at
 	 * this rate */
-	if (s->alloc_path[0])
+	if (s->alloc_path[0] && !s->injected)
 		session_sample_attach(s, s->pid);
 	rc = attach_libs(s);
+	if (!rc && s->injected) {
+		char why[512];
+		int err = inject_load(s->pid, s->alloc_path, why, sizeof(why));
+		timing_mark("inject: libtally_interpose.so loaded and started");
+		if (err)
+			return session_fail(err == -ESRCH ? TALLY_EXIT_NO_PROCESS : TALLY_EXIT_FAIL,
+					    "--inject: %s", why);
+	}
 
 	if (!rc && !s->alloc_path[0])
 		rc = start_glibc(s);
@@ -403,6 +434,7 @@ int session_start(struct session *s, const struct session_opts *o)
 		return rc;
 	s->pid = o->pid;
 	s->late = !o->cmd;
+	s->injected = o->inject;
 	timing_enable(o->verbose);
 	timing_mark("prepare (caps, BTF present)");
 	rc = o->cmd ? spawn(s, o) : find_running(s);

@@ -114,6 +114,7 @@ static void build_target(struct figures_target *t, const struct model *m,
 	if (m->gpu.cupti_refused[0] && t->cuda != FIGURES_CUDA_CUPTI)
 		t->cuda_why = m->gpu.cupti_refused;
 	t->late = src->late;
+	t->injected = src->injected;
 	/* a late attach to a busy allocator may find heaps moving while it
 	 * reads them: then the figures are not exact, and this says why */
 	t->read_known = src->late && src->allocator == FIGURES_ALLOC_TALLY;
@@ -169,8 +170,10 @@ static void build_stats(struct figures_process *p, const struct model *m,
 		fs->v[TALLY_STAT_live] = (int64_t)src->glibc.live;
 		fs->v[TALLY_STAT_rounding] = (int64_t)src->glibc.rounding;
 		fs->v[TALLY_STAT_large_count] = (int64_t)src->glibc.large_count;
-		fs->known = 1u << TALLY_STAT_live | 1u << TALLY_STAT_rounding |
-			    1u << TALLY_STAT_large_count;
+		fs->known = 1u << TALLY_STAT_live | 1u << TALLY_STAT_rounding;
+		/* the interposer does not tell mmapped chunks apart */
+		if (!src->injected)
+			fs->known |= 1u << TALLY_STAT_large_count;
 	}
 }
 
@@ -337,9 +340,15 @@ static void build_why(struct figures_process *p, const struct model *m,
 		p->why[p->nwhy++] = "still running: records its threads held were not read";
 	if (src->late && m->registry_threads_dropped)
 		p->why[p->nwhy++] = WHY_REGISTRY;
-	if (src->allocator == FIGURES_ALLOC_GLIBC &&
-	    !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late))
+	if (src->allocator == FIGURES_ALLOC_GLIBC && src->injected) {
+		/* since the injection, every call through the GOT is seen */
+		if (!(src->have_glibc && glibc_figures_exact(&src->glibc)))
+			p->why[p->nwhy++] =
+				"--inject: blocks the interposer's table could not hold";
+	} else if (src->allocator == FIGURES_ALLOC_GLIBC &&
+		   !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late)) {
 		p->why[p->nwhy++] = "glibc mode: not every call was seen";
+	}
 	build_gpu_why(p, m, src);
 	p->exact = p->nwhy == 0;
 }
@@ -369,6 +378,12 @@ int figures_build_process(struct figures_process *p, const struct model *m,
 	p->born_ns = src->born_ns;
 	p->ended_ns = src->ended_ns;
 	p->inherited = m->inherited;
+	p->injected = src->injected;
+	p->have_glibc_info = m->injected.have_info;
+	memcpy(p->glibc_info, m->injected.info, sizeof(p->glibc_info));
+	p->glibc_table_bytes = m->injected.table_bytes;
+	p->unknown_frees = m->injected.f.unknown_frees;
+	p->unknown_free_bytes = m->injected.unknown_free_bytes;
 	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
 		build_group(&p->groups[p->ngroups], g, m, src);
 		p->ngroups += p->groups[p->ngroups].shown;

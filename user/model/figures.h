@@ -97,6 +97,7 @@ struct figures_target {
 	enum figures_cuda cuda;
 	const char *cuda_why;  /* why not CUPTI, when it refused (NULL: it did not) */
 	bool late;	       /* attached to a running process */
+	bool injected;	       /* ... with --inject (libtally_interpose.so) */
 	bool read_known;       /* late, with libtally_alloc: its state was read... */
 	bool read_consistent;  /* ... while no heap moved */
 	bool gone;	       /* the target has exited */
@@ -147,6 +148,11 @@ struct figures_process {
 	struct figures_events events;
 	struct figures_stats stats;
 	bool have_inprocess; /* the allocator's own Stats (its exit hand-over or a final read) */
+	/* --inject: glibc's own totals (mallinfo2, the last the interposer
+	 * sent), and the frees of blocks it had not seen allocated */
+	bool injected, have_glibc_info;
+	uint64_t glibc_info[TALLY_GLIBC_INFO_WORDS];
+	uint64_t glibc_table_bytes, unknown_frees, unknown_free_bytes;
 	uint64_t inprocess[TALLY_STATS_COUNT];
 	struct figures_instance instance; /* the process's: the sum over groups */
 	/* the GPU figures are exact (every group's too), else why not */

@@ -330,6 +330,14 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 		return -EINVAL;
 	if (b->source == TALLY_SRC_CUPTI)
 		return apply_gpu_words(m, b->words, b->count);
+	if (b->source == TALLY_SRC_INTERPOSE) {
+		struct model_thread *t = model_thread(m, b->tid, false);
+		int n = injected_apply(&m->injected, b->words, b->count, t ? t->rule_group : -1);
+		if (n < 0)
+			return n;
+		m->records += (uint64_t)n;
+		return 0;
+	}
 	if (b->source != TALLY_SRC_ALLOC)
 		return -EINVAL;
 	model_apply_records(m, b->heap_id, b->seq_first, b->tid, b->words, b->count);

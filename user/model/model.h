@@ -17,6 +17,7 @@
 #include "../../bpf/tally_events.h"
 #include "alloc_state.h"
 #include "gpu.h"
+#include "injected.h"
 #include "replay.h"
 #include "sites.h"
 
@@ -95,6 +96,7 @@ struct model {
 	bool exited;	 /* the last thread is gone */
 	int exit_status; /* then: its wait status, as the kernel had it */
 	bool saw_alloc;	 /* any allocator batch or state: the target uses tally's allocator */
+	struct injected injected; /* --inject: libtally_interpose.so's figures */
 	/* forked while other threads of its parent lived: their heaps were
 	 * copied as they were, maybe in the middle of an operation (until an
 	 * exec replaces the image) */

@@ -38,6 +38,34 @@ static void write_instance(struct json_writer *w, const struct figures_instance 
 	}
 }
 
+/* --inject: glibc's own identity beside tally's terms, from mallinfo2 in
+ * the process (the last the interposer sent): what glibc has mapped
+ * (arena: its heaps; mmapped: its mmapped chunks), in use and free
+ * (releasable: at the top of the main heap); null before the first. And
+ * the frees of blocks the interposer had not seen allocated (before the
+ * injection), with their usable bytes. */
+static void write_glibc(struct json_writer *w, const struct figures_process *p)
+{
+	static const char *const names[TALLY_GLIBC_INFO_WORDS] = { "arena", "mmapped", "in_use",
+								   "free", "releasable" };
+
+	json_key(w, "glibc");
+	json_begin_object(w);
+	for (unsigned i = 0; i < TALLY_GLIBC_INFO_WORDS; i++) {
+		if (p->have_glibc_info)
+			json_kv_u64(w, names[i], p->glibc_info[i]);
+		else
+			json_kv_null(w, names[i]);
+	}
+	json_kv_u64(w, "frees_not_seen_allocated", p->unknown_frees);
+	json_kv_u64(w, "frees_not_seen_allocated_bytes", p->unknown_free_bytes);
+	if (p->have_glibc_info)
+		json_kv_u64(w, "interposer_table_bytes", p->glibc_table_bytes);
+	else
+		json_kv_null(w, "interposer_table_bytes");
+	json_end_object(w);
+}
+
 static void write_stats(struct json_writer *w, const struct figures_process *p)
 {
 	const struct figures_stats *fs = &p->stats;
@@ -72,6 +100,8 @@ static void write_stats(struct json_writer *w, const struct figures_process *p)
 	} else {
 		json_null(w);
 	}
+	if (p->injected)
+		write_glibc(w, p);
 }
 
 /* Whether the GPU figures are exact, and why not (DESIGN.md §5: work
@@ -128,7 +158,7 @@ static void write_target(struct json_writer *w, const struct figures_process *p)
 	json_kv_str(w, "cuda", figures_cuda_name(t->cuda));
 	if (t->cuda_why) /* CUPTI refused tally: why, in its words */
 		json_kv_str(w, "cuda_why", t->cuda_why);
-	json_kv_str(w, "attach", t->late ? "running" : "start");
+	json_kv_str(w, "attach", t->injected ? "injected" : t->late ? "running" : "start");
 	if (t->read_known)
 		json_kv_bool(w, "state_read_consistent", t->read_consistent);
 	if (t->exit_code >= 0)

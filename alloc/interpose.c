@@ -1,0 +1,476 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * libtally_interpose.so: what `tally ... -p PID --inject` loads into a
+ * running process that allocates with glibc's malloc (user/core/inject.c
+ * makes the process dlopen it, then call tally_interpose_start). The
+ * process's GOT entries for the malloc family then lead here
+ * (interpose_got.c); each wrapper calls glibc's own function and, while a
+ * tracer is attached, records the call in the thread's batch, handed over
+ * through the same tally:batch probe as libtally_alloc's (source
+ * TALLY_SRC_INTERPOSE), so that tally's model, groups and views take it.
+ *
+ * What is exact: the blocks allocated since the injection. A table of them
+ * (pointer -> requested size, striped, grown by mmap) tells each free
+ * whether its block is one; a block the table does not hold (allocated
+ * before, or by code that calls glibc without the GOT) is recorded as such
+ * with its usable size, never as negative live bytes.
+ *
+ * The tracer's lifetime is the probe's semaphore: the kernel raises it
+ * while tally's probe is attached (before the injection: tally attaches
+ * first) and lowers it when tally detaches or dies, kill -9 included. A
+ * thread of the library's own ("tally-inject") hands over the batches of
+ * threads that went quiet, sends glibc's own totals (mallinfo2), patches
+ * objects loaded behind the wrappers' back, and, once the semaphore falls,
+ * puts every GOT entry back and ends: the wrappers stay mapped (a thread
+ * may be in one, or hold its address) and pass every call straight on.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../bpf/tally_events.h"
+#include "interpose.h"
+#include "probes.h"
+
+/* ---- glibc's own functions ---- */
+
+static struct {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*memalign)(size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	size_t (*usable)(void *);
+	struct mallinfo2 (*mallinfo2)(void);
+	void *(*dlopen)(const char *, int);
+} real;
+
+/* ---- state ---- */
+
+enum ip_state {
+	IP_IDLE = 0,	/* loaded, nothing patched */
+	IP_TRACING = 1, /* patched; recording while the semaphore is up */
+	IP_GONE = 2,	/* the tracer left: entries put back, every call passed on */
+};
+static _Atomic int ip_state;
+static bool ip_seen_tracer; /* the semaphore was up once since the start */
+static uint64_t ip_start_ns;
+static __thread int ip_depth;	      /* inside a wrapper: glibc calling back in is passed on */
+static _Atomic uint64_t ip_untracked; /* calls not recorded (the table could not grow) */
+static pthread_mutex_t ip_lock = PTHREAD_MUTEX_INITIALIZER; /* patching, thread list */
+/* a tracer that never raised the semaphore after the start (tally died
+ * between the injection and its probe) is given this long */
+#define IP_TRACER_WAIT_NS (10ULL * 1000000000ULL)
+#define IP_TICK_NS (20ULL * 1000000ULL) /* the flusher's period */
+#define IP_INFO_TICKS 5			/* mallinfo2 every 100 ms */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- recording ---- */
+
+static inline bool recording(void)
+{
+	return __builtin_expect(tally_batch_semaphore != 0, 1) &&
+	       atomic_load_explicit(&ip_state, memory_order_relaxed) == IP_TRACING && !ip_depth &&
+	       probe_guard_ok();
+}
+
+static void on_alloc(void *p, size_t q)
+{
+	int64_t stale;
+
+	if (!p)
+		return;
+	size_t usable = real.usable(p);
+	if (ip_table_put((uintptr_t)p, q, &stale)) {
+		atomic_fetch_add_explicit(&ip_untracked, 1, memory_order_relaxed);
+		return;
+	}
+	if (stale >= 0) /* its free went unseen: it is free now */
+		ip_put_word(TALLY_EV_FREE, (uint64_t)stale, usable);
+	ip_put_word(TALLY_EV_ALLOC, q, usable);
+}
+
+/* Before glibc frees p (after, the address may be another block's). */
+static void on_free(void *p, bool realloc_old)
+{
+	size_t usable = real.usable(p);
+	int64_t q = ip_table_take((uintptr_t)p);
+
+	if (q >= 0) {
+		ip_put_word(TALLY_EV_FREE, (uint64_t)q, usable);
+	} else {
+		struct tally_ev e = { .type = TALLY_EV_FREE_UNTRACKED,
+				      .n = realloc_old,
+				      .bytes = usable };
+		ip_put_ev(&e, NULL, 0);
+	}
+}
+
+/* ---- the wrappers ---- */
+
+#define WRAP_BEGIN()                                                                               \
+	bool rec = recording();                                                                    \
+	if (rec)                                                                                   \
+	ip_depth++
+#define WRAP_END()                                                                                 \
+	if (rec)                                                                                   \
+	ip_depth--
+
+static void *ip_malloc(size_t n)
+{
+	WRAP_BEGIN();
+	void *p = real.malloc(n);
+	if (rec)
+		on_alloc(p, n);
+	WRAP_END();
+	return p;
+}
+
+static void ip_free(void *p)
+{
+	if (!p)
+		return;
+	WRAP_BEGIN();
+	if (rec)
+		on_free(p, false);
+	real.free(p);
+	WRAP_END();
+}
+
+static void *ip_calloc(size_t n, size_t size)
+{
+	WRAP_BEGIN();
+	void *p = real.calloc(n, size);
+	if (rec)
+		on_alloc(p, n * size); /* not NULL: no overflow */
+	WRAP_END();
+	return p;
+}
+
+/* The old block's entry comes out before glibc may free it; a failed
+ * realloc leaves the block, and puts the entry back. */
+static void *realloc_as(void *p, size_t n)
+{
+	if (!p)
+		return ip_malloc(n);
+	WRAP_BEGIN();
+	if (!rec)
+		return real.realloc(p, n);
+	size_t old_usable = real.usable(p);
+	int64_t old_q = ip_table_take((uintptr_t)p);
+	void *np = real.realloc(p, n);
+	if (!np && n) {
+		int64_t stale;
+		if (old_q >= 0 && ip_table_put((uintptr_t)p, (uint64_t)old_q, &stale))
+			atomic_fetch_add_explicit(&ip_untracked, 1, memory_order_relaxed);
+	} else {
+		if (old_q >= 0) {
+			ip_put_word(TALLY_EV_FREE, (uint64_t)old_q, old_usable);
+		} else {
+			struct tally_ev e = { .type = TALLY_EV_FREE_UNTRACKED,
+					      .n = 1,
+					      .bytes = old_usable };
+			ip_put_ev(&e, NULL, 0);
+		}
+		on_alloc(np, n);
+	}
+	WRAP_END();
+	return np;
+}
+
+static void *ip_realloc(void *p, size_t n)
+{
+	return realloc_as(p, n);
+}
+
+static void *ip_reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc_as(p, total);
+}
+
+static void *ip_memalign(size_t align, size_t n)
+{
+	WRAP_BEGIN();
+	void *p = real.memalign(align, n);
+	if (rec)
+		on_alloc(p, n);
+	WRAP_END();
+	return p;
+}
+
+static void *ip_aligned_alloc(size_t align, size_t n)
+{
+	WRAP_BEGIN();
+	void *p = real.aligned_alloc(align, n);
+	if (rec)
+		on_alloc(p, n);
+	WRAP_END();
+	return p;
+}
+
+static int ip_posix_memalign(void **out, size_t align, size_t n)
+{
+	WRAP_BEGIN();
+	int err = real.posix_memalign(out, align, n);
+	if (rec && !err)
+		on_alloc(*out, n);
+	WRAP_END();
+	return err;
+}
+
+static void *ip_valloc(size_t n)
+{
+	WRAP_BEGIN();
+	void *p = real.valloc(n);
+	if (rec)
+		on_alloc(p, n);
+	WRAP_END();
+	return p;
+}
+
+static void *ip_pvalloc(size_t n)
+{
+	WRAP_BEGIN();
+	void *p = real.pvalloc(n);
+	if (rec)
+		on_alloc(p, n);
+	WRAP_END();
+	return p;
+}
+
+static const struct ip_func funcs[];
+static const size_t nfuncs;
+
+/* A library the program loads is patched before dlopen returns (its
+ * constructors' blocks are not seen allocated); the library's thread
+ * catches those loaded another way (by glibc itself) within a tick. */
+static void *ip_dlopen(const char *file, int mode)
+{
+	void *h = real.dlopen(file, mode);
+
+	if (h && atomic_load(&ip_state) == IP_TRACING) {
+		pthread_mutex_lock(&ip_lock);
+		if (atomic_load(&ip_state) == IP_TRACING)
+			ip_got_patch(funcs, nfuncs);
+		pthread_mutex_unlock(&ip_lock);
+	}
+	return h;
+}
+
+static const struct ip_func funcs[] = {
+	{ "malloc", (void *)ip_malloc },
+	{ "free", (void *)ip_free },
+	{ "calloc", (void *)ip_calloc },
+	{ "realloc", (void *)ip_realloc },
+	{ "reallocarray", (void *)ip_reallocarray },
+	{ "memalign", (void *)ip_memalign },
+	{ "aligned_alloc", (void *)ip_aligned_alloc },
+	{ "posix_memalign", (void *)ip_posix_memalign },
+	{ "valloc", (void *)ip_valloc },
+	{ "pvalloc", (void *)ip_pvalloc },
+	{ "dlopen", (void *)ip_dlopen },
+};
+static const size_t nfuncs = sizeof(funcs) / sizeof(funcs[0]);
+
+/* ---- the library's thread ---- */
+
+static void send_info(void)
+{
+	struct mallinfo2 mi = real.mallinfo2();
+	uint64_t table = ip_table_bytes();
+	struct tally_ev e = { .type = TALLY_EV_GLIBC_INFO,
+			      .n = (uint32_t)atomic_load(&ip_untracked),
+			      .bytes = table };
+	uint64_t w[TALLY_GLIBC_INFO_WORDS] = { mi.arena, mi.hblkhd, mi.uordblks, mi.fordblks,
+					       mi.keepcost };
+	ip_put_ev(&e, w, TALLY_GLIBC_INFO_WORDS);
+}
+
+static void detach(void)
+{
+	pthread_mutex_lock(&ip_lock);
+	if (atomic_load(&ip_state) == IP_TRACING) {
+		atomic_store(&ip_state, IP_GONE);
+		ip_got_restore();
+	}
+	pthread_mutex_unlock(&ip_lock);
+}
+
+/* glibc's count of objects ever loaded, from the first object's entry */
+static int read_adds(struct dl_phdr_info *info, size_t size, void *data)
+{
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs))
+		*(unsigned long *)data = (unsigned long)info->dlpi_adds;
+	return 1;
+}
+
+static void *flusher(void *arg)
+{
+	unsigned long adds = 0;
+	(void)arg;
+
+	ip_depth = 1; /* its own calls (mallinfo2 takes none, but) pass on */
+	for (unsigned tick = 0; atomic_load(&ip_state) == IP_TRACING; tick++) {
+		struct timespec ts = { 0, (long)IP_TICK_NS };
+		nanosleep(&ts, NULL);
+		if (tally_batch_semaphore) {
+			ip_seen_tracer = true;
+		} else if (ip_seen_tracer || now_ns() - ip_start_ns > IP_TRACER_WAIT_NS) {
+			/* tally detached, died, or never came */
+			detach();
+			break;
+		}
+		ip_depth = 0;
+		if (tally_batch_semaphore && tick % IP_INFO_TICKS == 0)
+			send_info();
+		ip_depth = 1;
+		ip_flush_all(false);
+		/* objects loaded without the program's dlopen (glibc's own, for
+		 * NSS or iconv) */
+		unsigned long now_adds = 0;
+		dl_iterate_phdr(read_adds, &now_adds);
+		if (now_adds != adds) {
+			pthread_mutex_lock(&ip_lock);
+			if (atomic_load(&ip_state) == IP_TRACING)
+				ip_got_patch(funcs, nfuncs);
+			pthread_mutex_unlock(&ip_lock);
+			adds = now_adds;
+		}
+	}
+	return NULL;
+}
+
+/* ---- start, fork, exit ---- */
+
+static int resolve(void)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+
+	if (!libc)
+		return -ENOENT;
+#define R(field, name)                                                                             \
+	if (!(*(void **)&real.field = dlsym(libc, name)))                                          \
+		return -ENOENT;
+	R(malloc, "malloc");
+	R(free, "free");
+	R(calloc, "calloc");
+	R(realloc, "realloc");
+	R(memalign, "memalign");
+	R(posix_memalign, "posix_memalign");
+	R(aligned_alloc, "aligned_alloc");
+	R(valloc, "valloc");
+	R(pvalloc, "pvalloc");
+	R(usable, "malloc_usable_size");
+	R(mallinfo2, "mallinfo2");
+	R(dlopen, "dlopen");
+#undef R
+	return 0;
+}
+
+/* A child: one nobody traces lets go of everything (its entries back to
+ * glibc's); one that is traced keeps recording, its batches handed over when
+ * full and at its exit (the library's thread is not in the child). */
+static void on_child(bool traced)
+{
+	if (traced)
+		return;
+	if (atomic_load(&ip_state) == IP_TRACING) {
+		atomic_store(&ip_state, IP_GONE);
+		ip_got_restore();
+	}
+	ip_batch_drop();
+}
+
+/*
+ * Called by the injector in the stopped process's hijacked thread: patch,
+ * start the library's thread. 0 or -errno: -EALREADY when tracing already
+ * (another tally), -ENOENT without glibc's functions.
+ */
+IP_API int tally_interpose_start(void)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&ip_lock);
+	if (atomic_load(&ip_state) == IP_TRACING) {
+		err = -EALREADY;
+		goto out;
+	}
+	if (!real.malloc && (err = resolve()))
+		goto out;
+	static bool once;
+	if (!once) {
+		if ((err = ip_batch_init()))
+			goto out;
+		probe_guard_init(on_child);
+		once = true;
+	}
+	ip_seen_tracer = false;
+	ip_start_ns = now_ns();
+	atomic_store(&ip_state, IP_TRACING);
+	err = ip_got_patch(funcs, nfuncs);
+	if (err < 0)
+		goto undo;
+	/* the thread takes none of the program's signals */
+	sigset_t all, old;
+	pthread_t th;
+	pthread_attr_t attr;
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ip_depth++;
+	err = -pthread_create(&th, &attr, flusher, NULL);
+	ip_depth--;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (err)
+		goto undo;
+	pthread_setname_np(th, "tally-inject");
+	goto out;
+undo:
+	atomic_store(&ip_state, IP_GONE);
+	ip_got_restore();
+out:
+	pthread_mutex_unlock(&ip_lock);
+	return err < 0 ? err : 0;
+}
+
+/* How many GOT entries lead here now (tests, and the injector's report). */
+IP_API size_t tally_interpose_patched(void)
+{
+	return ip_got_count();
+}
+
+__attribute__((destructor)) static void ip_fini(void)
+{
+	if (atomic_load(&ip_state) == IP_TRACING && tally_batch_semaphore) {
+		ip_depth++;
+		send_info();
+		ip_depth--;
+		ip_flush_all(true);
+	}
+}

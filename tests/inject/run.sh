@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# --inject against the real kernel and real processes: libtally_interpose.so
+# loaded into a running process on glibc's malloc (C, C++, python3, the
+# sqlite3 shell), its figures against what the process counted itself, the
+# process unharmed (its output and exit status, its GOT glibc's again after
+# the detach and after a kill -9 of tally), and every refusal.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/lib.sh
+need_root inject
+
+B=${BUILD:-build}
+T=$B/tally
+
+# The interposer is in: its library mapped and its thread running.
+wait_injected() { # PID
+	for _ in $(seq 100); do
+		grep -q libtally_interpose /proc/"$1"/maps 2>/dev/null &&
+			grep -qx tally-inject /proc/"$1"/task/*/comm 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+wait_line() { # FILE PATTERN
+	for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+	return 1
+}
+
+# The workload counts for itself what it allocates after SIGUSR1; tally
+# injects before it. NAME BINARY
+counted() {
+	local name=$1 bin=$2 out=$tmp/$1.out json=$tmp/$1.json err=$tmp/$1.err
+	"$bin" >"$out" &
+	local wp=$!
+	pids+=("$wp")
+	wait_line "$out" '^ready got=libc'
+	"$T" snapshot -p "$wp" --inject -d 3 -o "$json" 2>"$err" &
+	local tp=$!
+	wait_injected "$wp"
+	check "$name: the interposer is loaded and running" $? "$(cat "$err")"
+	kill -USR1 "$wp"
+	wait_line "$out" '^live='
+	wait "$tp"
+	check "$name: tally exits 0" $? "$(cat "$err")"
+	local line live objs freed
+	line=$(grep '^live=' "$out")
+	live=$(sed 's/.*live=\([0-9]*\).*/\1/' <<<"$line")
+	objs=$(sed 's/.*allocs=\([0-9]*\).*/\1/' <<<"$line")
+	freed=$(sed 's/.*before_freed=\([0-9]*\).*/\1/' <<<"$line")
+	jq -e --argjson l "$live" '.stats.live == $l and .exact == true' "$json" >/dev/null
+	check "$name: live bytes since the injection are the workload's own count ($live)" $? \
+		"$(jq -c '{exact, inexact_why, live: .stats.live}' "$json")"
+	jq -e --argjson n "$objs" '.groups[0].allocated_objects == $n' "$json" >/dev/null
+	check "$name: allocations since the injection are the workload's ($objs)" $? \
+		"$(jq -c '.groups[0].allocated_objects' "$json")"
+	jq -e --argjson n "$freed" '.glibc.frees_not_seen_allocated == $n' "$json" >/dev/null
+	check "$name: blocks from before, freed after, counted as such ($freed), not as negative live" \
+		$? "$(jq -c '.glibc' "$json")"
+	jq -e '.target.allocator == "glibc" and .target.attach == "injected" and
+		.glibc.arena > 0 and .glibc.in_use > 0 and .stats.mapped == null' "$json" >/dev/null
+	check "$name: the snapshot says glibc, injected, with glibc's own totals" $? \
+		"$(jq -c '{target, glibc}' "$json")"
+	kill -USR2 "$wp"
+	wait_line "$out" '^got='
+	grep -qx 'got=libc' "$out"
+	check "$name: after the detach its GOT entry for malloc is glibc's again" $? "$(cat "$out")"
+	kill -TERM "$wp"
+	wait "$wp"
+	check "$name: the workload exits 0" $? "$(cat "$out")"
+}
+
+counted c "$B/tests/inject_workload"
+counted cxx "$B/tests/inject_workload_cxx"
+
+# kill -9 of tally mid-trace: the process goes on, its GOT glibc's again
+# (the interposer sees the probe's semaphore fall).
+"$B/tests/inject_workload" >"$tmp/k.out" &
+wp=$!
+pids+=("$wp")
+wait_line "$tmp/k.out" '^ready'
+"$T" snapshot -p "$wp" --inject -d 30 -o "$tmp/k.json" 2>"$tmp/k.err" &
+tp=$!
+wait_injected "$wp"
+kill -USR1 "$wp"
+wait_line "$tmp/k.out" '^live='
+kill -9 "$tp"
+wait "$tp" 2>/dev/null
+for _ in $(seq 40); do grep -qx tally-inject /proc/"$wp"/task/*/comm 2>/dev/null || break; sleep 0.05; done
+kill -USR2 "$wp"
+wait_line "$tmp/k.out" '^got='
+grep -qx 'got=libc' "$tmp/k.out"
+check "kill -9 of tally: the process's GOT is glibc's again, its thread gone" $? "$(cat "$tmp/k.out")"
+kill -TERM "$wp"
+wait "$wp"
+check "kill -9 of tally: the process runs on and exits 0" $? "$(cat "$tmp/k.out")"
+
+# Programs we did not write: output and exit status as without tally.
+py=$(command -v python3 || true)
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+cat >"$tmp/work.py" <<'EOF'
+import json, sqlite3, time
+t0 = time.time()
+rows, n = [], 0
+db = sqlite3.connect(":memory:")
+db.execute("create table t (k integer primary key, v text)")
+while time.time() - t0 < 2.5 or n < 20000:
+    doc = json.dumps({"n": n, "items": list(range(n % 50)), "name": "x" * (n % 300)})
+    rows.append(json.loads(doc)["n"])
+    db.execute("insert into t values (?, ?)", (n, doc))
+    if len(rows) > 2000:
+        rows = rows[1000:]
+    n += 1
+print(db.execute("select count(*), sum(length(v)) from t where k < 20000").fetchone())
+EOF
+"$py" "$tmp/work.py" >"$tmp/py.expect"
+"$py" "$tmp/work.py" >"$tmp/py.out" &
+wp=$!
+sleep 0.5
+"$T" snapshot -p "$wp" --inject -o "$tmp/py.json" 2>"$tmp/py.err"
+rc=$?
+wait "$wp"
+prc=$?
+check "python3 (json, sqlite3): tally --inject exits 0" "$rc" "$(cat "$tmp/py.err")"
+[ "$prc" -eq 0 ] && cmp -s "$tmp/py.expect" "$tmp/py.out"
+check "python3: output and exit status unchanged" $? "rc $prc; $(cat "$tmp/py.out")"
+jq -e '.target.attach == "injected" and .events.records > 10000 and .exact == true and
+	.stats.live >= 0 and .events.lost == 0' "$tmp/py.json" >/dev/null
+check "python3: every call recorded, exact since the injection" $? \
+	"$(jq -c '{exact, inexact_why, live: .stats.live, events, glibc}' "$tmp/py.json")"
+
+if command -v sqlite3 >/dev/null; then
+	sql="with recursive c(x) as (select 1 union all select x + 1 from c where x < 3000000)
+	     select count(*), sum(length(printf('%d-%s', x, hex(x)))) from c;"
+	sqlite3 :memory: "$sql" >"$tmp/sq.expect"
+	sqlite3 :memory: "$sql" >"$tmp/sq.out" &
+	wp=$!
+	sleep 0.3
+	"$T" snapshot -p "$wp" --inject -o "$tmp/sq.json" 2>"$tmp/sq.err"
+	rc=$?
+	wait "$wp"
+	prc=$?
+	[ "$rc" -eq 0 ] && [ "$prc" -eq 0 ] && cmp -s "$tmp/sq.expect" "$tmp/sq.out" &&
+		jq -e '.target.attach == "injected" and .events.records > 0' "$tmp/sq.json" >/dev/null
+	check "sqlite3 shell: injected while running, output and exit status unchanged" $? \
+		"tally rc $rc, sqlite3 rc $prc: $(cat "$tmp/sq.err")"
+else
+	echo "ok - sqlite3 shell: not installed, skipped"
+fi
+
+# Refusals: one line, a non-zero status, the process unharmed.
+refused() { # NAME PID PATTERN
+	local out rc
+	out=$("$T" snapshot -p "$2" --inject -d 1 -o "$tmp/r.json" 2>&1)
+	rc=$?
+	[ "$rc" -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "$3" <<<"$out" &&
+		kill -0 "$2" 2>/dev/null
+	check "refused: $1" $? "rc $rc: $out"
+}
+
+"$T" snapshot --inject -d 1 -- /bin/true >/dev/null 2>"$tmp/u.err"
+[ $? -eq 2 ] && grep -q 'needs -p PID' "$tmp/u.err"
+check "refused: --inject without -p (usage, status 2)" $? "$(cat "$tmp/u.err")"
+
+sleep 30 &
+sp=$!
+pids+=("$sp")
+strace -p "$sp" -o /dev/null &
+st=$!
+pids+=("$st")
+for _ in $(seq 100); do [ "$(awk '/TracerPid/ {print $2}' /proc/$sp/status)" != 0 ] && break; sleep 0.05; done
+refused "a process another tracer holds (strace)" "$sp" "already traced"
+kill "$st" 2>/dev/null
+
+if printf 'int main(void){for(;;)__builtin_ia32_pause();}' |
+	cc -static -O2 -x c -o "$tmp/static" - 2>/dev/null; then
+	"$tmp/static" &
+	sp=$!
+	pids+=("$sp")
+	refused "a statically linked process" "$sp" "no glibc"
+	kill "$sp"
+else
+	echo "ok - static: no static libc to build with, skipped"
+fi
+
+LD_PRELOAD=$B/libtally_alloc.so sleep 30 &
+sp=$!
+pids+=("$sp")
+sleep 0.2
+refused "a process on libtally_alloc" "$sp" "libtally_alloc already"
+kill "$sp"
+
+cp /bin/sleep "$tmp/suid_sleep" && chmod u+s "$tmp/suid_sleep"
+"$tmp/suid_sleep" 30 &
+sp=$!
+pids+=("$sp")
+refused "a set-user-ID program" "$sp" "set-user-ID"
+kill "$sp"
+
+"$py" -c '
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+class F(ctypes.Structure): _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+class P(ctypes.Structure): _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(F))]
+allow = (F * 1)(F(0x06, 0, 0, 0x7fff0000))
+libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+assert libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(P(1, allow)), 0, 0) == 0
+time.sleep(30)' &
+sp=$!
+pids+=("$sp")
+for _ in $(seq 100); do grep -q 'Seccomp:[[:space:]]*2' /proc/$sp/status && break; sleep 0.05; done
+refused "a process under a seccomp filter" "$sp" "seccomp"
+kill "$sp"
+
+"$T" snapshot -p 999999 --inject -d 1 -o "$tmp/n.json" 2>"$tmp/n.err"
+[ $? -eq 5 ] && [ ! -e "$tmp/n.json" ]
+check "refused: a PID that does not exist (status 5, no file)" $? "$(cat "$tmp/n.err")"
+
+finish

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * --inject's workload (tests/inject/run.sh): a process on glibc's malloc
+ * that counts for itself what it allocates after a signal, so that tally's
+ * figures from an injection made before the signal can be compared.
+ *
+ *   1. allocates BEFORE blocks, prints "ready", waits for SIGUSR1 (the
+ *      test sends it once libtally_interpose.so is in);
+ *   2. then runs the malloc family at random (malloc, calloc, realloc,
+ *      reallocarray, posix_memalign, aligned_alloc, strdup through glibc,
+ *      and free), frees half the BEFORE blocks, and prints what is live of
+ *      its own count: "live=B objects=N allocs=A before_freed=F";
+ *   3. then waits: SIGUSR2 prints "got=libc" when its GOT entry for malloc
+ *      is glibc's again (after the detach), "got=other" while it is not;
+ *      SIGTERM frees everything and exits 0.
+ *
+ * Built as C, and as C++ (-DCXX: operator new and delete, which land in
+ * libstdc++'s malloc and free).
+ */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BEFORE 1000
+#define SLOTS 4096
+#define OPS 200000
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint32_t rnd(uint32_t n)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng % n);
+}
+
+struct slot {
+	char *p;
+	size_t q;
+	int how; /* 0: free(), 1: delete[] */
+};
+static struct slot slots[SLOTS];
+static void *before[BEFORE];
+
+static void drop(struct slot *s)
+{
+#ifdef CXX
+	if (s->how == 1) {
+		delete[] s->p;
+		s->p = NULL;
+		return;
+	}
+#endif
+	free(s->p);
+	s->p = NULL;
+}
+
+/* A new block of about q bytes in s; the bytes it holds (requested) or 0. */
+static size_t fill(struct slot *s)
+{
+	size_t q = 1 + rnd(rnd(8) == 0 ? 200000 : 2000);
+	void *p = NULL;
+
+	s->how = 0;
+	switch (rnd(7)) {
+	case 0:
+		p = calloc(1, q);
+		break;
+	case 1:
+		if (posix_memalign(&p, 64, q))
+			p = NULL;
+		break;
+	case 2:
+		q = (q + 31) & ~(size_t)31;
+		p = aligned_alloc(32, q);
+		break;
+	case 3: {
+		char buf[64];
+		q = 1 + rnd(sizeof(buf) - 1);
+		memset(buf, 'x', q - 1);
+		buf[q - 1] = 0;
+		p = strdup(buf); /* glibc's own malloc call */
+		break;
+	}
+#ifdef CXX
+	case 4:
+		p = new char[q];
+		s->how = 1;
+		break;
+#endif
+	default:
+		p = malloc(q);
+	}
+	if (!p)
+		exit(3);
+	memset(p, 1, q);
+	s->p = (char *)p;
+	s->q = q;
+	return q;
+}
+
+static int got_is_libc(void)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+	/* through the GOT: a PIE takes a function's address from there */
+	void *(*volatile mine)(size_t) = malloc;
+	return libc && (void *)mine == dlsym(libc, "malloc");
+}
+
+int main(void)
+{
+	sigset_t set;
+	int sig;
+	size_t live = 0, objects = 0, allocs = 0, before_freed = 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	for (int i = 0; i < BEFORE; i++)
+		if (!(before[i] = malloc(100 + rnd(2000))))
+			return 3;
+	printf("ready got=%s\n", got_is_libc() ? "libc" : "other");
+	do
+		sigwait(&set, &sig);
+	while (sig != SIGUSR1 && sig != SIGTERM);
+	if (sig == SIGTERM)
+		return 0;
+
+	for (int op = 0; op < OPS; op++) {
+		struct slot *s = &slots[rnd(SLOTS)];
+		if (s->p && rnd(4) == 0 && s->how == 0) {
+			size_t q = 1 + rnd(4000);
+			char *np = (char *)(rnd(2) ? realloc(s->p, q) : reallocarray(s->p, q, 1));
+			if (!np)
+				return 3;
+			live += q - s->q;
+			allocs++;
+			s->p = np;
+			s->q = q;
+			continue;
+		}
+		if (s->p) {
+			live -= s->q;
+			objects--;
+			drop(s);
+		} else {
+			live += fill(s);
+			objects++;
+			allocs++;
+		}
+	}
+	for (int i = 0; i < BEFORE; i += 2) {
+		free(before[i]);
+		before[i] = NULL;
+		before_freed++;
+	}
+	printf("live=%zu objects=%zu allocs=%zu before_freed=%zu\n", live, objects, allocs,
+	       before_freed);
+	for (;;) {
+		sigwait(&set, &sig);
+		if (sig == SIGUSR2)
+			printf("got=%s\n", got_is_libc() ? "libc" : "other");
+		if (sig == SIGTERM)
+			break;
+	}
+	for (int i = 0; i < SLOTS; i++)
+		if (slots[i].p)
+			drop(&slots[i]);
+	for (int i = 0; i < BEFORE; i++)
+		free(before[i]);
+	return 0;
+}

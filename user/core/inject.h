@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * --inject (inject.c): load libtally_interpose.so into a running process on
+ * glibc's malloc and start it, through ptrace, as a debugger calls a
+ * function in the process it debugs.
+ */
+#ifndef TALLY_CORE_INJECT_H
+#define TALLY_CORE_INJECT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Whether pid may be injected at all: 0, or -errno with one line (no
+ * newline) in why: statically linked, another malloc, another tracer, a
+ * seccomp filter, set-uid, another mount namespace. */
+int inject_check(pid_t pid, char *why, size_t len);
+
+/* Load `lib` (a path the target can open) into pid and call its
+ * tally_interpose_start: 0, or -errno with one line in why. The process
+ * runs on unharmed whatever the outcome: its registers are put back and
+ * ptrace lets go before this returns. */
+int inject_load(pid_t pid, const char *lib, char *why, size_t len);
+
+#endif /* TALLY_CORE_INJECT_H */

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * libtally_interpose.so's records applied to glibc mode's figures
+ * (injected.h). A block in an ALLOC or LARGE_ALLOC record was allocated
+ * since the injection and its free comes as FREE or LARGE_FREE with the
+ * same requested size (the interposer's table says which); any other free
+ * is FREE_UNTRACKED and moves no live byte.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "injected.h"
+
+static void charge(struct injected *in, uint16_t g, bool alloc, uint64_t q, uint64_t usable)
+{
+	struct glibc_figures *f = &in->f;
+
+	if (alloc) {
+		f->live += q;
+		f->rounding += usable - q;
+		f->alloc_bytes[g] += q;
+		f->alloc_objs[g]++;
+	} else {
+		f->live -= q;
+		f->rounding -= usable - q;
+		f->dealloc_bytes[g] += q;
+		f->dealloc_objs[g]++;
+	}
+	f->calls++;
+}
+
+int injected_apply(struct injected *in, const __u64 *words, uint32_t count, int32_t rule)
+{
+	struct tally_ev e;
+	uint32_t pos = 0;
+	int applied = 0;
+
+	/* a batch cut inside a record, or with a record of another kind, is
+	 * refused whole */
+	while (pos < count) {
+		if (tally_ev_next(words, count, &pos, &e))
+			return -EINVAL;
+		switch (e.type) {
+		case TALLY_EV_ALLOC:
+		case TALLY_EV_FREE:
+		case TALLY_EV_LARGE_ALLOC:
+		case TALLY_EV_LARGE_FREE:
+		case TALLY_EV_FREE_UNTRACKED:
+		case TALLY_EV_GLIBC_INFO:
+			break;
+		default:
+			return -EINVAL;
+		}
+		if (e.group >= TALLY_MAX_GROUPS || (e.type == TALLY_EV_ALLOC && e.bytes < e.n))
+			return -EINVAL;
+	}
+	for (pos = 0; pos < count; applied++) {
+		uint32_t at = pos;
+		tally_ev_next(words, count, &pos, &e);
+		uint16_t g = e.group == 0 && rule >= 0 ? (uint16_t)rule : e.group;
+		switch (e.type) {
+		case TALLY_EV_ALLOC:
+		case TALLY_EV_FREE:
+			charge(in, g, e.type == TALLY_EV_ALLOC, e.n, e.bytes);
+			break;
+		case TALLY_EV_LARGE_ALLOC:
+		case TALLY_EV_LARGE_FREE:
+			charge(in, g, e.type == TALLY_EV_LARGE_ALLOC, e.bytes, e.bytes + e.n);
+			break;
+		case TALLY_EV_FREE_UNTRACKED:
+			in->f.unknown_frees++;
+			in->unknown_free_bytes += e.bytes;
+			in->f.calls++;
+			break;
+		case TALLY_EV_GLIBC_INFO:
+			in->f.untracked = e.n;
+			in->table_bytes = e.bytes;
+			memcpy(in->info, &words[at + 2], sizeof(in->info));
+			in->have_info = true;
+			break;
+		}
+	}
+	in->seen = true;
+	return applied;
+}
