@@ -46,13 +46,7 @@ __attribute__((constructor)) static void ev_init(void)
  * through the probe (in a child nobody traces, it is dropped). */
 static void ev_handover(struct heap *h, struct tally_batch *b)
 {
-	b->magic = TALLY_BATCH_MAGIC;
-	b->version = TALLY_BATCH_VERSION;
-	b->source = TALLY_SRC_ALLOC;
-	b->tid = h->tid;
-	b->heap_id = h->id;
-	b->seq_first = h->seq;
-	size_t bytes = offsetof(struct tally_batch, words) + (size_t)b->count * sizeof(b->words[0]);
+	size_t bytes = tally_batch_seal(b, TALLY_SRC_ALLOC, h->tid, h->id, h->seq);
 #if defined(TALLY_ALLOC_TEST_SINK)
 	tally_alloc_test_sink(b, bytes);
 #elif !defined(TALLY_NO_PROBES)

@@ -396,13 +396,17 @@ static int resolve(void)
  * full and at its exit (the library's thread is not in the child). */
 static void on_child(bool traced)
 {
+	/* the child's only thread: a lock another thread of the parent held at
+	 * the fork would never be let go */
+	pthread_mutex_init(&ip_lock, NULL);
+	ip_table_child();
+	ip_batch_child(!traced);
 	if (traced)
 		return;
 	if (atomic_load(&ip_state) == IP_TRACING) {
 		atomic_store(&ip_state, IP_GONE);
 		ip_got_restore();
 	}
-	ip_batch_drop();
 }
 
 /*

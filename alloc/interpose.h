@@ -36,13 +36,15 @@ IP_API size_t tally_interpose_patched(void);
  * or two for a block past the one-word sizes), or a record and `nextra`
  * words after it; the batches are handed over when full, by ip_flush_all
  * (every thread's whose lock is free; `wait`: every thread's) and at a
- * thread's exit (ip_batch_init); ip_batch_drop empties them (a child). */
+ * thread's exit (ip_batch_init). In a forked child (one thread), the locks
+ * of the parent's other threads are let go, and with `drop` every record
+ * the parent's threads held is dropped (the parent hands them over). */
 void ip_put_word(uint8_t type, uint64_t q, uint64_t usable);
 struct tally_ev;
 void ip_put_ev(const struct tally_ev *e, const uint64_t *extra, uint32_t nextra);
 void ip_flush_all(bool wait);
 int ip_batch_init(void);
-void ip_batch_drop(void);
+void ip_batch_child(bool drop);
 
 /* interpose_table.c: the blocks allocated since the start. put: 0, or
  * -ENOMEM (the table cannot grow); an entry p had already is returned in
@@ -50,6 +52,7 @@ void ip_batch_drop(void);
 int ip_table_put(uintptr_t p, uint64_t q, int64_t *stale);
 int64_t ip_table_take(uintptr_t p);
 uint64_t ip_table_bytes(void);
+void ip_table_child(void); /* a forked child: every stripe's lock let go */
 
 /* interpose_got.c: point every GOT entry of `funcs` in every loaded object
  * (but this library's) at its wrapper, remembering what each held; objects

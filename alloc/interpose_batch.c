@@ -44,13 +44,7 @@ static void handover(struct ithread *t)
 
 	if (!b->count)
 		return;
-	b->magic = TALLY_BATCH_MAGIC;
-	b->version = TALLY_BATCH_VERSION;
-	b->source = TALLY_SRC_INTERPOSE;
-	b->tid = t->tid;
-	b->heap_id = t->heap_id;
-	b->seq_first = t->seq;
-	size_t bytes = offsetof(struct tally_batch, words) + (size_t)b->count * sizeof(b->words[0]);
+	size_t bytes = tally_batch_seal(b, TALLY_SRC_INTERPOSE, t->tid, t->heap_id, t->seq);
 	if (probe_guard_ok())
 		STAP_PROBE2(tally, batch, b, bytes);
 	t->seq += b->count;
@@ -170,8 +164,14 @@ int ip_batch_init(void)
 	return -pthread_key_create(&ip_key, thread_exit);
 }
 
-void ip_batch_drop(void)
+void ip_batch_child(bool drop)
 {
-	for (struct ithread *t = atomic_load(&ip_threads); t; t = t->next)
-		t->batch.count = 0;
+	for (struct ithread *t = atomic_load(&ip_threads); t; t = t->next) {
+		atomic_store(&t->lock, 0);
+		/* the parent's other threads are not in the child */
+		if (t != ip_me)
+			atomic_store(&t->used, 0);
+		if (drop)
+			t->batch.count = 0;
+	}
 }

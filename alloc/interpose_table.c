@@ -122,6 +122,12 @@ out:
 	return err;
 }
 
+void ip_table_child(void)
+{
+	for (int i = 0; i < STRIPES; i++)
+		atomic_store(&stripes[i].lock, 0);
+}
+
 uint64_t ip_table_bytes(void)
 {
 	uint64_t bytes = 0;

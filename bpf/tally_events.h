@@ -286,6 +286,21 @@ struct tally_batch {
 };
 _Static_assert(sizeof(struct tally_batch) == 32 + 8 * TALLY_BATCH_WORDS, "batch layout");
 
+/* A producer's batch made ready to hand over: its header filled in; returns
+ * its valid bytes (the header and count words). */
+static inline __u64 tally_batch_seal(struct tally_batch *b, __u16 source, __u32 tid, __u64 heap_id,
+				     __u64 seq_first)
+{
+	b->magic = TALLY_BATCH_MAGIC;
+	b->version = TALLY_BATCH_VERSION;
+	b->source = source;
+	b->tid = tid;
+	b->heap_id = heap_id;
+	b->seq_first = seq_first;
+	return __builtin_offsetof(struct tally_batch, words) +
+	       (__u64)b->count * sizeof(b->words[0]);
+}
+
 /*
  * A heap's shared ring: where a traced thread puts its full batches for the
  * tracer to read in place, instead of handing each to tally:batch, whose

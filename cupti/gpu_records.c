@@ -97,13 +97,7 @@ static void stream_flush(struct stream *s)
 
 	if (!b->count)
 		return;
-	b->magic = TALLY_BATCH_MAGIC;
-	b->version = TALLY_BATCH_VERSION;
-	b->source = TALLY_SRC_CUPTI;
-	b->tid = (__u32)gettid();
-	b->heap_id = s->id;
-	b->seq_first = s->seq;
-	bytes = offsetof(struct tally_batch, words) + (size_t)b->count * sizeof(b->words[0]);
+	bytes = tally_batch_seal(b, TALLY_SRC_CUPTI, (__u32)gettid(), s->id, s->seq);
 	if (tally_cupti_hooks.sink)
 		tally_cupti_hooks.sink(b, bytes);
 	count(&tally_cupti_counters.batches);

@@ -499,18 +499,24 @@ snapshot_fields()
 	extra="exact=$exact received=$received lost=$lost records=$records"
 }
 
+# The end of a run whose snapshot went to a file: ROW OUT JSON RC TIMEOUT.
+snapshot_run_end()
+{
+	grep '^result ' "$2" >>"$log" || true
+	if [ "$4" -ne 0 ]; then
+		why="tally $(exit_why "$4" "$5"): $(why_from_log "$log")"
+		return 1
+	fi
+	snapshot_fields "$1" "$3"
+}
+
 run_glibc_mode()
 {
 	local out=${log%.log}.out json=$tmp/glibc-mode.json rc=0
 	timeout --kill-after=10 "$memleak_timeout" "$tally_bin" snapshot --no-preload -o "$json" -- \
 		env -u LD_PRELOAD taskset -c "$pin_cpu" "$bin" "${memleak_workload[@]}" \
 		>"$out" 2>"$log" || rc=$?
-	grep '^result ' "$out" >>"$log" || true
-	if [ $rc -ne 0 ]; then
-		why="tally $(exit_why $rc "$memleak_timeout"): $(why_from_log "$log")"
-		return 1
-	fi
-	snapshot_fields glibc-mode "$json"
+	snapshot_run_end glibc-mode "$out" "$json" "$rc" "$memleak_timeout"
 }
 
 # The workload fills its ring and waits (-w); tally injects; SIGUSR1 starts the timed loop
@@ -532,12 +538,7 @@ run_glibc_inject()
 	wait_until "$wpid" $((SECONDS + run_timeout)) || rc=$?
 	wait "$tpid" || trc=$?
 	[ $rc -ne 0 ] || rc=$trc
-	grep '^result ' "$out" >>"$log" || true
-	if [ $rc -ne 0 ]; then
-		why="$(exit_why $rc "$run_timeout"): $(why_from_log "$log")"
-		return 1
-	fi
-	snapshot_fields glibc-inject "$json"
+	snapshot_run_end glibc-inject "$out" "$json" "$rc" "$run_timeout"
 }
 
 # heaptrack traces only the program it starts (its preload removes itself from the
