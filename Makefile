@@ -23,7 +23,7 @@ ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
 # what `--inject` loads into a process on glibc's malloc
 INTERPOSE_SRCS := alloc/interpose.c alloc/interpose_batch.c alloc/interpose_table.c \
-	alloc/interpose_got.c alloc/probe_guard.c
+	alloc/interpose_got.c alloc/ring.c alloc/probe_guard.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
 # the probe-cost benchmark), one that hands every batch to a test sink (the

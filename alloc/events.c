@@ -17,9 +17,17 @@
 void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes);
 #elif !defined(TALLY_NO_PROBES)
 #include "probes.h"
+#include "sample.h"
 /* tally:batch's semaphore is part of tally_arena (segment.c) */
 TALLY_SEMAPHORE_REF(batch);
 TALLY_SEMAPHORE(stats);
+
+/* The tracer's key: a new tracer writes another sampling epoch at its
+ * attach (session_sample.c), and gets the heaps' rings announced again. */
+static uint64_t ring_key(void)
+{
+	return __atomic_load_n(&tally_sample_epoch, __ATOMIC_RELAXED) + 1;
+}
 
 /* A child (probe_guard.c; single-threaded, glibc's fork or a raw one) lets
  * go of its parent's shared rings. One nobody can trace drops the records
@@ -28,7 +36,7 @@ TALLY_SEMAPHORE(stats);
 static void ev_child(bool traced)
 {
 	for (struct heap *h = tally_heaps; h; h = h->all_next) {
-		ring_fork_child(h);
+		ring_fork_child(&h->ring);
 		if (!traced) {
 			h->seq += h->batch.count;
 			h->batch.count = 0;
@@ -50,7 +58,7 @@ static void ev_handover(struct heap *h, struct tally_batch *b)
 #if defined(TALLY_ALLOC_TEST_SINK)
 	tally_alloc_test_sink(b, bytes);
 #elif !defined(TALLY_NO_PROBES)
-	if (probe_guard_ok() && !ring_put(h, b, bytes))
+	if (probe_guard_ok() && !ring_put(&h->ring, ring_key(), b, bytes))
 		STAP_PROBE2(tally, batch, b, bytes);
 #else
 	(void)bytes;
@@ -75,7 +83,8 @@ void ev_flush(struct heap *h)
 #if !defined(TALLY_ALLOC_TEST_SINK) && !defined(TALLY_NO_PROBES)
 	/* a heap that fills batches gets a ring, announced in a batch of its
 	 * own (the tracer looks for it first in one) */
-	if (full && ring_wanted(h) && probe_guard_ok() && ring_announce(h, b))
+	if (full && ring_wanted(&h->ring, ring_key()) && probe_guard_ok() &&
+	    ring_announce(&h->ring, ring_key(), h->id, b))
 		ev_handover(h, b);
 #else
 	(void)full;

@@ -13,6 +13,7 @@
 
 #include "../bpf/tally_events.h"
 #include "bin.h"
+#include "ring.h"
 #include "tally_alloc.h"
 
 #define PURGE_MS_DEFAULT 1000
@@ -105,10 +106,7 @@ struct heap {
 	struct iovec discard[DISCARD_BATCH];
 	struct heap_sample sample;
 	/* the shared ring its full batches go to while traced (ring.c) */
-	struct tally_ring *ring;
-	uint64_t ring_key;  /* the tracer's key it was announced with (0: none) */
-	uint32_t ring_next; /* the slot the next batch goes to */
-	bool ring_failed;   /* no mapping for one: batches go through the probe */
+	struct ring_state ring;
 	/* bytes the thread may allocate while traced before its next sample:
 	 * beside the batch header, which the traced fast path writes too */
 	int64_t sample_left;

@@ -47,11 +47,6 @@ extern unsigned short tally_batch_semaphore __attribute__((visibility("hidden"))
 #define ev_tracing() unlikely(tally_batch_semaphore != 0)
 #endif
 void ev_flush(struct heap *h);
-/* ring.c: the heap's shared ring, while traced */
-bool ring_put(struct heap *h, const struct tally_batch *b, size_t bytes);
-bool ring_wanted(const struct heap *h);
-bool ring_announce(struct heap *h, struct tally_batch *b);
-void ring_fork_child(struct heap *h);
 /* The traced fast paths' record of malloc or free of n bytes: one word from
  * the span's template, no second look at the semaphore (their caller
  * looked). True when the batch is full: the caller flushes it, last, so that

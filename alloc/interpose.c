@@ -93,34 +93,70 @@ static inline bool recording(void)
 	       probe_guard_ok();
 }
 
+/*
+ * glibc's malloc_usable_size, read from the chunk's header as glibc does
+ * (its size word before the block: the chunk's size and flag bits, 2 for a
+ * mmapped chunk, whose header is 16 bytes; 8 otherwise), which saves a call
+ * a record. Checked against glibc's own at the start (usable_check); where
+ * they differ (another layout, a debugging malloc), glibc's is called.
+ */
+static bool usable_inline;
+
+static size_t usable_of(void *p)
+{
+	if (likely(usable_inline)) {
+		size_t h = ((const size_t *)p)[-1];
+		return (h & ~(size_t)7) - (h & 2 ? 16 : 8);
+	}
+	return real.usable(p);
+}
+
+static void usable_check(void)
+{
+	static const size_t sizes[] = { 1, 24, 100, 1000, 40000, 300000, 5000000 };
+	bool same = true;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		void *p = real.malloc(sizes[i]);
+		if (!p)
+			continue;
+		usable_inline = true;
+		same &= usable_of(p) == real.usable(p);
+		usable_inline = false;
+		real.free(p);
+	}
+	usable_inline = same;
+}
+
 static void on_alloc(void *p, size_t q)
 {
-	int64_t stale;
+	struct ip_block stale;
 
 	if (!p)
 		return;
-	size_t usable = real.usable(p);
-	if (ip_table_put((uintptr_t)p, q, &stale)) {
+	struct ip_block b = { (int64_t)q, usable_of(p) };
+	if (ip_table_put((uintptr_t)p, &b, &stale)) {
 		atomic_fetch_add_explicit(&ip_untracked, 1, memory_order_relaxed);
 		return;
 	}
-	if (stale >= 0) /* its free went unseen: it is free now */
-		ip_put_word(TALLY_EV_FREE, (uint64_t)stale, usable);
-	ip_put_word(TALLY_EV_ALLOC, q, usable);
+	if (stale.q >= 0) /* its free went unseen: it is free now */
+		ip_put_word(TALLY_EV_FREE, (uint64_t)stale.q,
+			    stale.usable ? stale.usable : (uint64_t)stale.q);
+	ip_put_word(TALLY_EV_ALLOC, q, b.usable);
 }
 
-/* Before glibc frees p (after, the address may be another block's). */
+/* p's free recorded, before glibc frees it (after, the address may be
+ * another block's); `realloc_old`: a realloc's old block. */
 static void on_free(void *p, bool realloc_old)
 {
-	size_t usable = real.usable(p);
-	int64_t q = ip_table_take((uintptr_t)p);
+	struct ip_block b;
 
-	if (q >= 0) {
-		ip_put_word(TALLY_EV_FREE, (uint64_t)q, usable);
+	if (ip_table_take((uintptr_t)p, &b)) {
+		ip_put_word(TALLY_EV_FREE, (uint64_t)b.q, b.usable ? b.usable : usable_of(p));
 	} else {
 		struct tally_ev e = { .type = TALLY_EV_FREE_UNTRACKED,
 				      .n = realloc_old,
-				      .bytes = usable };
+				      .bytes = usable_of(p) };
 		ip_put_ev(&e, NULL, 0);
 	}
 }
@@ -175,16 +211,21 @@ static void *realloc_as(void *p, size_t n)
 	WRAP_BEGIN();
 	if (!rec)
 		return real.realloc(p, n);
-	size_t old_usable = real.usable(p);
-	int64_t old_q = ip_table_take((uintptr_t)p);
+	/* the old block's entry out before glibc may free it */
+	struct ip_block old;
+	bool tracked = ip_table_take((uintptr_t)p, &old);
+	if (tracked && !old.usable)
+		old.usable = usable_of(p);
+	uint64_t old_usable = tracked ? old.usable : usable_of(p);
 	void *np = real.realloc(p, n);
 	if (!np && n) {
-		int64_t stale;
-		if (old_q >= 0 && ip_table_put((uintptr_t)p, (uint64_t)old_q, &stale))
+		/* failed: the block stays, and its entry */
+		struct ip_block stale;
+		if (tracked && ip_table_put((uintptr_t)p, &old, &stale))
 			atomic_fetch_add_explicit(&ip_untracked, 1, memory_order_relaxed);
 	} else {
-		if (old_q >= 0) {
-			ip_put_word(TALLY_EV_FREE, (uint64_t)old_q, old_usable);
+		if (tracked) {
+			ip_put_word(TALLY_EV_FREE, (uint64_t)old.q, old_usable);
 		} else {
 			struct tally_ev e = { .type = TALLY_EV_FREE_UNTRACKED,
 					      .n = 1,
@@ -434,6 +475,8 @@ IP_API int tally_interpose_start(void)
 	}
 	ip_seen_tracer = false;
 	ip_start_ns = now_ns();
+	usable_check();
+	__atomic_add_fetch(&ip_ring_key, 1, __ATOMIC_RELAXED);
 	atomic_store(&ip_state, IP_TRACING);
 	err = ip_got_patch(funcs, nfuncs);
 	if (err < 0)

@@ -10,7 +10,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
+
+#include "../bpf/tally_events.h"
+#include "ring.h"
 
 #define IP_API __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -32,27 +36,82 @@ struct ip_func {
 IP_API int tally_interpose_start(void);
 IP_API size_t tally_interpose_patched(void);
 
+/*
+ * A thread's records. The flusher hands over the batch of a thread that
+ * went quiet, and at exit the library hands over every thread's, so the
+ * owner and the flusher must not touch a batch at once; an atomic exchange
+ * per call (a lock) cost the owner a fifth of its speed. So the owner only
+ * stores `busy` and then reads `claimed`, with no fence between; the
+ * flusher stores `claimed`, then makes every thread of the process pass a
+ * full barrier (membarrier, microseconds, once a tick), then reads `busy`:
+ * either the owner sees the claim and waits, or the flusher sees the owner
+ * busy and leaves the batch to it (Dekker's two flags, with the fence paid
+ * on the rare side). Where membarrier is refused, the owner takes `claimed`
+ * as a lock instead (ip_locking). A thread's struct outlives it (reused by
+ * the next thread), so that the flusher never reads freed memory.
+ */
+struct ithread {
+	struct tally_batch batch;
+	_Atomic uint8_t busy;	 /* the owner is appending */
+	_Atomic uint8_t claimed; /* the flusher hands the batch over (or: the lock) */
+	_Atomic uint8_t used;	 /* a live thread's */
+	uint32_t tid;
+	uint64_t heap_id;
+	uint64_t seq;
+	struct ring_state ring; /* its full batches, while the tracer reads them in place */
+	struct ithread *next;	/* every struct, never unlinked */
+};
+extern __thread struct ithread *ip_me __attribute__((tls_model("initial-exec")));
+extern bool ip_locking; /* no membarrier: `claimed` is a lock */
+
 /* interpose_batch.c: the calling thread's batch takes a record (one word,
  * or two for a block past the one-word sizes), or a record and `nextra`
  * words after it; the batches are handed over when full, by ip_flush_all
- * (every thread's whose lock is free; `wait`: every thread's) and at a
+ * (every thread's not appending now; `wait`: every thread's) and at a
  * thread's exit (ip_batch_init). In a forked child (one thread), the locks
  * of the parent's other threads are let go, and with `drop` every record
  * the parent's threads held is dropped (the parent hands them over). */
-void ip_put_word(uint8_t type, uint64_t q, uint64_t usable);
-struct tally_ev;
+void ip_put_word_slow(uint8_t type, uint64_t q, uint64_t usable);
+/* The common case inline: a one-word record into a batch with room. */
+static inline void ip_put_word(uint8_t type, uint64_t q, uint64_t usable)
+{
+	struct ithread *t = ip_me;
+
+	if (likely(t && !ip_locking && q <= TALLY_EV_WORD_MAX && usable <= TALLY_EV_WORD_MAX)) {
+		atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+		if (likely(!atomic_load_explicit(&t->claimed, memory_order_acquire) &&
+			   t->batch.count < TALLY_BATCH_WORDS)) {
+			t->batch.words[t->batch.count++] =
+				tally_ev_word(type, 0, (uint32_t)q, (uint32_t)usable);
+			atomic_signal_fence(memory_order_seq_cst);
+			atomic_store_explicit(&t->busy, 0, memory_order_release);
+			return;
+		}
+		atomic_store_explicit(&t->busy, 0, memory_order_release);
+	}
+	ip_put_word_slow(type, q, usable);
+}
 void ip_put_ev(const struct tally_ev *e, const uint64_t *extra, uint32_t nextra);
 void ip_flush_all(bool wait);
 int ip_batch_init(void);
 void ip_batch_child(bool drop);
+extern uint64_t ip_ring_key; /* a new one at each start: the rings announced again */
 
-/* interpose_table.c: the blocks allocated since the start. put: 0, or
- * -ENOMEM (the table cannot grow); an entry p had already is returned in
- * *stale (else -1). take: p's requested size, out of the table, or -1. */
-int ip_table_put(uintptr_t p, uint64_t q, int64_t *stale);
-int64_t ip_table_take(uintptr_t p);
+/* interpose_table.c: the blocks allocated since the start, each with its
+ * requested size (q; -1: none) and glibc's usable size (0: not kept, when
+ * it exceeds the request by 64 KiB or more). put: 0, or -ENOMEM (the table
+ * cannot grow); an entry p had already is returned in *stale. take: p's
+ * entry, out of the table; false when it has none. */
+struct ip_block {
+	int64_t q;
+	uint64_t usable;
+};
+int ip_table_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale);
+bool ip_table_take(uintptr_t p, struct ip_block *out);
 uint64_t ip_table_bytes(void);
-void ip_table_child(void); /* a forked child: every stripe's lock let go */
+void ip_table_child(void);	     /* a forked child: every stripe's lock let go */
+void ip_table_init(bool membarrier); /* without membarrier, no thread holds it unlocked */
 
 /* interpose_got.c: point every GOT entry of `funcs` in every loaded object
  * (but this library's) at its wrapper, remembering what each held; objects

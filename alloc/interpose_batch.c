@@ -3,6 +3,7 @@
  * libtally_interpose.so's per-thread batches of records (interpose.h),
  * handed over through the tally:batch probe, as libtally_alloc's are.
  */
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -13,53 +14,63 @@
 #include "../bpf/tally_events.h"
 #include "interpose.h"
 #include "probes.h"
+#include "ring.h"
 
 /* raised by the kernel while tally's probe is attached (interpose.c reads it) */
 TALLY_SEMAPHORE(batch);
 
-/*
- * A thread's records. The owner appends under `lock` (a byte it takes with
- * one exchange, which the flusher only ever tries): the flusher hands over
- * the batch of a thread that went quiet, and at exit the library hands
- * over every thread's. A thread's struct outlives it (reused by the next
- * thread), so that the flusher never reads freed memory.
- */
-struct ithread {
-	struct tally_batch batch;
-	_Atomic uint8_t lock;
-	_Atomic uint8_t used; /* a live thread's */
-	uint32_t tid;
-	uint64_t heap_id;
-	uint64_t seq;
-	struct ithread *next; /* every struct, never unlinked */
-};
 static struct ithread *_Atomic ip_threads;
 static _Atomic uint64_t ip_heap_ids;
-static __thread struct ithread *ip_me;
+__thread struct ithread *ip_me;
+bool ip_locking;
 static pthread_key_t ip_key; /* the thread's exit: its batch handed over */
 
-static void handover(struct ithread *t)
+/* The tracer's key for the shared rings: one per start (a new tracer gets
+ * every ring announced again). */
+uint64_t ip_ring_key;
+
+/* Hand the batch over: in the thread's shared ring once the tracer has
+ * taken it, else through the probe. A thread whose batches fill (`full`)
+ * gets a ring, announced in a batch of its own, as libtally_alloc's heaps
+ * do (alloc/ring.c). */
+static void handover(struct ithread *t, bool full)
 {
 	struct tally_batch *b = &t->batch;
+	uint64_t key = __atomic_load_n(&ip_ring_key, __ATOMIC_RELAXED);
 
 	if (!b->count)
 		return;
 	size_t bytes = tally_batch_seal(b, TALLY_SRC_INTERPOSE, t->tid, t->heap_id, t->seq);
-	if (probe_guard_ok())
+	if (probe_guard_ok() && !ring_put(&t->ring, key, b, bytes))
 		STAP_PROBE2(tally, batch, b, bytes);
 	t->seq += b->count;
 	b->count = 0;
+	if (full && ring_wanted(&t->ring, key) && probe_guard_ok() &&
+	    ring_announce(&t->ring, key, t->heap_id, b)) {
+		bytes = tally_batch_seal(b, TALLY_SRC_INTERPOSE, t->tid, t->heap_id, t->seq);
+		STAP_PROBE2(tally, batch, b, bytes);
+		t->seq += b->count;
+		b->count = 0;
+	}
+}
+
+static void batch_give(struct ithread *t);
+static struct ithread *batch_enter(struct ithread *t);
+
+/* The calling thread's own batch, handed over. */
+static void own_flush(struct ithread *t)
+{
+	batch_enter(t);
+	handover(t, false);
+	batch_give(t);
 }
 
 static void thread_exit(void *p)
 {
 	struct ithread *t = p;
 
-	while (atomic_exchange_explicit(&t->lock, 1, memory_order_acquire))
-		;
-	handover(t);
+	own_flush(t);
 	atomic_store_explicit(&t->used, 0, memory_order_relaxed);
-	atomic_store_explicit(&t->lock, 0, memory_order_release);
 }
 
 static struct ithread *thread_get(void)
@@ -89,7 +100,28 @@ static struct ithread *thread_get(void)
 	return t;
 }
 
-/* The calling thread's batch, locked, with room for `words`; NULL when the
+/* The owner's side: the batch is its own until batch_give. */
+static struct ithread *batch_enter(struct ithread *t)
+{
+	if (unlikely(ip_locking)) {
+		while (atomic_exchange_explicit(&t->claimed, 1, memory_order_acquire))
+			;
+		return t;
+	}
+	for (;;) {
+		atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+		/* no fence: the flusher's membarrier is the other half */
+		atomic_signal_fence(memory_order_seq_cst);
+		if (likely(!atomic_load_explicit(&t->claimed, memory_order_acquire)))
+			return t;
+		/* the flusher is handing it over: a few microseconds */
+		atomic_store_explicit(&t->busy, 0, memory_order_release);
+		while (atomic_load_explicit(&t->claimed, memory_order_acquire))
+			;
+	}
+}
+
+/* The calling thread's batch, its own, with room for `words`; NULL when the
  * thread has none and cannot get one. */
 static struct ithread *batch_take(uint32_t words)
 {
@@ -97,19 +129,22 @@ static struct ithread *batch_take(uint32_t words)
 
 	if (unlikely(!t) && !(t = thread_get()))
 		return NULL;
-	while (atomic_exchange_explicit(&t->lock, 1, memory_order_acquire))
-		;
+	batch_enter(t);
 	if (t->batch.count + words > TALLY_BATCH_WORDS)
-		handover(t);
+		handover(t, true);
 	return t;
 }
 
 static void batch_give(struct ithread *t)
 {
-	atomic_store_explicit(&t->lock, 0, memory_order_release);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (unlikely(ip_locking))
+		atomic_store_explicit(&t->claimed, 0, memory_order_release);
+	else
+		atomic_store_explicit(&t->busy, 0, memory_order_release);
 }
 
-void ip_put_word(uint8_t type, uint64_t q, uint64_t usable)
+void ip_put_word_slow(uint8_t type, uint64_t q, uint64_t usable)
 {
 	struct ithread *t;
 
@@ -143,31 +178,81 @@ void ip_put_ev(const struct tally_ev *e, const uint64_t *extra, uint32_t nextra)
 	batch_give(t);
 }
 
-/* Hand over the batches of every thread whose lock is free (one that is
- * appending hands its own over when full). */
+static bool barrier(void)
+{
+	return !syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+}
+
+/* Hand over the batches of every thread not appending now (one that is
+ * hands its own over when full); `wait`: every thread's. */
 void ip_flush_all(bool wait)
 {
-	for (struct ithread *t = atomic_load(&ip_threads); t; t = t->next) {
-		if (atomic_exchange_explicit(&t->lock, 1, memory_order_acquire)) {
-			if (!wait)
-				continue;
-			while (atomic_exchange_explicit(&t->lock, 1, memory_order_acquire))
-				;
+	struct ithread *t;
+
+	if (ip_locking) {
+		for (t = atomic_load(&ip_threads); t; t = t->next) {
+			uint8_t no = 0;
+			if (!atomic_compare_exchange_strong(&t->claimed, &no, 1)) {
+				if (!wait)
+					continue;
+				batch_enter(t);
+			}
+			handover(t, false);
+			atomic_store_explicit(&t->claimed, 0, memory_order_release);
 		}
-		handover(t);
-		atomic_store_explicit(&t->lock, 0, memory_order_release);
+		return;
 	}
+	bool any = false;
+	for (t = atomic_load(&ip_threads); t; t = t->next) {
+		if (t->batch.count && t != ip_me) {
+			atomic_store_explicit(&t->claimed, 1, memory_order_relaxed);
+			any = true;
+		}
+	}
+	if (!any || !barrier()) {
+		/* (the barrier cannot fail once registered; if it does, no claim
+		 * stands) */
+		for (t = atomic_load(&ip_threads); t; t = t->next)
+			atomic_store_explicit(&t->claimed, 0, memory_order_release);
+		if (ip_me && ip_me->batch.count)
+			own_flush(ip_me);
+		return;
+	}
+	for (t = atomic_load(&ip_threads); t; t = t->next) {
+		if (!atomic_load_explicit(&t->claimed, memory_order_relaxed))
+			continue;
+		bool busy = atomic_load_explicit(&t->busy, memory_order_acquire);
+		while (busy && wait)
+			busy = atomic_load_explicit(&t->busy, memory_order_acquire);
+		if (!busy)
+			handover(t, false);
+		atomic_store_explicit(&t->claimed, 0, memory_order_release);
+	}
+	if (ip_me && ip_me->batch.count)
+		own_flush(ip_me);
 }
 
 int ip_batch_init(void)
 {
-	return -pthread_key_create(&ip_key, thread_exit);
+	static bool once;
+
+	if (!once) {
+		int err = pthread_key_create(&ip_key, thread_exit);
+		if (err)
+			return -err;
+		once = true;
+	}
+	ip_locking = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
+	ip_table_init(!ip_locking);
+	return 0;
 }
 
 void ip_batch_child(bool drop)
 {
 	for (struct ithread *t = atomic_load(&ip_threads); t; t = t->next) {
-		atomic_store(&t->lock, 0);
+		atomic_store(&t->busy, 0);
+		atomic_store(&t->claimed, 0);
+		ring_fork_child(&t->ring);
 		/* the parent's other threads are not in the child */
 		if (t != ip_me)
 			atomic_store(&t->used, 0);

@@ -6,24 +6,45 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "interpose.h"
 
 /*
- * Open addressing in 64 stripes, each under a spin lock of its own (an
- * operation holds one for a few probes), grown by mmap at 3/4 full counting
- * the deleted marks. A block's entry holds its requested size.
+ * Open addressing (linear probing) in 64 stripes, each under a spin lock of
+ * its own (an operation holds one for a few probes), doubled by mmap at 3/4
+ * full. A deletion shifts the entries after it back (no deleted marks, so a
+ * table whose blocks come and go never needs rebuilding). A block's entry
+ * holds its requested size.
  */
 #define STRIPES 64
-#define TOMB ((uintptr_t)1)
+#define STRIPE_MIN 1024
 struct tent {
-	uintptr_t p;
-	uint64_t q;
+	uintptr_t p; /* 0: empty */
+	uint64_t v;  /* requested | (usable - requested, or ROUND_UNKNOWN) << 48 */
 };
+#define Q_MASK ((1ULL << 48) - 1)
+#define ROUND_UNKNOWN 0xffffULL
+
+static uint64_t pack(const struct ip_block *b)
+{
+	uint64_t round = b->usable - (uint64_t)b->q;
+	return ((uint64_t)b->q & Q_MASK) | (round < ROUND_UNKNOWN ? round : ROUND_UNKNOWN) << 48;
+}
+
+static void unpack(uint64_t v, struct ip_block *b)
+{
+	uint64_t round = v >> 48;
+	b->q = (int64_t)(v & Q_MASK);
+	b->usable = round == ROUND_UNKNOWN ? 0 : (uint64_t)b->q + round;
+}
 struct stripe {
 	_Atomic uint8_t lock;
-	uint64_t cap, used; /* used: live entries and tombs */
+	unsigned bits; /* cap == 1 << bits */
+	uint64_t cap, used;
 	struct tent *v;
 } __attribute__((aligned(64)));
 static struct stripe stripes[STRIPES];
@@ -33,35 +54,118 @@ static uint64_t hash_ptr(uintptr_t p)
 	return (p >> 4) * 0x9e3779b97f4a7c15ULL;
 }
 
-static struct stripe *stripe_lock(uintptr_t p)
+/* p's home slot: the hash's top bits pick the stripe, the bits below them
+ * the slot (a multiplicative hash's low bits are its worst) */
+static uint64_t home(const struct stripe *s, uintptr_t p)
 {
-	struct stripe *s = &stripes[hash_ptr(p) >> 58];
-	while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
-		;
-	return s;
+	return (hash_ptr(p) << 6) >> (64 - s->bits);
 }
 
-static void stripe_unlock(struct stripe *s)
+/*
+ * The table's bias. Most programs allocate from one thread, and a lock per
+ * operation (an atomic exchange) was a quarter of an injected call. So the
+ * first thread to use the table holds it without locks: it stores
+ * bias_busy, then reads bias_revoking, with no fence between. Another
+ * thread that needs the table revokes the bias for good: it stores
+ * bias_revoking, makes every thread pass a full barrier (membarrier), waits
+ * for bias_busy to clear, and from then on every thread takes the stripes'
+ * locks (Dekker's flags, as the batches' in interpose_batch.c). Without
+ * membarrier there is no bias.
+ */
+#define BIAS_NONE 0U
+#define BIAS_REVOKED UINT32_MAX
+static _Atomic uint32_t bias_tid;
+static _Atomic uint8_t bias_busy, bias_revoking;
+static __thread uint32_t my_tid;
+
+static void bias_revoke(void)
 {
-	atomic_store_explicit(&s->lock, 0, memory_order_release);
+	uint8_t no = 0;
+
+	if (atomic_compare_exchange_strong(&bias_revoking, &no, 1)) {
+		syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+		while (atomic_load_explicit(&bias_busy, memory_order_acquire))
+			;
+		atomic_store_explicit(&bias_tid, BIAS_REVOKED, memory_order_release);
+	}
+	while (atomic_load_explicit(&bias_tid, memory_order_acquire) != BIAS_REVOKED)
+		;
+}
+
+/* The table's for an operation on stripe s, the long way: the bias taken
+ * or revoked, then the stripe's lock. */
+static __attribute__((noinline)) bool enter_slow(struct stripe *s)
+{
+	if (!my_tid)
+		my_tid = (uint32_t)syscall(SYS_gettid);
+	for (;;) {
+		uint32_t b = atomic_load_explicit(&bias_tid, memory_order_acquire);
+		if (b == my_tid) {
+			atomic_store_explicit(&bias_busy, 1, memory_order_relaxed);
+			atomic_signal_fence(memory_order_seq_cst);
+			if (!atomic_load_explicit(&bias_revoking, memory_order_acquire))
+				return true;
+			atomic_store_explicit(&bias_busy, 0, memory_order_release);
+			bias_revoke();
+			break;
+		}
+		if (b == BIAS_REVOKED)
+			break;
+		if (b == BIAS_NONE && atomic_compare_exchange_strong(&bias_tid, &b, my_tid))
+			continue;
+		bias_revoke();
+		break;
+	}
+	while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
+		;
+	return false;
+}
+
+/* The table's for an operation on p's stripe (*out): true when the thread
+ * holds the bias (no lock taken), false when it holds the stripe's lock. */
+static inline __attribute__((always_inline)) bool enter(struct stripe **out, uintptr_t p)
+{
+	struct stripe *s = &stripes[hash_ptr(p) >> 58];
+
+	*out = s;
+	if (likely(my_tid && atomic_load_explicit(&bias_tid, memory_order_relaxed) == my_tid)) {
+		atomic_store_explicit(&bias_busy, 1, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+		if (likely(!atomic_load_explicit(&bias_revoking, memory_order_acquire)))
+			return true;
+		atomic_store_explicit(&bias_busy, 0, memory_order_release);
+	}
+	return enter_slow(s);
+}
+
+static void leave(struct stripe *s, bool biased)
+{
+	if (biased) {
+		atomic_signal_fence(memory_order_seq_cst);
+		atomic_store_explicit(&bias_busy, 0, memory_order_release);
+	} else {
+		atomic_store_explicit(&s->lock, 0, memory_order_release);
+	}
+}
+
+void ip_table_init(bool membarrier)
+{
+	if (!membarrier)
+		atomic_store(&bias_tid, BIAS_REVOKED);
 }
 
 static int stripe_grow(struct stripe *s)
 {
-	uint64_t live = 0;
-	for (uint64_t i = 0; i < s->cap; i++)
-		live += s->v[i].p > TOMB;
-	uint64_t ncap = s->cap ? s->cap : 1024;
-	while (live * 2 >= ncap)
-		ncap *= 2;
+	uint64_t ncap = s->cap ? s->cap * 2 : STRIPE_MIN;
+	struct stripe grown = { .bits = (unsigned)__builtin_ctzll(ncap) };
 	struct tent *n = mmap(NULL, ncap * sizeof(*n), PROT_READ | PROT_WRITE,
 			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (n == MAP_FAILED)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < s->cap; i++) {
-		if (s->v[i].p <= TOMB)
+		if (!s->v[i].p)
 			continue;
-		uint64_t j = hash_ptr(s->v[i].p) & (ncap - 1);
+		uint64_t j = home(&grown, s->v[i].p);
 		while (n[j].p)
 			j = (j + 1) & (ncap - 1);
 		n[j] = s->v[i];
@@ -70,55 +174,66 @@ static int stripe_grow(struct stripe *s)
 		munmap(s->v, s->cap * sizeof(*s->v));
 	s->v = n;
 	s->cap = ncap;
-	s->used = live;
+	s->bits = grown.bits;
 	return 0;
 }
 
-/* Take p's entry out: its requested size, or -1 when the table has none. */
-int64_t ip_table_take(uintptr_t p)
+/* Empty slot j, and shift back the entries after it that probed past it. */
+static void stripe_delete(struct stripe *s, uint64_t j)
 {
-	struct stripe *s = stripe_lock(p);
-	int64_t q = -1;
+	uint64_t mask = s->cap - 1;
 
-	for (uint64_t j = hash_ptr(p) & (s->cap - 1); s->cap && s->v[j].p;
+	for (uint64_t k = (j + 1) & mask; s->v[k].p; k = (k + 1) & mask) {
+		uint64_t h = home(s, s->v[k].p);
+		/* k's entry may move to j when its home is not in (j, k] */
+		if (((k - h) & mask) >= ((k - j) & mask)) {
+			s->v[j] = s->v[k];
+			j = k;
+		}
+	}
+	s->v[j].p = 0;
+	s->used--;
+}
+
+bool ip_table_take(uintptr_t p, struct ip_block *out)
+{
+	struct stripe *s;
+	bool biased = enter(&s, p), found = false;
+
+	for (uint64_t j = s->cap ? home(s, p) : 0; s->cap && s->v[j].p;
 	     j = (j + 1) & (s->cap - 1)) {
 		if (s->v[j].p == p) {
-			q = (int64_t)s->v[j].q;
-			s->v[j].p = TOMB;
+			unpack(s->v[j].v, out);
+			stripe_delete(s, j);
+			found = true;
 			break;
 		}
 	}
-	stripe_unlock(s);
-	return q;
+	leave(s, biased);
+	return found;
 }
 
-/* Put p in; an entry p already had (its block freed where no wrapper saw
- * it, and the address given out again) is returned in *stale (else -1). */
-int ip_table_put(uintptr_t p, uint64_t q, int64_t *stale)
+int ip_table_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale)
 {
-	struct stripe *s = stripe_lock(p);
+	struct stripe *s;
+	bool biased = enter(&s, p);
 	int err = 0;
 
-	*stale = -1;
+	stale->q = -1;
 	if ((s->used + 1) * 4 >= s->cap * 3 && (err = stripe_grow(s)))
 		goto out;
-	uint64_t j = hash_ptr(p) & (s->cap - 1), tomb = UINT64_MAX;
+	uint64_t j = home(s, p);
 	for (; s->v[j].p; j = (j + 1) & (s->cap - 1)) {
 		if (s->v[j].p == p) {
-			*stale = (int64_t)s->v[j].q;
-			s->v[j].q = q;
+			unpack(s->v[j].v, stale);
+			s->v[j].v = pack(b);
 			goto out;
 		}
-		if (s->v[j].p == TOMB && tomb == UINT64_MAX)
-			tomb = j;
 	}
-	if (tomb != UINT64_MAX)
-		j = tomb;
-	else
-		s->used++;
-	s->v[j] = (struct tent){ p, q };
+	s->used++;
+	s->v[j] = (struct tent){ p, pack(b) };
 out:
-	stripe_unlock(s);
+	leave(s, biased);
 	return err;
 }
 
@@ -126,6 +241,12 @@ void ip_table_child(void)
 {
 	for (int i = 0; i < STRIPES; i++)
 		atomic_store(&stripes[i].lock, 0);
+	/* one thread now, whatever held the bias in the parent */
+	my_tid = 0;
+	if (atomic_load(&bias_tid) != BIAS_REVOKED || !atomic_load(&bias_revoking))
+		atomic_store(&bias_tid, BIAS_NONE);
+	atomic_store(&bias_busy, 0);
+	atomic_store(&bias_revoking, 0);
 }
 
 uint64_t ip_table_bytes(void)

@@ -27,24 +27,17 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "internal.h"
 #include "probes.h"
-#include "sample.h"
+#include "ring.h"
 
 #if !defined(TALLY_ALLOC_TEST_SINK) && !defined(TALLY_NO_PROBES)
 
-static uint64_t ring_key_now(void)
+bool ring_put(struct ring_state *rs, uint64_t key, const struct tally_batch *b, size_t bytes)
 {
-	return __atomic_load_n(&tally_sample_epoch, __ATOMIC_RELAXED) + 1;
-}
+	struct tally_ring *r = rs->ring;
+	uint32_t i = rs->next;
 
-bool ring_put(struct heap *h, const struct tally_batch *b, size_t bytes)
-{
-	struct tally_ring *r = h->ring;
-	uint32_t i = h->ring_next;
-
-	if (!r || h->ring_key != ring_key_now() ||
-	    __atomic_load_n(&r->accepted, __ATOMIC_ACQUIRE) != h->ring_key)
+	if (!r || rs->key != key || __atomic_load_n(&r->accepted, __ATOMIC_ACQUIRE) != rs->key)
 		return false;
 	/* the tracer has not read this slot yet: the probe takes the batch */
 	if (__atomic_load_n(&r->full[i], __ATOMIC_ACQUIRE))
@@ -54,25 +47,23 @@ bool ring_put(struct heap *h, const struct tally_batch *b, size_t bytes)
 	memcpy(&r->slot[i], b, bytes);
 	r->ts_ns[i] = (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
 	__atomic_store_n(&r->full[i], 1, __ATOMIC_RELEASE);
-	h->ring_next = (i + 1) % TALLY_RING_SLOTS;
+	rs->next = (i + 1) % TALLY_RING_SLOTS;
 	return true;
 }
 
-bool ring_wanted(const struct heap *h)
+bool ring_wanted(const struct ring_state *rs, uint64_t key)
 {
-	return !h->ring_failed && h->ring_key != ring_key_now();
+	return !rs->failed && rs->key != key;
 }
 
-/* Map the heap's ring if it has none, and put its announcement to the
- * current tracer in b (empty). False when there is no ring to announce. */
-bool ring_announce(struct heap *h, struct tally_batch *b)
+bool ring_announce(struct ring_state *rs, uint64_t key, uint64_t heap_id, struct tally_batch *b)
 {
-	struct tally_ring *r = h->ring;
+	struct tally_ring *r = rs->ring;
 
 	/* a child must let go of its parent's ring before its first batch,
 	 * which only a guard that catches any fork sees to */
 	if (!probe_guard_wipes()) {
-		h->ring_failed = true;
+		rs->failed = true;
 		return false;
 	}
 	if (!r) {
@@ -81,15 +72,15 @@ bool ring_announce(struct heap *h, struct tally_batch *b)
 			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		errno = saved;
 		if (p == MAP_FAILED) {
-			h->ring_failed = true;
+			rs->failed = true;
 			return false;
 		}
 		r = p;
 		r->magic = TALLY_RING_MAGIC;
 		r->version = TALLY_RING_VERSION;
 		r->slots = TALLY_RING_SLOTS;
-		r->heap_id = h->id;
-		h->ring = r;
+		r->heap_id = heap_id;
+		rs->ring = r;
 	}
 	/* Until the new tracer takes it, nothing goes in; what an earlier one
 	 * left unread is not the new one's (it read this process's state at
@@ -97,24 +88,21 @@ bool ring_announce(struct heap *h, struct tally_batch *b)
 	__atomic_store_n(&r->accepted, 0, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < TALLY_RING_SLOTS; i++)
 		__atomic_store_n(&r->full[i], 0, __ATOMIC_RELAXED);
-	h->ring_next = 0;
-	h->ring_key = ring_key_now();
-	__atomic_store_n(&r->announced, h->ring_key, __ATOMIC_RELEASE);
+	rs->next = 0;
+	rs->key = key;
+	__atomic_store_n(&r->announced, key, __ATOMIC_RELEASE);
 	struct tally_ev e = { TALLY_EV_RING, 0, 0, (uint32_t)TALLY_RING_BYTES, (uintptr_t)r };
 	tally_ev_put(b->words, &b->count, &e);
 	return true;
 }
 
-/* In a forked child (events.c's ev_child, from probe_guard.c, before its
- * first batch): the rings are the parent's, and its tracer's. */
-void ring_fork_child(struct heap *h)
+/* (events.c's ev_child, from probe_guard.c, before the child's first
+ * batch) */
+void ring_fork_child(struct ring_state *rs)
 {
-	if (h->ring)
-		munmap(h->ring, TALLY_RING_BYTES);
-	h->ring = NULL;
-	h->ring_key = 0;
-	h->ring_next = 0;
-	h->ring_failed = false;
+	if (rs->ring)
+		munmap(rs->ring, TALLY_RING_BYTES);
+	*rs = (struct ring_state){ 0 };
 }
 
 #endif

@@ -61,6 +61,9 @@ counted() {
 		.glibc.arena > 0 and .glibc.in_use > 0 and .stats.mapped == null' "$json" >/dev/null
 	check "$name: the snapshot says glibc, injected, with glibc's own totals" $? \
 		"$(jq -c '{target, glibc}' "$json")"
+	jq -e '.events.lost == 0 and .events.batches_in_place > 0' "$json" >/dev/null
+	check "$name: batches read in place from the thread's shared ring, none lost" $? \
+		"$(jq -c '.events' "$json")"
 	kill -USR2 "$wp"
 	wait_line "$out" '^got='
 	grep -qx 'got=libc' "$out"
@@ -72,6 +75,27 @@ counted() {
 
 counted c "$B/tests/inject_workload"
 counted cxx "$B/tests/inject_workload_cxx"
+
+# Two threads: the table's bias revoked (every operation then under its
+# stripe's lock), every record still in, nothing left live once the workload
+# freed its rings.
+"$B/alloc_bench" -q -w churn 2 >"$tmp/t2.out" &
+wp=$!
+pids+=("$wp")
+wait_line "$tmp/t2.out" '^waiting'
+"$T" snapshot -p "$wp" --inject -o "$tmp/t2.json" 2>"$tmp/t2.err" &
+tp=$!
+wait_injected "$wp"
+kill -USR1 "$wp"
+wait "$wp"
+wrc=$?
+wait "$tp"
+trc=$?
+[ "$wrc" -eq 0 ] && [ "$trc" -eq 0 ] &&
+	jq -e '.exact and .stats.live == 0 and .events.lost == 0 and .events.records >= 20000000' \
+		"$tmp/t2.json" >/dev/null
+check "two threads (alloc_bench churn 2): every record, exact, nothing live at the end" $? \
+	"rc $wrc/$trc: $(cat "$tmp/t2.err") $(jq -c '{exact, live: .stats.live, events}' "$tmp/t2.json")"
 
 # kill -9 of tally mid-trace: the process goes on, its GOT glibc's again
 # (the interposer sees the probe's semaphore fall).

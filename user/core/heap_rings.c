@@ -248,7 +248,8 @@ int heap_rings_before(struct heap_rings *r, const void *data, size_t len)
 		return 0;
 	if (m->kind == TALLY_MSG_BATCH && len >= offsetof(struct tally_msg_batch, batch.words)) {
 		const struct tally_batch *b = &((const struct tally_msg_batch *)data)->batch;
-		if (b->magic != TALLY_BATCH_MAGIC || b->source != TALLY_SRC_ALLOC)
+		if (b->magic != TALLY_BATCH_MAGIC ||
+		    (b->source != TALLY_SRC_ALLOC && b->source != TALLY_SRC_INTERPOSE))
 			return 0;
 		/* an announcement is the first record of a batch of its own */
 		struct tally_ev e;

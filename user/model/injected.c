@@ -47,6 +47,7 @@ int injected_apply(struct injected *in, const __u64 *words, uint32_t count, int3
 		case TALLY_EV_LARGE_FREE:
 		case TALLY_EV_FREE_UNTRACKED:
 		case TALLY_EV_GLIBC_INFO:
+		case TALLY_EV_RING: /* the transport's (user/core/heap_rings.c) */
 			break;
 		default:
 			return -EINVAL;
@@ -71,6 +72,8 @@ int injected_apply(struct injected *in, const __u64 *words, uint32_t count, int3
 			in->f.unknown_frees++;
 			in->unknown_free_bytes += e.bytes;
 			in->f.calls++;
+			break;
+		case TALLY_EV_RING:
 			break;
 		case TALLY_EV_GLIBC_INFO:
 			in->f.untracked = e.n;
