@@ -27,11 +27,11 @@ wait_line() { # FILE PATTERN
 	return 1
 }
 
-# The workload counts for itself what it allocates after SIGUSR1; tally
-# injects before it. NAME BINARY
+# The workload counts for itself what it allocates after SIGUSR1, a library
+# it dlopens then included; tally injects before it. NAME BINARY
 counted() {
 	local name=$1 bin=$2 out=$tmp/$1.out json=$tmp/$1.json err=$tmp/$1.err
-	"$bin" >"$out" &
+	"$bin" "$PWD/$B/tests/libinject_lib.so" >"$out" &
 	local wp=$!
 	pids+=("$wp")
 	wait_line "$out" '^ready got=libc'

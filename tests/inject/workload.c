@@ -8,8 +8,9 @@
  *      test sends it once libtally_interpose.so is in);
  *   2. then runs the malloc family at random (malloc, calloc, realloc,
  *      reallocarray, posix_memalign, aligned_alloc, strdup through glibc,
- *      and free), frees half the BEFORE blocks, and prints what is live of
- *      its own count: "live=B objects=N allocs=A before_freed=F";
+ *      and free), dlopens the library given as its argument (if any) and
+ *      allocates through it, frees half the BEFORE blocks, and prints what
+ *      is live of its own count: "live=B objects=N allocs=A before_freed=F";
  *   3. then waits: SIGUSR2 prints "got=libc" when its GOT entry for malloc
  *      is glibc's again (after the detach), "got=other" while it is not;
  *      SIGTERM frees everything and exits 0.
@@ -111,7 +112,7 @@ static int got_is_libc(void)
 	return libc && (void *)mine == dlsym(libc, "malloc");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	sigset_t set;
 	int sig;
@@ -155,6 +156,36 @@ int main(void)
 			objects++;
 			allocs++;
 		}
+	}
+	if (argc > 1) {
+		/* a library loaded now: its GOT is patched as dlopen loads it */
+		void *lib = dlopen(argv[1], RTLD_NOW);
+		void *(*lib_alloc)(size_t) =
+			lib ? (void *(*)(size_t))dlsym(lib, "inject_lib_alloc") : NULL;
+		void (*lib_free)(void *) =
+			lib ? (void (*)(void *))dlsym(lib, "inject_lib_free") : NULL;
+		if (!lib_alloc || !lib_free)
+			return 4;
+		for (int i = 0; i < 100; i++) {
+			struct slot *s = &slots[i];
+			if (s->p) {
+				live -= s->q;
+				objects--;
+				drop(s);
+			}
+			s->q = 1000 + (size_t)i;
+			if (!(s->p = (char *)lib_alloc(s->q)))
+				return 3;
+			s->how = 0;
+			live += s->q;
+			objects++;
+			allocs++;
+		}
+		/* and its free of a block of the program's */
+		lib_free(slots[0].p);
+		live -= slots[0].q;
+		objects--;
+		slots[0].p = NULL;
 	}
 	for (int i = 0; i < BEFORE; i += 2) {
 		free(before[i]);
