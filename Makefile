@@ -51,7 +51,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target $(BUILD)/tests/inject_workload $(BUILD)/tests/inject_workload_cxx \
-	$(BUILD)/tests/libinject_lib.so
+	$(BUILD)/tests/libinject_lib.so $(BUILD)/tests/inject_groups
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
@@ -319,6 +319,9 @@ $(BUILD)/tests/glibc_workload: tests/glibc/workload.c
 $(BUILD)/tests/inject_workload: tests/inject/workload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -o $@ $< -ldl
+$(BUILD)/tests/inject_groups: tests/inject/groups.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/..'
 $(BUILD)/tests/libinject_lib.so: tests/inject/lib.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fPIC -shared -fno-builtin -o $@ $<

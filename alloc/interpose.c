@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -128,21 +129,50 @@ static void usable_check(void)
 	usable_inline = same;
 }
 
+/*
+ * The SDK's resource groups (libtally.so): it tells libtally_alloc a
+ * thread's group through tally_alloc__set_group, a weak symbol it calls
+ * when defined; its GOT entries for it are pointed here like the malloc
+ * family's. A thread's group before its first record comes from
+ * tally_group_current.
+ */
+static __thread uint16_t ip_group;
+static __thread bool ip_group_known;
+static struct tally_group_id {
+	uint32_t id;
+} (*sdk_current)(void);
+
+static void ip_set_group(uint32_t g)
+{
+	ip_group = g < TALLY_MAX_GROUPS ? (uint16_t)g : 0;
+	ip_group_known = true;
+}
+
+static uint16_t group_now(void)
+{
+	if (unlikely(!ip_group_known)) {
+		ip_group_known = true;
+		uint32_t g = sdk_current ? sdk_current().id : 0;
+		ip_group = g < TALLY_MAX_GROUPS ? (uint16_t)g : 0;
+	}
+	return ip_group;
+}
+
 static void on_alloc(void *p, size_t q)
 {
 	struct ip_block stale;
 
 	if (!p)
 		return;
-	struct ip_block b = { (int64_t)q, usable_of(p) };
+	struct ip_block b = { (int64_t)q, usable_of(p), group_now() };
 	if (ip_table_put((uintptr_t)p, &b, &stale)) {
 		atomic_fetch_add_explicit(&ip_untracked, 1, memory_order_relaxed);
 		return;
 	}
 	if (stale.q >= 0) /* its free went unseen: it is free now */
-		ip_put_word(TALLY_EV_FREE, (uint64_t)stale.q,
+		ip_put_word(TALLY_EV_FREE, stale.group, (uint64_t)stale.q,
 			    stale.usable ? stale.usable : (uint64_t)stale.q);
-	ip_put_word(TALLY_EV_ALLOC, q, b.usable);
+	ip_put_word(TALLY_EV_ALLOC, b.group, q, b.usable);
 }
 
 /* p's free recorded, before glibc frees it (after, the address may be
@@ -152,7 +182,8 @@ static void on_free(void *p, bool realloc_old)
 	struct ip_block b;
 
 	if (ip_table_take((uintptr_t)p, &b)) {
-		ip_put_word(TALLY_EV_FREE, (uint64_t)b.q, b.usable ? b.usable : usable_of(p));
+		ip_put_word(TALLY_EV_FREE, b.group, (uint64_t)b.q,
+			    b.usable ? b.usable : usable_of(p));
 	} else {
 		struct tally_ev e = { .type = TALLY_EV_FREE_UNTRACKED,
 				      .n = realloc_old,
@@ -225,7 +256,7 @@ static void *realloc_as(void *p, size_t n)
 			atomic_fetch_add_explicit(&ip_untracked, 1, memory_order_relaxed);
 	} else {
 		if (tracked) {
-			ip_put_word(TALLY_EV_FREE, (uint64_t)old.q, old_usable);
+			ip_put_word(TALLY_EV_FREE, old.group, (uint64_t)old.q, old_usable);
 		} else {
 			struct tally_ev e = { .type = TALLY_EV_FREE_UNTRACKED,
 					      .n = 1,
@@ -334,6 +365,7 @@ static const struct ip_func funcs[] = {
 	{ "valloc", (void *)ip_valloc },
 	{ "pvalloc", (void *)ip_pvalloc },
 	{ "dlopen", (void *)ip_dlopen },
+	{ "tally_alloc__set_group", (void *)ip_set_group },
 };
 static const size_t nfuncs = sizeof(funcs) / sizeof(funcs[0]);
 
@@ -407,6 +439,18 @@ static void *flusher(void *arg)
 
 /* ---- start, fork, exit ---- */
 
+static int find_sdk(struct dl_phdr_info *info, size_t size, void *data)
+{
+	const char *base = strrchr(info->dlpi_name, '/');
+	(void)size;
+
+	if (base && !strcmp(base + 1, "libtally.so")) {
+		snprintf(data, 4096, "%s", info->dlpi_name);
+		return 1;
+	}
+	return 0;
+}
+
 static int resolve(void)
 {
 	void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
@@ -429,6 +473,13 @@ static int resolve(void)
 	R(mallinfo2, "mallinfo2");
 	R(dlopen, "dlopen");
 #undef R
+	/* the SDK's, when the process has it (looked for first: a failed
+	 * dlsym would leave the thread a dlerror message of ours) */
+	char sdk[4096] = "";
+	dl_iterate_phdr(find_sdk, sdk);
+	void *lib = sdk[0] ? dlopen(sdk, RTLD_NOLOAD | RTLD_LAZY) : NULL;
+	if (lib)
+		*(void **)&sdk_current = dlsym(lib, "tally_group_current");
 	return 0;
 }
 
@@ -475,6 +526,7 @@ IP_API int tally_interpose_start(void)
 	}
 	ip_seen_tracer = false;
 	ip_start_ns = now_ns();
+	ip_table_reset();
 	usable_check();
 	__atomic_add_fetch(&ip_ring_key, 1, __ATOMIC_RELAXED);
 	atomic_store(&ip_state, IP_TRACING);

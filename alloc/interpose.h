@@ -71,9 +71,9 @@ extern bool ip_locking; /* no membarrier: `claimed` is a lock */
  * thread's exit (ip_batch_init). In a forked child (one thread), the locks
  * of the parent's other threads are let go, and with `drop` every record
  * the parent's threads held is dropped (the parent hands them over). */
-void ip_put_word_slow(uint8_t type, uint64_t q, uint64_t usable);
+void ip_put_word_slow(uint8_t type, uint16_t group, uint64_t q, uint64_t usable);
 /* The common case inline: a one-word record into a batch with room. */
-static inline void ip_put_word(uint8_t type, uint64_t q, uint64_t usable)
+static inline void ip_put_word(uint8_t type, uint16_t group, uint64_t q, uint64_t usable)
 {
 	struct ithread *t = ip_me;
 
@@ -83,14 +83,14 @@ static inline void ip_put_word(uint8_t type, uint64_t q, uint64_t usable)
 		if (likely(!atomic_load_explicit(&t->claimed, memory_order_acquire) &&
 			   t->batch.count < TALLY_BATCH_WORDS)) {
 			t->batch.words[t->batch.count++] =
-				tally_ev_word(type, 0, (uint32_t)q, (uint32_t)usable);
+				tally_ev_word(type, group, (uint32_t)q, (uint32_t)usable);
 			atomic_signal_fence(memory_order_seq_cst);
 			atomic_store_explicit(&t->busy, 0, memory_order_release);
 			return;
 		}
 		atomic_store_explicit(&t->busy, 0, memory_order_release);
 	}
-	ip_put_word_slow(type, q, usable);
+	ip_put_word_slow(type, group, q, usable);
 }
 void ip_put_ev(const struct tally_ev *e, const uint64_t *extra, uint32_t nextra);
 void ip_flush_all(bool wait);
@@ -99,19 +99,24 @@ void ip_batch_child(bool drop);
 extern uint64_t ip_ring_key; /* a new one at each start: the rings announced again */
 
 /* interpose_table.c: the blocks allocated since the start, each with its
- * requested size (q; -1: none) and glibc's usable size (0: not kept, when
- * it exceeds the request by 64 KiB or more). put: 0, or -ENOMEM (the table
- * cannot grow); an entry p had already is returned in *stale. take: p's
+ * requested size (q; -1: none), glibc's usable size (0: not kept, when it
+ * exceeds the request by 64 KiB or more) and group. put: 0, or -ENOMEM (the
+ * table cannot grow) or -E2BIG (a block of a TiB); an entry p had already is
+ * returned in *stale. take: p's
  * entry, out of the table; false when it has none. */
 struct ip_block {
 	int64_t q;
 	uint64_t usable;
+	uint16_t group; /* the SDK's group it was allocated in */
 };
 int ip_table_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale);
 bool ip_table_take(uintptr_t p, struct ip_block *out);
 uint64_t ip_table_bytes(void);
 void ip_table_child(void);	     /* a forked child: every stripe's lock let go */
 void ip_table_init(bool membarrier); /* without membarrier, no thread holds it unlocked */
+/* Empty, at a start after a detach: what an earlier tracer saw allocated is
+ * from before this one's injection (no call is recorded meanwhile). */
+void ip_table_reset(void);
 
 /* interpose_got.c: point every GOT entry of `funcs` in every loaded object
  * (but this library's) at its wrapper, remembering what each held; objects

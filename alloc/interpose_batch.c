@@ -144,7 +144,7 @@ static void batch_give(struct ithread *t)
 		atomic_store_explicit(&t->busy, 0, memory_order_release);
 }
 
-void ip_put_word_slow(uint8_t type, uint64_t q, uint64_t usable)
+void ip_put_word_slow(uint8_t type, uint16_t group, uint64_t q, uint64_t usable)
 {
 	struct ithread *t;
 
@@ -152,10 +152,11 @@ void ip_put_word_slow(uint8_t type, uint64_t q, uint64_t usable)
 		if (!(t = batch_take(1)))
 			return;
 		t->batch.words[t->batch.count++] =
-			tally_ev_word(type, 0, (uint32_t)q, (uint32_t)usable);
+			tally_ev_word(type, group, (uint32_t)q, (uint32_t)usable);
 	} else {
 		struct tally_ev e = {
 			.type = type == TALLY_EV_ALLOC ? TALLY_EV_LARGE_ALLOC : TALLY_EV_LARGE_FREE,
+			.group = group,
 			.n = (uint32_t)(usable - q),
 			.bytes = q,
 		};

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <linux/membarrier.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,23 +25,28 @@
 #define STRIPE_MIN 1024
 struct tent {
 	uintptr_t p; /* 0: empty */
-	uint64_t v;  /* requested | (usable - requested, or ROUND_UNKNOWN) << 48 */
+	uint64_t v;  /* requested | usable - requested (or ROUND_UNKNOWN) << 40 | group << 56 */
 };
-#define Q_MASK ((1ULL << 48) - 1)
+#define Q_BITS 40
+#define Q_MASK ((1ULL << Q_BITS) - 1)
 #define ROUND_UNKNOWN 0xffffULL
 
 static uint64_t pack(const struct ip_block *b)
 {
 	uint64_t round = b->usable - (uint64_t)b->q;
-	return ((uint64_t)b->q & Q_MASK) | (round < ROUND_UNKNOWN ? round : ROUND_UNKNOWN) << 48;
+	return ((uint64_t)b->q & Q_MASK) |
+	       (round < ROUND_UNKNOWN ? round : ROUND_UNKNOWN) << Q_BITS |
+	       (uint64_t)(b->group & 0xff) << 56;
 }
 
 static void unpack(uint64_t v, struct ip_block *b)
 {
-	uint64_t round = v >> 48;
+	uint64_t round = (v >> Q_BITS) & 0xffff;
 	b->q = (int64_t)(v & Q_MASK);
 	b->usable = round == ROUND_UNKNOWN ? 0 : (uint64_t)b->q + round;
+	b->group = (uint16_t)(v >> 56);
 }
+
 struct stripe {
 	_Atomic uint8_t lock;
 	unsigned bits; /* cap == 1 << bits */
@@ -220,6 +226,10 @@ int ip_table_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale)
 	int err = 0;
 
 	stale->q = -1;
+	if ((uint64_t)b->q > Q_MASK) {
+		err = -E2BIG;
+		goto out;
+	}
 	if ((s->used + 1) * 4 >= s->cap * 3 && (err = stripe_grow(s)))
 		goto out;
 	uint64_t j = home(s, p);
@@ -235,6 +245,16 @@ int ip_table_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale)
 out:
 	leave(s, biased);
 	return err;
+}
+
+void ip_table_reset(void)
+{
+	for (int i = 0; i < STRIPES; i++) {
+		struct stripe *s = &stripes[i];
+		if (s->v)
+			memset(s->v, 0, s->cap * sizeof(*s->v));
+		s->used = 0;
+	}
 }
 
 void ip_table_child(void)

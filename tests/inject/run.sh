@@ -68,13 +68,46 @@ counted() {
 	wait_line "$out" '^got='
 	grep -qx 'got=libc' "$out"
 	check "$name: after the detach its GOT entry for malloc is glibc's again" $? "$(cat "$out")"
+	# injected again: the library is there already; what the first tally
+	# saw allocated is from before this one, and the workload frees it all
+	"$T" snapshot -p "$wp" --inject -o "$json.2" 2>"$err" &
+	tp=$!
+	wait_injected "$wp"
+	check "$name: injected a second time" $? "$(cat "$err")"
 	kill -TERM "$wp"
 	wait "$wp"
 	check "$name: the workload exits 0" $? "$(cat "$out")"
+	wait "$tp"
+	jq -e '.exact and .stats.live == 0 and .glibc.frees_not_seen_allocated > 1000' \
+		"$json.2" >/dev/null
+	check "$name: the second tally counts the first one's blocks as from before it" $? \
+		"$(cat "$err") $(jq -c '{exact, live: .stats.live, glibc}' "$json.2")"
 }
 
 counted c "$B/tests/inject_workload"
 counted cxx "$B/tests/inject_workload_cxx"
+
+# The SDK's groups: a thread in group "work" since before the injection, then
+# in root; the blocks charged to each as the program counted them.
+"$B/tests/inject_groups" >"$tmp/g.out" &
+wp=$!
+pids+=("$wp")
+wait_line "$tmp/g.out" '^ready'
+"$T" snapshot -p "$wp" --inject -d 2 -o "$tmp/g.json" 2>"$tmp/g.err" &
+tp=$!
+wait_injected "$wp"
+kill -USR1 "$wp"
+wait_line "$tmp/g.out" '^work='
+wait "$tp"
+work=$(sed -n 's/^work=\([0-9]*\) .*/\1/p' "$tmp/g.out")
+root=$(sed -n 's/.* root=\([0-9]*\)/\1/p' "$tmp/g.out")
+jq -e --argjson w "$work" --argjson r "$root" '.exact and
+	(.groups[] | select(.name == "work") | .live_bytes) == $w and
+	(.groups[] | select(.name == "root") | .live_bytes) == $r' "$tmp/g.json" >/dev/null
+check "SDK groups: live bytes per group as the program counted them (work $work, root $root)" $? \
+	"$(cat "$tmp/g.err") $(jq -c '[.groups[] | {name, live_bytes}]' "$tmp/g.json")"
+kill -TERM "$wp"
+wait "$wp"
 
 # Two threads: the table's bias revoked (every operation then under its
 # stripe's lock), every record still in, nothing left live once the workload

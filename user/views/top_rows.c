@@ -148,6 +148,7 @@ static void build_header(struct top_header *h, const struct figures *fig,
 	if (t->container)
 		snprintf(h->container, sizeof(h->container), "%s", t->container);
 	h->late = t->late;
+	h->injected = t->injected;
 	h->alloc = t->allocator;
 	h->uptime_s = p->now_ns > p->start_ns ? (double)(p->now_ns - p->start_ns) / 1e9 : 0;
 	h->events_s = -1;

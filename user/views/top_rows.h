@@ -80,6 +80,7 @@ struct top_header {
 	pid_t ns_pid;			   /* in its own PID namespace */
 	char container[TOP_CONTAINER_MAX]; /* its short id (hex digits), or "" */
 	bool late;
+	bool injected; /* -p --inject */
 	enum figures_allocator alloc;
 	double uptime_s;
 	double events_s; /* messages a second since the last frame; < 0: not known yet */

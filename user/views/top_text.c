@@ -17,7 +17,11 @@ static void print_header(FILE *out, const struct top_header *h)
 		fprintf(out, "pid %d in its namespace, ", (int)h->ns_pid);
 	if (h->container[0])
 		fprintf(out, "container %s, ", h->container);
-	fprintf(out, "%s, up %.1f s, ", h->late ? "attached" : "started by tally", h->uptime_s);
+	fprintf(out, "%s, up %.1f s, ",
+		h->injected ? "injected" :
+		h->late	    ? "attached" :
+			      "started by tally",
+		h->uptime_s);
 	if (!h->gone)
 		fprintf(out, "running\n");
 	else if (h->exit_code >= 0)

@@ -157,7 +157,11 @@ static void draw_header(const struct top_frame *f, const struct top_ui *ui)
 		x = put(0, x, A_NORMAL, ", %d in its namespace", (int)h->ns_pid);
 	if (h->container[0])
 		x = put(0, x, A_NORMAL, ", container %s", h->container);
-	x = put(0, x, A_NORMAL, ", %s)  up %s", h->late ? "attached" : "started", up);
+	x = put(0, x, A_NORMAL, ", %s)  up %s",
+		h->injected ? "injected" :
+		h->late	    ? "attached" :
+			      "started",
+		up);
 	if (h->gone && h->exit_code >= 0)
 		snprintf(status, sizeof(status), "target exited (status %d)", h->exit_code);
 	else if (h->gone)
