@@ -19,11 +19,12 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.c alloc/heap.c \
 	alloc/large.c alloc/malloc.c alloc/free.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
-	alloc/ring.c alloc/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/ptr_table.c
+	alloc/ring.c alloc/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/sample_util.c alloc/ptr_table.c
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
 # what `--inject` loads into a process on glibc's malloc
 INTERPOSE_SRCS := alloc/interpose.c alloc/interpose_batch.c alloc/interpose_table.c \
-	alloc/interpose_got.c alloc/ring.c alloc/probe_guard.c
+	alloc/interpose_got.c alloc/interpose_sample.c alloc/sample_util.c alloc/ring.c \
+	alloc/probe_guard.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
 # the probe-cost benchmark), one that hands every batch to a test sink (the

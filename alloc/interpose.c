@@ -164,15 +164,20 @@ static void on_alloc(void *p, size_t q)
 
 	if (!p)
 		return;
-	struct ip_block b = { (int64_t)q, usable_of(p), group_now() };
+	struct ip_block b = { (int64_t)q, usable_of(p), group_now(), ip_sample_due(q) };
 	if (ip_table_put((uintptr_t)p, &b, &stale)) {
 		atomic_fetch_add_explicit(&ip_untracked, 1, memory_order_relaxed);
 		return;
 	}
-	if (stale.q >= 0) /* its free went unseen: it is free now */
+	if (stale.q >= 0) { /* its free went unseen: it is free now */
 		ip_put_word(TALLY_EV_FREE, stale.group, (uint64_t)stale.q,
 			    stale.usable ? stale.usable : (uint64_t)stale.q);
+		if (stale.sampled)
+			ip_sample_free(p);
+	}
 	ip_put_word(TALLY_EV_ALLOC, b.group, q, b.usable);
+	if (unlikely(b.sampled))
+		ip_sample_take(p, q, b.group);
 }
 
 /* p's free recorded, before glibc frees it (after, the address may be
@@ -184,6 +189,8 @@ static void on_free(void *p, bool realloc_old)
 	if (ip_table_take((uintptr_t)p, &b)) {
 		ip_put_word(TALLY_EV_FREE, b.group, (uint64_t)b.q,
 			    b.usable ? b.usable : usable_of(p));
+		if (unlikely(b.sampled))
+			ip_sample_free(p);
 	} else {
 		struct tally_ev e = { .type = TALLY_EV_FREE_UNTRACKED,
 				      .n = realloc_old,
@@ -257,6 +264,8 @@ static void *realloc_as(void *p, size_t n)
 	} else {
 		if (tracked) {
 			ip_put_word(TALLY_EV_FREE, old.group, (uint64_t)old.q, old_usable);
+			if (old.sampled)
+				ip_sample_free(p);
 		} else {
 			struct tally_ev e = { .type = TALLY_EV_FREE_UNTRACKED,
 					      .n = 1,
@@ -506,7 +515,7 @@ static void on_child(bool traced)
  * start the library's thread. 0 or -errno: -EALREADY when tracing already
  * (another tally), -ENOENT without glibc's functions.
  */
-IP_API int tally_interpose_start(void)
+IP_API int tally_interpose_start(uint64_t sample_rate)
 {
 	int err = 0;
 
@@ -527,6 +536,7 @@ IP_API int tally_interpose_start(void)
 	ip_seen_tracer = false;
 	ip_start_ns = now_ns();
 	ip_table_reset();
+	ip_sample_start(sample_rate);
 	usable_check();
 	__atomic_add_fetch(&ip_ring_key, 1, __ATOMIC_RELAXED);
 	atomic_store(&ip_state, IP_TRACING);

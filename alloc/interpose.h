@@ -31,9 +31,11 @@ struct ip_func {
 };
 
 /* interpose.c, what the injector calls in the process (user/core/inject.c):
- * start recording (0, -EALREADY while a tracer records already, or -errno),
+ * start recording, sampling for heap profiles one block per sample_rate
+ * bytes on average (0: none): 0, -EALREADY while a tracer records already,
+ * or -errno;
  * and how many GOT entries lead to the wrappers now. */
-IP_API int tally_interpose_start(void);
+IP_API int tally_interpose_start(uint64_t sample_rate);
 IP_API size_t tally_interpose_patched(void);
 
 /*
@@ -100,7 +102,7 @@ extern uint64_t ip_ring_key; /* a new one at each start: the rings announced aga
 
 /* interpose_table.c: the blocks allocated since the start, each with its
  * requested size (q; -1: none), glibc's usable size (0: not kept, when it
- * exceeds the request by 64 KiB or more) and group. put: 0, or -ENOMEM (the
+ * exceeds the request by 32 KiB or more) and group. put: 0, or -ENOMEM (the
  * table cannot grow) or -E2BIG (a block of a TiB); an entry p had already is
  * returned in *stale. take: p's
  * entry, out of the table; false when it has none. */
@@ -108,6 +110,7 @@ struct ip_block {
 	int64_t q;
 	uint64_t usable;
 	uint16_t group; /* the SDK's group it was allocated in */
+	bool sampled;	/* a heap profile's sample: its free is told (id: its address) */
 };
 int ip_table_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale);
 bool ip_table_take(uintptr_t p, struct ip_block *out);
@@ -117,6 +120,20 @@ void ip_table_init(bool membarrier); /* without membarrier, no thread holds it u
 /* Empty, at a start after a detach: what an earlier tracer saw allocated is
  * from before this one's injection (no call is recorded meanwhile). */
 void ip_table_reset(void);
+
+/* interpose_sample.c: heap profiles. The rate at a start (0: none); whether
+ * a block of q bytes ends the calling thread's gap; its sample (its stack,
+ * the objects of its frames, its record); its free. */
+void ip_sample_start(uint64_t sample_rate);
+extern __thread int64_t ip_sample_left __attribute__((tls_model("initial-exec")));
+bool ip_sample_gap_ended(void);
+static inline bool ip_sample_due(size_t q)
+{
+	ip_sample_left -= (int64_t)q;
+	return unlikely(ip_sample_left < 0) && ip_sample_gap_ended();
+}
+void ip_sample_take(void *p, size_t q, uint16_t group);
+void ip_sample_free(void *p);
 
 /* interpose_got.c: point every GOT entry of `funcs` in every loaded object
  * (but this library's) at its wrapper, remembering what each held; objects

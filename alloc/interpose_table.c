@@ -25,25 +25,28 @@
 #define STRIPE_MIN 1024
 struct tent {
 	uintptr_t p; /* 0: empty */
-	uint64_t v;  /* requested | usable - requested (or ROUND_UNKNOWN) << 40 | group << 56 */
+	/* requested | (usable - requested, or ROUND_UNKNOWN) << 40 |
+	 * sampled << 55 | group << 56 */
+	uint64_t v;
 };
 #define Q_BITS 40
 #define Q_MASK ((1ULL << Q_BITS) - 1)
-#define ROUND_UNKNOWN 0xffffULL
+#define ROUND_UNKNOWN 0x7fffULL
 
 static uint64_t pack(const struct ip_block *b)
 {
 	uint64_t round = b->usable - (uint64_t)b->q;
 	return ((uint64_t)b->q & Q_MASK) |
 	       (round < ROUND_UNKNOWN ? round : ROUND_UNKNOWN) << Q_BITS |
-	       (uint64_t)(b->group & 0xff) << 56;
+	       (uint64_t)b->sampled << 55 | (uint64_t)(b->group & 0xff) << 56;
 }
 
 static void unpack(uint64_t v, struct ip_block *b)
 {
-	uint64_t round = (v >> Q_BITS) & 0xffff;
+	uint64_t round = (v >> Q_BITS) & ROUND_UNKNOWN;
 	b->q = (int64_t)(v & Q_MASK);
 	b->usable = round == ROUND_UNKNOWN ? 0 : (uint64_t)b->q + round;
+	b->sampled = (v >> 55) & 1;
 	b->group = (uint16_t)(v >> 56);
 }
 

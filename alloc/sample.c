@@ -23,15 +23,14 @@
  * and a new tracer (tally_sample_epoch) starts with an empty table.
  */
 #include <dlfcn.h>
-#include <link.h> /* struct link_map */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <unwind.h>
 
 #include "internal.h"
 #include "ptr_table.h"
+#include "sample_util.h"
 
 uint64_t tally_sample_rate = SAMPLE_RATE_DEFAULT;
 uint64_t tally_sample_epoch;
@@ -39,16 +38,7 @@ uint64_t tally_sample_epoch;
 /* The objects whose frames samples carry, announced to the tracer in
  * TALLY_EV_MODULE records: once each, until tally_sample_epoch changes (a
  * new tracer, which saw none of them). Under sample_lock. */
-#define MODS_MAX 512
-struct sample_mod {
-	const void *lm; /* its struct link_map */
-	uintptr_t start;
-};
-static struct sample_mod mods[MODS_MAX];
-static unsigned nmods;
-static uint64_t mods_epoch;
-/* the program's own path: its link_map has no name */
-static char self_exe[TALLY_MODULE_PATH_MAX];
+static struct sample_mods mods;
 
 /* The sampled blocks by address (ptr_table.h), under sample_lock. */
 struct sample_ent {
@@ -64,11 +54,6 @@ static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
 /* (slots are at least 16-byte aligned) */
 static struct ptr_table tab = { .esize = sizeof(struct sample_ent), .key_shift = 4 };
 static uint64_t next_id = 1;
-/* the allocator's code (the Makefile puts all of it in this section): a
- * sample's stack starts at the first frame past it */
-extern const char __start_tally_text[] __attribute__((weak, visibility("hidden")));
-extern const char __stop_tally_text[] __attribute__((weak, visibility("hidden")));
-
 void sample_init(void)
 {
 	const char *e = getenv("TALLY_SAMPLE_RATE");
@@ -79,38 +64,6 @@ void sample_init(void)
 		if (!*end && e[0] != '-')
 			tally_sample_rate = v;
 	}
-	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
-	self_exe[n > 0 ? n : 0] = 0;
-}
-
-static uint64_t rng_next(struct heap_sample *s)
-{
-	uint64_t x = s->rng;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	s->rng = x;
-	return x * 0x2545f4914f6cdd1dULL;
-}
-
-/* ln(u) for u in (0, 1], without libm (a guest library keeps its
- * dependencies few): u = m * 2^k with m in [1, 2), ln m = 2 atanh(z) with
- * z = (m - 1) / (m + 1) in [0, 1/3), whose series is within 1e-12 at 12
- * terms. */
-static double sample_ln(double u)
-{
-	uint64_t bits;
-	memcpy(&bits, &u, sizeof(bits));
-	int k = (int)((bits >> 52) & 0x7ff) - 1023;
-	bits = (bits & ((1ULL << 52) - 1)) | (1023ULL << 52);
-	double m;
-	memcpy(&m, &bits, sizeof(m));
-	double z = (m - 1) / (m + 1), z2 = z * z, term = z, sum = 0;
-	for (int i = 1; i <= 23; i += 2) {
-		sum += term / i;
-		term *= z2;
-	}
-	return k * 0.69314718055994530942 + 2 * sum;
 }
 
 void sample_redraw(struct heap *h)
@@ -129,10 +82,7 @@ void sample_redraw(struct heap *h)
 		h->sample_left = INT64_MAX;
 		return;
 	}
-	/* u in (0, 1]: 53 random bits */
-	double u = (double)((rng_next(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
-	double gap = -sample_ln(u) * (double)rate;
-	h->sample_left = gap >= 9.0e18 ? INT64_MAX : (int64_t)gap;
+	h->sample_left = sample_gap(&s->rng, rate);
 }
 
 void sample_mark(struct heap *h, void *p, size_t q, uint16_t group, bool large)
@@ -154,25 +104,7 @@ void sample_mark(struct heap *h, void *p, size_t q, uint16_t group, bool large)
 	s->p_rate = rate;
 }
 
-struct backtrace {
-	uint64_t *pcs;
-	unsigned n;
-};
-
-static _Unwind_Reason_Code backtrace_step(struct _Unwind_Context *ctx, void *arg)
-{
-	struct backtrace *bt = arg;
-	uintptr_t ip = _Unwind_GetIP(ctx);
-
-	if (!ip)
-		return _URC_END_OF_STACK;
-	if (!bt->n && ip >= (uintptr_t)__start_tally_text && ip < (uintptr_t)__stop_tally_text)
-		return _URC_NO_REASON;
-	bt->pcs[bt->n++] = ip;
-	return bt->n == TALLY_SAMPLE_FRAMES_MAX ? _URC_END_OF_STACK : _URC_NO_REASON;
-}
-
-static void announce_modules(struct heap *h, const uint64_t *pcs, unsigned n);
+static void put_module(void *ctx, const struct tally_ev *e, const uint64_t *extra, uint32_t nextra);
 
 /* One table entry more or less for a small block's span: its count is the
  * table's entries in it, whatever happened to the span meanwhile (segments
@@ -218,10 +150,10 @@ static void epoch_check(void)
 {
 	uint64_t epoch = __atomic_load_n(&tally_sample_epoch, __ATOMIC_RELAXED);
 
-	if (mods_epoch == epoch)
+	if (mods.epoch == epoch)
 		return;
-	mods_epoch = epoch;
-	nmods = 0;
+	mods.epoch = epoch;
+	mods.n = 0;
 	struct sample_ent *e = tab.v;
 	for (size_t i = 0; i < tab.cap; i++) {
 		if (e[i].ptr)
@@ -248,7 +180,7 @@ static uint64_t tab_insert(struct heap *h, uintptr_t p, bool large, const uint64
 	if (e) {
 		id = next_id++;
 		e->tag = id << 1 | (e->tag & 1);
-		announce_modules(h, pcs, n);
+		sample_announce(&mods, mods.epoch, pcs, n, put_module, h);
 	}
 	pthread_mutex_unlock(&sample_lock);
 	return id;
@@ -271,66 +203,35 @@ static void ev_sample(struct heap *h, uint64_t id, const struct heap_sample *s, 
 		ev_flush(h);
 }
 
-static void ev_module(struct heap *h, const struct dl_find_object *o)
+/* A TALLY_EV_MODULE record into the heap's batch. */
+static void put_module(void *ctx, const struct tally_ev *e, const uint64_t *extra, uint32_t nextra)
 {
+	struct heap *h = ctx;
 	struct tally_batch *b = &h->batch;
-	const struct link_map *lm = o->dlfo_link_map;
-	const char *path = lm->l_name && lm->l_name[0] ? lm->l_name : self_exe;
-	size_t len = strnlen(path, TALLY_MODULE_PATH_MAX);
-	uint32_t words = (uint32_t)(len + 7) / 8;
-	/* term 1: the program itself (its link_map has no name) */
-	struct tally_ev e = { TALLY_EV_MODULE, path == self_exe, 0, (uint32_t)len, lm->l_addr };
 
-	if (b->count + 4 + words > TALLY_BATCH_WORDS)
+	if (b->count + 2 + nextra > TALLY_BATCH_WORDS)
 		ev_flush(h);
-	tally_ev_put(b->words, &b->count, &e);
-	b->words[b->count++] = (uintptr_t)o->dlfo_map_start;
-	b->words[b->count++] = (uintptr_t)o->dlfo_map_end;
-	b->words[b->count + words - 1] = 0;
-	memcpy(&b->words[b->count], path, len);
-	b->count += words;
+	tally_ev_put(b->words, &b->count, e);
+	memcpy(&b->words[b->count], extra, nextra * sizeof(*extra));
+	b->count += nextra;
 	if (b->count == TALLY_BATCH_WORDS)
 		ev_flush(h);
-}
-
-/* Announce the objects of the frames the tracer has not heard of yet: the
- * loader's lock-free lookup (glibc 2.35), a compare per frame after it.
- * Under sample_lock, inside the operation. */
-static void announce_modules(struct heap *h, const uint64_t *pcs, unsigned n)
-{
-	uintptr_t lo = 0, hi = 0;
-
-	for (unsigned i = 0; i < n; i++) {
-		struct dl_find_object o;
-		if ((pcs[i] >= lo && pcs[i] < hi) || _dl_find_object((void *)pcs[i], &o))
-			continue;
-		lo = (uintptr_t)o.dlfo_map_start;
-		hi = (uintptr_t)o.dlfo_map_end;
-		unsigned k = 0;
-		while (k < nmods && (mods[k].lm != o.dlfo_link_map || mods[k].start != lo))
-			k++;
-		if (k < nmods || nmods == MODS_MAX)
-			continue;
-		mods[nmods++] = (struct sample_mod){ o.dlfo_link_map, lo };
-		ev_module(h, &o);
-	}
 }
 
 void sample_run(struct heap *h)
 {
 	struct heap_sample *s = &h->sample;
 	uint64_t pcs[TALLY_SAMPLE_FRAMES_MAX];
-	struct backtrace bt = { pcs, 0 };
 
 	s->busy = true;
-	_Unwind_Backtrace(backtrace_step, &bt);
+	unsigned n = sample_backtrace(pcs);
 	s->busy = false;
 	op_begin(h);
 	if (unlikely(atomic_load_explicit(&h->purge, memory_order_acquire)))
 		heap_settle(h);
-	uint64_t id = ev_tracing() ? tab_insert(h, (uintptr_t)s->p, s->large, pcs, bt.n) : 0;
+	uint64_t id = ev_tracing() ? tab_insert(h, (uintptr_t)s->p, s->large, pcs, n) : 0;
 	if (id) {
-		ev_sample(h, id, s, pcs, bt.n);
+		ev_sample(h, id, s, pcs, n);
 	} else {
 		s->dropped++;
 	}

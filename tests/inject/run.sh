@@ -28,14 +28,14 @@ wait_line() { # FILE PATTERN
 }
 
 # The workload counts for itself what it allocates after SIGUSR1, a library
-# it dlopens then included; tally injects before it. NAME BINARY
+# it dlopens then included; tally injects before it. NAME BINARY [TALLY-OPTION]
 counted() {
-	local name=$1 bin=$2 out=$tmp/$1.out json=$tmp/$1.json err=$tmp/$1.err
+	local name=$1 bin=$2 opt=${3:-} out=$tmp/$1.out json=$tmp/$1.json err=$tmp/$1.err
 	"$bin" "$PWD/$B/tests/libinject_lib.so" >"$out" &
 	local wp=$!
 	pids+=("$wp")
 	wait_line "$out" '^ready got=libc'
-	"$T" snapshot -p "$wp" --inject -d 3 -o "$json" 2>"$err" &
+	"$T" snapshot -p "$wp" --inject -d 3 ${opt:+"$opt"} -o "$json" 2>"$err" &
 	local tp=$!
 	wait_injected "$wp"
 	check "$name: the interposer is loaded and running" $? "$(cat "$err")"
@@ -61,6 +61,14 @@ counted() {
 		.glibc.arena > 0 and .glibc.in_use > 0 and .stats.mapped == null' "$json" >/dev/null
 	check "$name: the snapshot says glibc, injected, with glibc's own totals" $? \
 		"$(jq -c '{target, glibc}' "$json")"
+	if [ "$opt" = --rate=1 ]; then
+		# nearly every block sampled (a block of q bytes with probability
+		# 1 - e^-q, scaled by its inverse): the sites hold the live bytes
+		jq -e '(([.sites[].inuse_bytes] | add) - .stats.live | fabs) <= .stats.live / 1000 and
+			(.sites | length) > 1' "$json" >/dev/null
+		check "$name: heap profile at --rate 1: its sites hold the live bytes (0.1 %)" $? \
+			"$(jq -c '{live: .stats.live, sites: [.sites[] | .inuse_bytes]}' "$json")"
+	fi
 	jq -e '.events.lost == 0 and .events.batches_in_place > 0' "$json" >/dev/null
 	check "$name: batches read in place from the thread's shared ring, none lost" $? \
 		"$(jq -c '.events' "$json")"
@@ -85,7 +93,7 @@ counted() {
 }
 
 counted c "$B/tests/inject_workload"
-counted cxx "$B/tests/inject_workload_cxx"
+counted cxx "$B/tests/inject_workload_cxx" --rate=1
 
 # The SDK's groups: a thread in group "work" since before the injection, then
 # in root; the blocks charged to each as the program counted them.

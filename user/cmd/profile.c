@@ -96,7 +96,7 @@ static int run_profile(struct profile_opts *po)
 	if (err)
 		fprintf(stderr, "tally profile: cannot write the profile%s%s: %s\n",
 			po->out ? " to " : "", po->out ? po->out : "", strerror(-err));
-	else if (!s.model.saw_alloc)
+	else if (!s.model.saw_alloc && !s.injected)
 		fprintf(stderr,
 			"tally profile: %d does not use tally's allocator: the profile is "
 			"empty\n",

@@ -352,7 +352,7 @@ static int put_back(struct stopped *s)
 	return err;
 }
 
-static int load_in(struct stopped *s, const char *lib, char *why, size_t len)
+static int load_in(struct stopped *s, const char *lib, uint64_t sample_rate, char *why, size_t len)
 {
 	char path[4096];
 	uint64_t dlopen_at, dlerror_at, start_at, ret;
@@ -384,7 +384,7 @@ static int load_in(struct stopped *s, const char *lib, char *why, size_t len)
 	if (err)
 		return say(why, len, err, "process %d: %s loaded, but no tally_interpose_start: %s",
 			   s->pid, INTERPOSE_LIB, strerror(-err));
-	if ((err = remote_call(s, start_at, 0, 0, NULL, 0, &ret)))
+	if ((err = remote_call(s, start_at, sample_rate, 0, NULL, 0, &ret)))
 		return say(why, len, err, "process %d: calling tally_interpose_start: %s", s->pid,
 			   strerror(-err));
 	if ((int)ret == -EALREADY)
@@ -397,7 +397,7 @@ static int load_in(struct stopped *s, const char *lib, char *why, size_t len)
 	return 0;
 }
 
-int inject_load(pid_t pid, const char *lib, char *why, size_t len)
+int inject_load(pid_t pid, const char *lib, uint64_t sample_rate, char *why, size_t len)
 {
 	struct stopped s = { .pid = pid };
 	int err;
@@ -419,7 +419,7 @@ int inject_load(pid_t pid, const char *lib, char *why, size_t len)
 		s.xiov.iov_len = 0;
 		goto out;
 	}
-	err = load_in(&s, lib, why, len);
+	err = load_in(&s, lib, sample_rate, why, len);
 	int perr = put_back(&s);
 	if (perr && !err)
 		err = say(why, len, perr, "process %d: cannot put its registers back: %s", pid,

@@ -8,6 +8,7 @@
 #define TALLY_CORE_INJECT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Whether pid may be injected at all: 0, or -errno with one line (no
@@ -16,9 +17,9 @@
 int inject_check(pid_t pid, char *why, size_t len);
 
 /* Load `lib` (a path the target can open) into pid and call its
- * tally_interpose_start: 0, or -errno with one line in why. The process
+ * tally_interpose_start(sample_rate): 0, or -errno with one line in why. The process
  * runs on unharmed whatever the outcome: its registers are put back and
  * ptrace lets go before this returns. */
-int inject_load(pid_t pid, const char *lib, char *why, size_t len);
+int inject_load(pid_t pid, const char *lib, uint64_t sample_rate, char *why, size_t len);
 
 #endif /* TALLY_CORE_INJECT_H */

@@ -29,17 +29,16 @@ static void charge(struct injected *in, uint16_t g, bool alloc, uint64_t q, uint
 	f->calls++;
 }
 
-int injected_apply(struct injected *in, const __u64 *words, uint32_t count, int32_t rule)
+/* A batch cut inside a record, or with a record of another kind, is
+ * refused whole. */
+static bool batch_valid(const __u64 *words, uint32_t count)
 {
 	struct tally_ev e;
 	uint32_t pos = 0;
-	int applied = 0;
 
-	/* a batch cut inside a record, or with a record of another kind, is
-	 * refused whole */
 	while (pos < count) {
 		if (tally_ev_next(words, count, &pos, &e))
-			return -EINVAL;
+			return false;
 		switch (e.type) {
 		case TALLY_EV_ALLOC:
 		case TALLY_EV_FREE:
@@ -48,17 +47,38 @@ int injected_apply(struct injected *in, const __u64 *words, uint32_t count, int3
 		case TALLY_EV_FREE_UNTRACKED:
 		case TALLY_EV_GLIBC_INFO:
 		case TALLY_EV_RING: /* the transport's (user/core/heap_rings.c) */
+		case TALLY_EV_SAMPLE:
+		case TALLY_EV_SAMPLE_FREE:
+		case TALLY_EV_MODULE:
 			break;
 		default:
-			return -EINVAL;
+			return false;
 		}
 		if (e.group >= TALLY_MAX_GROUPS || (e.type == TALLY_EV_ALLOC && e.bytes < e.n))
-			return -EINVAL;
+			return false;
 	}
-	for (pos = 0; pos < count; applied++) {
+	return true;
+}
+
+int injected_apply(struct injected *in, const __u64 *words, uint32_t count, int32_t rule,
+		   void (*on_sample)(void *ctx, const struct tally_ev *e, const __u64 *extra),
+		   void *ctx)
+{
+	struct tally_ev e;
+	int applied = 0;
+
+	if (!batch_valid(words, count))
+		return -EINVAL;
+	for (uint32_t pos = 0; pos < count; applied++) {
 		uint32_t at = pos;
 		tally_ev_next(words, count, &pos, &e);
 		uint16_t g = e.group == 0 && rule >= 0 ? (uint16_t)rule : e.group;
+		if (tally_ev_is_sample(e.type)) {
+			e.group = g;
+			if (on_sample)
+				on_sample(ctx, &e, &words[at + 2]);
+			continue;
+		}
 		switch (e.type) {
 		case TALLY_EV_ALLOC:
 		case TALLY_EV_FREE:

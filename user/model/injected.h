@@ -22,7 +22,10 @@ struct injected {
 
 /* Apply a batch's words: the records applied, or -EINVAL for a malformed
  * batch (nothing of it applied). `rule`: the group of a thread grouped by
- * name (-1: none), charged what it charges to root. */
-int injected_apply(struct injected *in, const __u64 *words, uint32_t count, int32_t rule);
+ * name (-1: none), charged what it charges to root. Heap-profile records
+ * (samples, their frees, objects) go to on_sample, as the replay's do. */
+int injected_apply(struct injected *in, const __u64 *words, uint32_t count, int32_t rule,
+		   void (*on_sample)(void *ctx, const struct tally_ev *e, const __u64 *extra),
+		   void *ctx);
 
 #endif /* TALLY_MODEL_INJECTED_H */

@@ -332,7 +332,8 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 		return apply_gpu_words(m, b->words, b->count);
 	if (b->source == TALLY_SRC_INTERPOSE) {
 		struct model_thread *t = model_thread(m, b->tid, false);
-		int n = injected_apply(&m->injected, b->words, b->count, t ? t->rule_group : -1);
+		int n = injected_apply(&m->injected, b->words, b->count, t ? t->rule_group : -1,
+				       sites_on_record, &m->sites);
 		if (n < 0)
 			return n;
 		m->records += (uint64_t)n;
