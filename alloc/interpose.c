@@ -136,26 +136,23 @@ static void usable_check(void)
  * family's. A thread's group before its first record comes from
  * tally_group_current.
  */
-static __thread uint16_t ip_group;
-static __thread bool ip_group_known;
+static __thread int32_t ip_group = -1; /* -1: not known yet */
 static struct tally_group_id {
 	uint32_t id;
 } (*sdk_current)(void);
 
 static void ip_set_group(uint32_t g)
 {
-	ip_group = g < TALLY_MAX_GROUPS ? (uint16_t)g : 0;
-	ip_group_known = true;
+	ip_group = g < TALLY_MAX_GROUPS ? (int32_t)g : 0;
 }
 
 static uint16_t group_now(void)
 {
-	if (unlikely(!ip_group_known)) {
-		ip_group_known = true;
+	if (unlikely(ip_group < 0)) {
 		uint32_t g = sdk_current ? sdk_current().id : 0;
-		ip_group = g < TALLY_MAX_GROUPS ? (uint16_t)g : 0;
+		ip_group = g < TALLY_MAX_GROUPS ? (int32_t)g : 0;
 	}
-	return ip_group;
+	return (uint16_t)ip_group;
 }
 
 static void on_alloc(void *p, size_t q)
