@@ -117,6 +117,21 @@ check "SDK groups: live bytes per group as the program counted them (work $work,
 kill -TERM "$wp"
 wait "$wp"
 
+# An injected shell that execs another program: the new image has no
+# interposer, and the figures say so rather than stay exact.
+sh -c 'sleep 0.6; exec sleep 0.4' &
+wp=$!
+pids+=("$wp")
+sleep 0.2
+"$T" snapshot -p "$wp" --inject -o "$tmp/x.json" 2>"$tmp/x.err"
+trc=$?
+wait "$wp"
+wrc=$?
+[ "$trc" -eq 0 ] && [ "$wrc" -eq 0 ] &&
+	jq -e '.exact == false and any(.inexact_why[]; test("exec"))' "$tmp/x.json" >/dev/null
+check "an injected process that execs: flagged, not exact; it exits 0" $? \
+	"rc $trc/$wrc: $(cat "$tmp/x.err") $(jq -c '{exact, inexact_why}' "$tmp/x.json")"
+
 # Two threads: the table's bias revoked (every operation then under its
 # stripe's lock), every record still in, nothing left live once the workload
 # freed its rings.
@@ -226,6 +241,30 @@ refused() { # NAME PID PATTERN
 "$T" snapshot --inject -d 1 -- /bin/true >/dev/null 2>"$tmp/u.err"
 [ $? -eq 2 ] && grep -q 'needs -p PID' "$tmp/u.err"
 check "refused: --inject without -p (usage, status 2)" $? "$(cat "$tmp/u.err")"
+
+# unshare --pid --fork: the parent that stays outside can start no thread;
+# the child inside, in its own mount and PID namespaces, is injected
+unshare --mount --pid --fork "$B/tests/inject_workload" >"$tmp/u.out" &
+up=$!
+pids+=("$up")
+wait_line "$tmp/u.out" '^ready'
+refused "the parent of unshare --pid --fork" "$up" "unshared the PID namespace"
+wp=$(pgrep -P "$up" | head -n 1)
+"$T" snapshot -p "$wp" --inject -o "$tmp/u.json" 2>"$tmp/u.err" &
+tp=$!
+wait_injected "$wp"
+kill -USR1 "$wp"
+wait_line "$tmp/u.out" '^live='
+kill -TERM "$wp"
+wait "$up"
+wrc=$?
+wait "$tp"
+trc=$?
+[ "$wrc" -eq 0 ] && [ "$trc" -eq 0 ] &&
+	jq -e '.exact and .target.attach == "injected" and .groups[0].allocated_objects > 100000' \
+		"$tmp/u.json" >/dev/null
+check "inside unshare --mount --pid --fork: injected, exact, exits 0" $? \
+	"rc $wrc/$trc: $(cat "$tmp/u.err") $(jq -c '{exact, inexact_why, live: .stats.live}' "$tmp/u.json")"
 
 sleep 30 &
 sp=$!

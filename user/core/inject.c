@@ -81,7 +81,7 @@ static bool maps_has(pid_t pid, const char *part, char *out, size_t len)
 	return found;
 }
 
-int inject_check(pid_t pid, char *why, size_t len)
+int inject_check(pid_t pid, const char *interposer, char *why, size_t len)
 {
 	char path[64], status[4096], lib[4096];
 	static const char *const mallocs[] = { "libtally_alloc", "libjemalloc", "libtcmalloc",
@@ -122,11 +122,31 @@ int inject_check(pid_t pid, char *why, size_t len)
 			"process %d runs a set-user-ID or set-group-ID program: --inject refuses "
 			"it",
 			pid);
-	if (!target_same_mount_ns(pid))
-		return say(why, len, -EXDEV,
-			   "process %d is in another mount namespace (a container): --inject "
-			   "cannot load its library there yet",
+	/* after unshare(CLONE_NEWPID) a process makes no more threads (its
+	 * children go to the new namespace: clone refuses CLONE_THREAD), and
+	 * the interposer needs one */
+	char ns[64], ns_kids[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+	ssize_t a = readlink(path, ns, sizeof(ns) - 1);
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid_for_children", pid);
+	ssize_t b = readlink(path, ns_kids, sizeof(ns_kids) - 1);
+	if (a > 0 && b > 0 && (a != b || memcmp(ns, ns_kids, (size_t)a)))
+		return say(why, len, -EINVAL,
+			   "process %d has unshared the PID namespace of its children (unshare "
+			   "--pid): it cannot start the thread --inject needs; inject its child",
 			   pid);
+	/* the library is opened by path in the process: it must be there the
+	 * same file (another mount namespace that shares the files, as
+	 * `unshare --mount` leaves it, is fine; a container's root is not) */
+	struct stat mine, theirs;
+	char there[4096 + 64];
+	snprintf(there, sizeof(there), "/proc/%d/root%s", pid, interposer);
+	if (stat(interposer, &mine) || stat(there, &theirs) || mine.st_dev != theirs.st_dev ||
+	    mine.st_ino != theirs.st_ino)
+		return say(why, len, -EXDEV,
+			   "process %d does not see %s (a container, or another root): --inject "
+			   "cannot load its library there yet",
+			   pid, interposer);
 	for (size_t i = 0; i < sizeof(mallocs) / sizeof(mallocs[0]); i++)
 		if (maps_has(pid, mallocs[i], lib, sizeof(lib)))
 			return say(why, len, -ENOTSUP,

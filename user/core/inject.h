@@ -11,10 +11,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Whether pid may be injected at all: 0, or -errno with one line (no
- * newline) in why: statically linked, another malloc, another tracer, a
- * seccomp filter, set-uid, another mount namespace. */
-int inject_check(pid_t pid, char *why, size_t len);
+/* Whether pid may be injected with the library at path `interposer` at
+ * all: 0, or -errno with one line (no newline) in why: statically linked,
+ * another malloc, another tracer, a seccomp filter, set-uid, the library
+ * not there for it (a container's root). */
+int inject_check(pid_t pid, const char *interposer, char *why, size_t len);
 
 /* Load `lib` (a path the target can open) into pid and call its
  * tally_interpose_start(sample_rate): 0, or -errno with one line in why. The process

@@ -231,6 +231,7 @@ void session_refresh(struct session *s)
 			 s->glibc || s->injected ? FIGURES_ALLOC_GLIBC :
 						   FIGURES_ALLOC_NONE;
 	src->injected = s->injected;
+	src->injected_execed = s->injected && s->execed;
 	if (s->injected) {
 		src->glibc = s->model.injected.f;
 		src->have_glibc = true;

@@ -270,15 +270,16 @@ static int find_running(struct session *s)
 			      &bias);
 	if (err == -ENOENT && s->injected) {
 		char why[512];
-		int rc = inject_check(s->pid, why, sizeof(why));
-		if (rc)
-			return session_fail(rc == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL, "%s",
-					    why);
-		rc = lib_beside_self("libtally_interpose.so", s->alloc_path, sizeof(s->alloc_path));
+		int rc = lib_beside_self("libtally_interpose.so", s->alloc_path,
+					 sizeof(s->alloc_path));
 		if (rc)
 			return session_fail(TALLY_EXIT_FAIL,
 					    "libtally_interpose.so is not beside tally: %s",
 					    strerror(-rc));
+		rc = inject_check(s->pid, s->alloc_path, why, sizeof(why));
+		if (rc)
+			return session_fail(rc == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL, "%s",
+					    why);
 	} else if (err == -ENOENT) {
 		s->alloc_path[0] = 0;
 		fprintf(stderr,

@@ -345,6 +345,10 @@ static void build_why(struct figures_process *p, const struct model *m,
 		if (!(src->have_glibc && glibc_figures_exact(&src->glibc)))
 			p->why[p->nwhy++] =
 				"--inject: blocks the interposer's table could not hold";
+		if (src->injected_execed)
+			p->why[p->nwhy++] =
+				"--inject: it exec'd another program since the injection, "
+				"whose calls are not seen";
 	} else if (src->allocator == FIGURES_ALLOC_GLIBC &&
 		   !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late)) {
 		p->why[p->nwhy++] = "glibc mode: not every call was seen";

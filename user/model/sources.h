@@ -103,7 +103,8 @@ struct figures_sources {
 	struct cuda_figures cuda;
 	bool have_glibc;
 	struct glibc_figures glibc;
-	bool injected; /* -p --inject: glibc's figures come from libtally_interpose.so */
+	bool injected;	      /* -p --inject: glibc's figures come from libtally_interpose.so */
+	bool injected_execed; /* ... and it exec'd since: the new program is not injected */
 	/* the allocator's state read from the target's memory */
 	bool late_consistent;	   /* at attach, no heap moved during the read */
 	bool have_final_inprocess; /* read from a target still running at the end */
