@@ -58,35 +58,10 @@ static long status_field(const char *status, const char *key)
 	return p ? strtol(p + strlen(key), NULL, 10) : -1;
 }
 
-/* A mapped file whose name holds `part`: its path into out. */
-static bool maps_has(pid_t pid, const char *part, char *out, size_t len)
+/* What /proc/PID/status says: another tracer, seccomp. */
+static int check_status(pid_t pid, char *why, size_t len)
 {
-	char path[64], line[4352];
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	if (!(f = fopen(path, "re")))
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *name = strchr(line, '/');
-		const char *base = name ? strrchr(name, '/') + 1 : NULL;
-		if (base && strstr(base, part)) {
-			name[strcspn(name, "\n")] = 0;
-			snprintf(out, len, "%s", name);
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
-int inject_check(pid_t pid, const char *interposer, char *why, size_t len)
-{
-	char path[64], status[4096], lib[4096];
-	static const char *const mallocs[] = { "libtally_alloc", "libjemalloc", "libtcmalloc",
-					       "libmimalloc",	 "libhoard",	"libsnmalloc" };
-	struct stat st;
+	char path[64], status[4096];
 	ssize_t n;
 	int fd;
 
@@ -105,27 +80,26 @@ int inject_check(pid_t pid, const char *interposer, char *why, size_t len)
 			   "--inject needs ptrace",
 			   pid, tracer);
 	long seccomp = status_field(status, "Seccomp:");
-	if (seccomp > 0 && !(seccomp == 2 && getenv("TALLY_INJECT_SECCOMP") &&
-			     !strcmp(getenv("TALLY_INJECT_SECCOMP"), "allow")))
+	const char *allow = getenv("TALLY_INJECT_SECCOMP");
+	if (seccomp > 0 && !(seccomp == 2 && allow && !strcmp(allow, "allow")))
 		return say(
 			why, len, -EPERM,
 			"process %d runs under seccomp (mode %ld), which may forbid what loading "
 			"a library takes (openat, mmap, mprotect); TALLY_INJECT_SECCOMP=allow "
 			"tries anyway where the filter is known to allow them",
 			pid, seccomp);
-	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-	if (stat(path, &st))
-		return say(why, len, -errno, "cannot stat %s: %s", path, strerror(errno));
-	if (st.st_mode & (S_ISUID | S_ISGID))
-		return say(
-			why, len, -EPERM,
-			"process %d runs a set-user-ID or set-group-ID program: --inject refuses "
-			"it",
-			pid);
+	return 0;
+}
+
+/* Its namespaces: a thread it can start, the library it can open. */
+static int check_namespaces(pid_t pid, const char *interposer, char *why, size_t len)
+{
+	char path[64], ns[64], ns_kids[64], there[4096 + 64];
+	struct stat mine, theirs;
+
 	/* after unshare(CLONE_NEWPID) a process makes no more threads (its
 	 * children go to the new namespace: clone refuses CLONE_THREAD), and
 	 * the interposer needs one */
-	char ns[64], ns_kids[64];
 	snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
 	ssize_t a = readlink(path, ns, sizeof(ns) - 1);
 	snprintf(path, sizeof(path), "/proc/%d/ns/pid_for_children", pid);
@@ -138,8 +112,6 @@ int inject_check(pid_t pid, const char *interposer, char *why, size_t len)
 	/* the library is opened by path in the process: it must be there the
 	 * same file (another mount namespace that shares the files, as
 	 * `unshare --mount` leaves it, is fine; a container's root is not) */
-	struct stat mine, theirs;
-	char there[4096 + 64];
 	snprintf(there, sizeof(there), "/proc/%d/root%s", pid, interposer);
 	if (stat(interposer, &mine) || stat(there, &theirs) || mine.st_dev != theirs.st_dev ||
 	    mine.st_ino != theirs.st_ino)
@@ -147,18 +119,51 @@ int inject_check(pid_t pid, const char *interposer, char *why, size_t len)
 			   "process %d does not see %s (a container, or another root): --inject "
 			   "cannot load its library there yet",
 			   pid, interposer);
+	return 0;
+}
+
+/* Its program: not set-uid, on glibc's malloc. */
+static int check_program(pid_t pid, char *why, size_t len)
+{
+	static const char *const mallocs[] = { "libtally_alloc",      "libjemalloc", "libtcmalloc",
+					       "libtcmalloc_minimal", "libmimalloc", "libhoard",
+					       "libsnmalloc" };
+	char path[64], lib[TARGET_PATH_MAX];
+	struct stat st;
+	uint64_t bias;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	if (stat(path, &st))
+		return say(why, len, -errno, "cannot stat %s: %s", path, strerror(errno));
+	if (st.st_mode & (S_ISUID | S_ISGID))
+		return say(
+			why, len, -EPERM,
+			"process %d runs a set-user-ID or set-group-ID program: --inject refuses "
+			"it",
+			pid);
 	for (size_t i = 0; i < sizeof(mallocs) / sizeof(mallocs[0]); i++)
-		if (maps_has(pid, mallocs[i], lib, sizeof(lib)))
+		if (target_find_lib(pid, mallocs[i], lib, sizeof(lib), &bias) >= 0)
 			return say(why, len, -ENOTSUP,
 				   "process %d allocates with %s, not glibc's malloc: --inject is "
 				   "for glibc's",
 				   pid, lib);
-	if (!maps_has(pid, "libc.so.6", lib, sizeof(lib)))
+	if (target_find_lib(pid, "libc.so.6", lib, sizeof(lib), &bias) < 0)
 		return say(why, len, -ENOTSUP,
 			   "process %d has no glibc (statically linked, or another C library): "
 			   "--inject needs glibc's malloc and dlopen",
 			   pid);
 	return 0;
+}
+
+int inject_check(pid_t pid, const char *interposer, char *why, size_t len)
+{
+	int err = check_status(pid, why, len);
+
+	if (!err)
+		err = check_namespaces(pid, interposer, why, len);
+	if (!err)
+		err = check_program(pid, why, len);
+	return err;
 }
 
 /* ---- the stopped thread ---- */
@@ -378,7 +383,8 @@ static int load_in(struct stopped *s, const char *lib, uint64_t sample_rate, cha
 	uint64_t dlopen_at, dlerror_at, start_at, ret;
 	int err;
 
-	if (!maps_has(s->pid, INTERPOSE_LIB, path, sizeof(path))) {
+	uint64_t bias;
+	if (target_find_lib(s->pid, INTERPOSE_LIB, path, sizeof(path), &bias) < 0) {
 		err = target_lib_symbol(s->pid, "libc.so.6", "dlopen", path, sizeof(path),
 					&dlopen_at);
 		if (err)
