@@ -177,23 +177,31 @@ static void on_alloc(void *p, size_t q)
 		ip_sample_take(p, q, b.group);
 }
 
-/* p's free recorded, before glibc frees it (after, the address may be
- * another block's); `realloc_old`: a realloc's old block. */
-static void on_free(void *p, bool realloc_old)
+/* The free of block p, whose table entry b was taken out (tracked) or not,
+ * usable: its usable size; `realloc_old`: a realloc's old block. */
+static void record_free(void *p, bool tracked, const struct ip_block *b, uint64_t usable,
+			bool realloc_old)
 {
-	struct ip_block b;
-
-	if (ip_table_take((uintptr_t)p, &b)) {
-		ip_put_word(TALLY_EV_FREE, b.group, (uint64_t)b.q,
-			    b.usable ? b.usable : usable_of(p));
-		if (unlikely(b.sampled))
+	if (tracked) {
+		ip_put_word(TALLY_EV_FREE, b->group, (uint64_t)b->q, usable);
+		if (unlikely(b->sampled))
 			ip_sample_free(p);
 	} else {
 		struct tally_ev e = { .type = TALLY_EV_FREE_UNTRACKED,
 				      .n = realloc_old,
-				      .bytes = usable_of(p) };
+				      .bytes = usable };
 		ip_put_ev(&e, NULL, 0);
 	}
+}
+
+/* p's entry taken out before glibc may free it (after, the address may be
+ * another block's), and its usable size. */
+static bool take(void *p, struct ip_block *b, uint64_t *usable)
+{
+	bool tracked = ip_table_take((uintptr_t)p, b);
+
+	*usable = tracked && b->usable ? b->usable : usable_of(p);
+	return tracked;
 }
 
 /* ---- the wrappers ---- */
@@ -221,8 +229,12 @@ static void ip_free(void *p)
 	if (!p)
 		return;
 	WRAP_BEGIN();
-	if (rec)
-		on_free(p, false);
+	if (rec) {
+		struct ip_block b;
+		uint64_t usable;
+		bool tracked = take(p, &b, &usable);
+		record_free(p, tracked, &b, usable, false);
+	}
 	real.free(p);
 	WRAP_END();
 }
@@ -246,12 +258,9 @@ static void *realloc_as(void *p, size_t n)
 	WRAP_BEGIN();
 	if (!rec)
 		return real.realloc(p, n);
-	/* the old block's entry out before glibc may free it */
 	struct ip_block old;
-	bool tracked = ip_table_take((uintptr_t)p, &old);
-	if (tracked && !old.usable)
-		old.usable = usable_of(p);
-	uint64_t old_usable = tracked ? old.usable : usable_of(p);
+	uint64_t old_usable;
+	bool tracked = take(p, &old, &old_usable);
 	void *np = real.realloc(p, n);
 	if (!np && n) {
 		/* failed: the block stays, and its entry */
@@ -259,16 +268,7 @@ static void *realloc_as(void *p, size_t n)
 		if (tracked && ip_table_put((uintptr_t)p, &old, &stale))
 			atomic_fetch_add_explicit(&ip_untracked, 1, memory_order_relaxed);
 	} else {
-		if (tracked) {
-			ip_put_word(TALLY_EV_FREE, old.group, (uint64_t)old.q, old_usable);
-			if (old.sampled)
-				ip_sample_free(p);
-		} else {
-			struct tally_ev e = { .type = TALLY_EV_FREE_UNTRACKED,
-					      .n = 1,
-					      .bytes = old_usable };
-			ip_put_ev(&e, NULL, 0);
-		}
+		record_free(p, tracked, &old, old_usable, true);
 		on_alloc(np, n);
 	}
 	WRAP_END();
@@ -412,7 +412,7 @@ static void *flusher(void *arg)
 	unsigned long adds = 0;
 	(void)arg;
 
-	ip_depth = 1; /* its own calls (mallinfo2 takes none, but) pass on */
+	ip_depth = 1; /* its own calls pass on */
 	for (unsigned tick = 0; atomic_load(&ip_state) == IP_TRACING; tick++) {
 		struct timespec ts = { 0, (long)IP_TICK_NS };
 		nanosleep(&ts, NULL);
@@ -423,10 +423,8 @@ static void *flusher(void *arg)
 			detach();
 			break;
 		}
-		ip_depth = 0;
 		if (tally_batch_semaphore && tick % IP_INFO_TICKS == 0)
 			send_info();
-		ip_depth = 1;
 		ip_flush_all(false);
 		/* objects loaded without the program's dlopen (glibc's own, for
 		 * NSS or iconv) */
@@ -563,12 +561,6 @@ undo:
 out:
 	pthread_mutex_unlock(&ip_lock);
 	return err < 0 ? err : 0;
-}
-
-/* How many GOT entries lead here now (tests, and the injector's report). */
-IP_API size_t tally_interpose_patched(void)
-{
-	return ip_got_count();
 }
 
 __attribute__((destructor)) static void ip_fini(void)

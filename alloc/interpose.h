@@ -2,8 +2,10 @@
 /*
  * libtally_interpose.so, what `tally -p PID --inject` loads into a process
  * that runs on glibc's malloc: what its files share. interpose.c has the
- * wrappers, the table of blocks and the records; interpose_got.c points the
- * process's GOT entries at the wrappers and back.
+ * wrappers, the start and the library's thread; interpose_batch.c the
+ * records' batches, interpose_table.c the blocks since the start,
+ * interpose_sample.c the heap profiles, interpose_got.c the process's GOT
+ * entries pointed at the wrappers and back.
  */
 #ifndef TALLY_ALLOC_INTERPOSE_H
 #define TALLY_ALLOC_INTERPOSE_H
@@ -33,10 +35,34 @@ struct ip_func {
 /* interpose.c, what the injector calls in the process (user/core/inject.c):
  * start recording, sampling for heap profiles one block per sample_rate
  * bytes on average (0: none): 0, -EALREADY while a tracer records already,
- * or -errno;
- * and how many GOT entries lead to the wrappers now. */
+ * or -errno. */
 IP_API int tally_interpose_start(uint64_t sample_rate);
-IP_API size_t tally_interpose_patched(void);
+
+/*
+ * Dekker's two flags with the fence paid on one side: the frequent side
+ * stores its flag and reads the other's with no fence between
+ * (ip_dekker_enter); the rare side stores its flag, makes every thread of
+ * the process pass a full barrier (ip_barrier: membarrier), then reads the
+ * frequent side's. Either the frequent side sees the rare one and steps
+ * back, or the rare side sees it and leaves the thing to it. The batches
+ * (busy against the flusher's claim) and the table (its bias) use it.
+ */
+static inline bool ip_dekker_enter(_Atomic uint8_t *mine, _Atomic uint8_t *theirs)
+{
+	atomic_store_explicit(mine, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (likely(!atomic_load_explicit(theirs, memory_order_acquire)))
+		return true;
+	atomic_store_explicit(mine, 0, memory_order_release);
+	return false;
+}
+static inline void ip_dekker_leave(_Atomic uint8_t *mine)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	atomic_store_explicit(mine, 0, memory_order_release);
+}
+/* interpose_batch.c: 0, or -errno where membarrier is refused */
+int ip_barrier(void);
 
 /*
  * A thread's records. The flusher hands over the batch of a thread that
@@ -72,25 +98,23 @@ extern bool ip_locking; /* no membarrier: `claimed` is a lock */
  * (every thread's not appending now; `wait`: every thread's) and at a
  * thread's exit (ip_batch_init). In a forked child (one thread), the locks
  * of the parent's other threads are let go, and with `drop` every record
- * the parent's threads held is dropped (the parent hands them over). */
+ * the parent's threads held is dropped (the parent hands them over).
+ * ip_batch_init: once, at the first start. */
 void ip_put_word_slow(uint8_t type, uint16_t group, uint64_t q, uint64_t usable);
 /* The common case inline: a one-word record into a batch with room. */
 static inline void ip_put_word(uint8_t type, uint16_t group, uint64_t q, uint64_t usable)
 {
 	struct ithread *t = ip_me;
 
-	if (likely(t && !ip_locking && q <= TALLY_EV_WORD_MAX && usable <= TALLY_EV_WORD_MAX)) {
-		atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
-		atomic_signal_fence(memory_order_seq_cst);
-		if (likely(!atomic_load_explicit(&t->claimed, memory_order_acquire) &&
-			   t->batch.count < TALLY_BATCH_WORDS)) {
+	if (likely(t && !ip_locking && q <= TALLY_EV_WORD_MAX && usable <= TALLY_EV_WORD_MAX) &&
+	    likely(ip_dekker_enter(&t->busy, &t->claimed))) {
+		if (likely(t->batch.count < TALLY_BATCH_WORDS)) {
 			t->batch.words[t->batch.count++] =
 				tally_ev_word(type, group, (uint32_t)q, (uint32_t)usable);
-			atomic_signal_fence(memory_order_seq_cst);
-			atomic_store_explicit(&t->busy, 0, memory_order_release);
+			ip_dekker_leave(&t->busy);
 			return;
 		}
-		atomic_store_explicit(&t->busy, 0, memory_order_release);
+		ip_dekker_leave(&t->busy);
 	}
 	ip_put_word_slow(type, group, q, usable);
 }
@@ -142,7 +166,5 @@ void ip_sample_free(void *p);
 int ip_got_patch(const struct ip_func *funcs, size_t n);
 /* Put back every entry ip_got_patch changed that still holds its wrapper. */
 void ip_got_restore(void);
-/* Entries patched now. */
-size_t ip_got_count(void);
 
 #endif /* TALLY_ALLOC_INTERPOSE_H */

@@ -3,6 +3,7 @@
  * libtally_interpose.so's per-thread batches of records (interpose.h),
  * handed over through the tally:batch probe, as libtally_alloc's are.
  */
+#include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -45,13 +46,10 @@ static void handover(struct ithread *t, bool full)
 		STAP_PROBE2(tally, batch, b, bytes);
 	t->seq += b->count;
 	b->count = 0;
+	/* (the ring, announced, is not the tracer's yet: the probe takes it) */
 	if (full && ring_wanted(&t->ring, key) && probe_guard_ok() &&
-	    ring_announce(&t->ring, key, t->heap_id, b)) {
-		bytes = tally_batch_seal(b, TALLY_SRC_INTERPOSE, t->tid, t->heap_id, t->seq);
-		STAP_PROBE2(tally, batch, b, bytes);
-		t->seq += b->count;
-		b->count = 0;
-	}
+	    ring_announce(&t->ring, key, t->heap_id, b))
+		handover(t, false);
 }
 
 static void batch_give(struct ithread *t);
@@ -108,17 +106,11 @@ static struct ithread *batch_enter(struct ithread *t)
 			;
 		return t;
 	}
-	for (;;) {
-		atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
-		/* no fence: the flusher's membarrier is the other half */
-		atomic_signal_fence(memory_order_seq_cst);
-		if (likely(!atomic_load_explicit(&t->claimed, memory_order_acquire)))
-			return t;
-		/* the flusher is handing it over: a few microseconds */
-		atomic_store_explicit(&t->busy, 0, memory_order_release);
+	/* while the flusher hands it over: a few microseconds */
+	while (!ip_dekker_enter(&t->busy, &t->claimed))
 		while (atomic_load_explicit(&t->claimed, memory_order_acquire))
 			;
-	}
+	return t;
 }
 
 /* The calling thread's batch, its own, with room for `words`; NULL when the
@@ -137,11 +129,7 @@ static struct ithread *batch_take(uint32_t words)
 
 static void batch_give(struct ithread *t)
 {
-	atomic_signal_fence(memory_order_seq_cst);
-	if (unlikely(ip_locking))
-		atomic_store_explicit(&t->claimed, 0, memory_order_release);
-	else
-		atomic_store_explicit(&t->busy, 0, memory_order_release);
+	ip_dekker_leave(unlikely(ip_locking) ? &t->claimed : &t->busy);
 }
 
 void ip_put_word_slow(uint8_t type, uint16_t group, uint64_t q, uint64_t usable)
@@ -179,9 +167,9 @@ void ip_put_ev(const struct tally_ev *e, const uint64_t *extra, uint32_t nextra)
 	batch_give(t);
 }
 
-static bool barrier(void)
+int ip_barrier(void)
 {
-	return !syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) ? -errno : 0;
 }
 
 /* Hand over the batches of every thread not appending now (one that is
@@ -210,7 +198,7 @@ void ip_flush_all(bool wait)
 			any = true;
 		}
 	}
-	if (!any || !barrier()) {
+	if (!any || ip_barrier()) {
 		/* (the barrier cannot fail once registered; if it does, no claim
 		 * stands) */
 		for (t = atomic_load(&ip_threads); t; t = t->next)
@@ -235,14 +223,10 @@ void ip_flush_all(bool wait)
 
 int ip_batch_init(void)
 {
-	static bool once;
+	int err = pthread_key_create(&ip_key, thread_exit);
 
-	if (!once) {
-		int err = pthread_key_create(&ip_key, thread_exit);
-		if (err)
-			return -err;
-		once = true;
-	}
+	if (err)
+		return -err;
 	ip_locking = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
 	ip_table_init(!ip_locking);
 	return 0;

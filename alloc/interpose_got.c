@@ -253,8 +253,3 @@ void ip_got_restore(void)
 	nslots = 0;
 	nobjs = 0;
 }
-
-size_t ip_got_count(void)
-{
-	return nslots;
-}

@@ -92,7 +92,7 @@ static void bias_revoke(void)
 	uint8_t no = 0;
 
 	if (atomic_compare_exchange_strong(&bias_revoking, &no, 1)) {
-		syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+		ip_barrier();
 		while (atomic_load_explicit(&bias_busy, memory_order_acquire))
 			;
 		atomic_store_explicit(&bias_tid, BIAS_REVOKED, memory_order_release);
@@ -110,11 +110,8 @@ static __attribute__((noinline)) bool enter_slow(struct stripe *s)
 	for (;;) {
 		uint32_t b = atomic_load_explicit(&bias_tid, memory_order_acquire);
 		if (b == my_tid) {
-			atomic_store_explicit(&bias_busy, 1, memory_order_relaxed);
-			atomic_signal_fence(memory_order_seq_cst);
-			if (!atomic_load_explicit(&bias_revoking, memory_order_acquire))
+			if (ip_dekker_enter(&bias_busy, &bias_revoking))
 				return true;
-			atomic_store_explicit(&bias_busy, 0, memory_order_release);
 			bias_revoke();
 			break;
 		}
@@ -137,21 +134,16 @@ static inline __attribute__((always_inline)) bool enter(struct stripe **out, uin
 	struct stripe *s = &stripes[hash_ptr(p) >> 58];
 
 	*out = s;
-	if (likely(my_tid && atomic_load_explicit(&bias_tid, memory_order_relaxed) == my_tid)) {
-		atomic_store_explicit(&bias_busy, 1, memory_order_relaxed);
-		atomic_signal_fence(memory_order_seq_cst);
-		if (likely(!atomic_load_explicit(&bias_revoking, memory_order_acquire)))
-			return true;
-		atomic_store_explicit(&bias_busy, 0, memory_order_release);
-	}
+	if (likely(my_tid && atomic_load_explicit(&bias_tid, memory_order_relaxed) == my_tid) &&
+	    likely(ip_dekker_enter(&bias_busy, &bias_revoking)))
+		return true;
 	return enter_slow(s);
 }
 
 static void leave(struct stripe *s, bool biased)
 {
 	if (biased) {
-		atomic_signal_fence(memory_order_seq_cst);
-		atomic_store_explicit(&bias_busy, 0, memory_order_release);
+		ip_dekker_leave(&bias_busy);
 	} else {
 		atomic_store_explicit(&s->lock, 0, memory_order_release);
 	}

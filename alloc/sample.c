@@ -39,6 +39,8 @@ uint64_t tally_sample_epoch;
  * TALLY_EV_MODULE records: once each, until tally_sample_epoch changes (a
  * new tracer, which saw none of them). Under sample_lock. */
 static struct sample_mods mods;
+/* the tracer the table's entries are for (tally_sample_epoch) */
+static uint64_t tab_epoch;
 
 /* The sampled blocks by address (ptr_table.h), under sample_lock. */
 struct sample_ent {
@@ -150,10 +152,9 @@ static void epoch_check(void)
 {
 	uint64_t epoch = __atomic_load_n(&tally_sample_epoch, __ATOMIC_RELAXED);
 
-	if (mods.epoch == epoch)
+	if (tab_epoch == epoch)
 		return;
-	mods.epoch = epoch;
-	mods.n = 0;
+	tab_epoch = epoch;
 	struct sample_ent *e = tab.v;
 	for (size_t i = 0; i < tab.cap; i++) {
 		if (e[i].ptr)
@@ -180,7 +181,7 @@ static uint64_t tab_insert(struct heap *h, uintptr_t p, bool large, const uint64
 	if (e) {
 		id = next_id++;
 		e->tag = id << 1 | (e->tag & 1);
-		sample_announce(&mods, mods.epoch, pcs, n, put_module, h);
+		sample_announce(&mods, tab_epoch, pcs, n, put_module, h);
 	}
 	pthread_mutex_unlock(&sample_lock);
 	return id;
