@@ -22,6 +22,16 @@ wait_injected() { # PID
 	return 1
 }
 
+# The library's thread ends a little after it has put the GOT back: a second
+# injection is only seen once the first one's thread is gone.
+wait_uninjected() { # PID
+	for _ in $(seq 100); do
+		grep -qx tally-inject /proc/"$1"/task/*/comm 2>/dev/null || return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 wait_line() { # FILE PATTERN
 	for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
 	return 1
@@ -76,6 +86,8 @@ counted() {
 	wait_line "$out" '^got='
 	grep -qx 'got=libc' "$out"
 	check "$name: after the detach its GOT entry for malloc is glibc's again" $? "$(cat "$out")"
+	wait_uninjected "$wp"
+	check "$name: after the detach the library's thread has ended" $?
 	# injected again: the library is there already; what the first tally
 	# saw allocated is from before this one, and the workload frees it all
 	"$T" snapshot -p "$wp" --inject -o "$json.2" 2>"$err" &
