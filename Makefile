@@ -22,7 +22,7 @@ ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.
 	alloc/ring.c alloc/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/sample_util.c alloc/ptr_table.c
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
 # what `--inject` loads into a process on glibc's malloc
-INTERPOSE_SRCS := alloc/interpose.c alloc/interpose_batch.c alloc/interpose_table.c \
+INTERPOSE_SRCS := alloc/interpose.c alloc/interpose_batch.c alloc/interpose_table.c alloc/interpose_shadow.c \
 	alloc/interpose_got.c alloc/interpose_sample.c alloc/sample_util.c alloc/ring.c \
 	alloc/probe_guard.c
 

@@ -62,15 +62,17 @@ static struct {
 /* ---- state ---- */
 
 enum ip_state {
-	IP_IDLE = 0,	/* loaded, nothing patched */
-	IP_TRACING = 1, /* patched; recording while the semaphore is up */
-	IP_GONE = 2,	/* the tracer left: entries put back, every call passed on */
+	IP_IDLE = 0,	 /* loaded, nothing patched */
+	IP_TRACING = 1,	 /* patched; recording while the semaphore is up */
+	IP_GONE = 2,	 /* the tracer left: entries put back, every call passed on */
+	IP_PATCHING = 3, /* being patched: nothing recorded until every object is */
 };
 static _Atomic int ip_state;
 static bool ip_seen_tracer; /* the semaphore was up once since the start */
 static uint64_t ip_start_ns;
 static __thread int ip_depth;	      /* inside a wrapper: glibc calling back in is passed on */
 static _Atomic uint64_t ip_untracked; /* calls not recorded (the table could not grow) */
+static _Atomic uint64_t ip_unseen;    /* blocks given again whose free was not seen */
 static pthread_mutex_t ip_lock = PTHREAD_MUTEX_INITIALIZER; /* patching, thread list */
 /* a tracer that never raised the semaphore after the start (tally died
  * between the injection and its probe) is given this long */
@@ -94,39 +96,11 @@ static inline bool recording(void)
 	       probe_guard_ok();
 }
 
-/*
- * glibc's malloc_usable_size, read from the chunk's header as glibc does
- * (its size word before the block: the chunk's size and flag bits, 2 for a
- * mmapped chunk, whose header is 16 bytes; 8 otherwise), which saves a call
- * a record. Checked against glibc's own at the start (usable_check); where
- * they differ (another layout, a debugging malloc), glibc's is called.
- */
-static bool usable_inline;
+static bool usable_inline; /* the chunk's header says what glibc says (start) */
 
 static size_t usable_of(void *p)
 {
-	if (likely(usable_inline)) {
-		size_t h = ((const size_t *)p)[-1];
-		return (h & ~(size_t)7) - (h & 2 ? 16 : 8);
-	}
-	return real.usable(p);
-}
-
-static void usable_check(void)
-{
-	static const size_t sizes[] = { 1, 24, 100, 1000, 40000, 300000, 5000000 };
-	bool same = true;
-
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		void *p = real.malloc(sizes[i]);
-		if (!p)
-			continue;
-		usable_inline = true;
-		same &= usable_of(p) == real.usable(p);
-		usable_inline = false;
-		real.free(p);
-	}
-	usable_inline = same;
+	return likely(usable_inline) ? ip_chunk_usable(p) : real.usable(p);
 }
 
 /*
@@ -155,6 +129,22 @@ static uint16_t group_now(void)
 	return (uint16_t)ip_group;
 }
 
+/* Whether p is a block of glibc's arenas (not one it mapped on its own), of
+ * the layout usable_of reads: those have a shadow (interpose_shadow.c). */
+static inline bool arena_block(const void *p)
+{
+	return likely(usable_inline) && !ip_chunk_mapped(p);
+}
+
+/* Block p's entry in: the shadow for arena blocks, the table for the rest.
+ * 0 or -errno (not held: not exact). */
+static int block_put(void *p, const struct ip_block *b, struct ip_block *stale)
+{
+	if (arena_block(p) && !ip_shadow_put((uintptr_t)p, b, stale))
+		return 0;
+	return ip_table_put((uintptr_t)p, b, stale);
+}
+
 static void on_alloc(void *p, size_t q)
 {
 	struct ip_block stale;
@@ -162,11 +152,12 @@ static void on_alloc(void *p, size_t q)
 	if (!p)
 		return;
 	struct ip_block b = { (int64_t)q, usable_of(p), group_now(), ip_sample_due(q) };
-	if (ip_table_put((uintptr_t)p, &b, &stale)) {
+	if (block_put(p, &b, &stale)) {
 		atomic_fetch_add_explicit(&ip_untracked, 1, memory_order_relaxed);
 		return;
 	}
-	if (stale.q >= 0) { /* its free went unseen: it is free now */
+	if (unlikely(stale.q >= 0)) { /* its free went unseen: it is free now */
+		atomic_fetch_add_explicit(&ip_unseen, 1, memory_order_relaxed);
 		ip_put_word(TALLY_EV_FREE, stale.group, (uint64_t)stale.q,
 			    stale.usable ? stale.usable : (uint64_t)stale.q);
 		if (stale.sampled)
@@ -198,6 +189,11 @@ static void record_free(void *p, bool tracked, const struct ip_block *b, uint64_
  * another block's), and its usable size. */
 static bool take(void *p, struct ip_block *b, uint64_t *usable)
 {
+	if (arena_block(p)) {
+		*usable = usable_of(p);
+		if (ip_shadow_take((uintptr_t)p, *usable, b))
+			return true;
+	}
 	bool tracked = ip_table_take((uintptr_t)p, b);
 
 	*usable = tracked && b->usable ? b->usable : usable_of(p);
@@ -265,7 +261,7 @@ static void *realloc_as(void *p, size_t n)
 	if (!np && n) {
 		/* failed: the block stays, and its entry */
 		struct ip_block stale;
-		if (tracked && ip_table_put((uintptr_t)p, &old, &stale))
+		if (tracked && block_put(p, &old, &stale))
 			atomic_fetch_add_explicit(&ip_untracked, 1, memory_order_relaxed);
 	} else {
 		record_free(p, tracked, &old, old_usable, true);
@@ -380,12 +376,12 @@ static const size_t nfuncs = sizeof(funcs) / sizeof(funcs[0]);
 static void send_info(void)
 {
 	struct mallinfo2 mi = real.mallinfo2();
-	uint64_t table = ip_table_bytes();
+	uint64_t table = ip_table_bytes() + ip_shadow_bytes();
 	struct tally_ev e = { .type = TALLY_EV_GLIBC_INFO,
 			      .n = (uint32_t)atomic_load(&ip_untracked),
 			      .bytes = table };
-	uint64_t w[TALLY_GLIBC_INFO_WORDS] = { mi.arena, mi.hblkhd, mi.uordblks, mi.fordblks,
-					       mi.keepcost };
+	uint64_t w[TALLY_GLIBC_INFO_WORDS] = { mi.arena,    mi.hblkhd,	 mi.uordblks,
+					       mi.fordblks, mi.keepcost, atomic_load(&ip_unseen) };
 	ip_put_ev(&e, w, TALLY_GLIBC_INFO_WORDS);
 }
 
@@ -499,7 +495,8 @@ static void on_child(bool traced)
 	ip_batch_child(!traced);
 	if (traced)
 		return;
-	if (atomic_load(&ip_state) == IP_TRACING) {
+	int state = atomic_load(&ip_state);
+	if (state == IP_TRACING || state == IP_PATCHING) {
 		atomic_store(&ip_state, IP_GONE);
 		ip_got_restore();
 	}
@@ -531,13 +528,19 @@ IP_API int tally_interpose_start(uint64_t sample_rate)
 	ip_seen_tracer = false;
 	ip_start_ns = now_ns();
 	ip_table_reset();
+	ip_shadow_reset();
+	atomic_store(&ip_unseen, 0);
 	ip_sample_start(sample_rate);
-	usable_check();
+	usable_inline = ip_chunk_check(real.malloc, real.free, real.usable);
 	__atomic_add_fetch(&ip_ring_key, 1, __ATOMIC_RELAXED);
-	atomic_store(&ip_state, IP_TRACING);
+	/* recording begins once every object is patched: a block allocated
+	 * through an entry patched already and freed through one not patched
+	 * yet (another thread runs meanwhile) would stay live */
+	atomic_store(&ip_state, IP_PATCHING);
 	err = ip_got_patch(funcs, nfuncs);
 	if (err < 0)
 		goto undo;
+	atomic_store(&ip_state, IP_TRACING);
 	/* the thread takes none of the program's signals */
 	sigset_t all, old;
 	pthread_t th;

@@ -145,6 +145,34 @@ void ip_table_init(bool membarrier); /* without membarrier, no thread holds it u
  * from before this one's injection (no call is recorded meanwhile). */
 void ip_table_reset(void);
 
+/* glibc's chunk header: the size word before a block, the chunk's size and
+ * flag bits (2: a chunk mapped on its own, whose header is 16 bytes; 8
+ * otherwise), read as glibc's malloc_usable_size reads it, which saves a
+ * call a record. ip_chunk_check (interpose_shadow.c), at the start: whether
+ * it says what glibc's own functions say (not under another layout, or a
+ * debugging malloc). */
+static inline size_t ip_chunk_usable(const void *p)
+{
+	size_t h = ((const size_t *)p)[-1];
+	return (h & ~(size_t)7) - (h & 2 ? 16 : 8);
+}
+static inline bool ip_chunk_mapped(const void *p)
+{
+	return ((const size_t *)p)[-1] & 2;
+}
+bool ip_chunk_check(void *(*m)(size_t), void (*f)(void *), size_t (*usable)(void *));
+
+/* interpose_shadow.c: the blocks of glibc's arenas allocated since the start
+ * (the rest go to the table). put: 0, -EXDEV (not a block for the shadow:
+ * misaligned, too high, rounded past 63 bytes) or -ENOMEM; an entry p had
+ * already comes back in *stale, its size taken as this block's usable size
+ * less its rounding. take: p's entry, whose usable size is `usable`, out of
+ * the shadow; false when it has none. reset: as ip_table_reset. */
+int ip_shadow_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale);
+bool ip_shadow_take(uintptr_t p, uint64_t usable, struct ip_block *out);
+void ip_shadow_reset(void);
+uint64_t ip_shadow_bytes(void);
+
 /* interpose_sample.c: heap profiles. The rate at a start (0: none); whether
  * a block of q bytes ends the calling thread's gap; its sample (its stack,
  * the objects of its frames, its record); its free. */

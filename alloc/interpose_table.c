@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * libtally_interpose.so's table of the blocks allocated since the start
- * (interpose.h): what tells a free whether its block is one, and its
- * requested size. No malloc: it grows by mmap.
+ * that the shadow does not hold (interpose_shadow.c: blocks glibc maps on
+ * their own, odd roundings): what tells a free whether its block is one,
+ * and its requested size. No malloc: it grows by mmap.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -22,7 +23,7 @@
  * holds its requested size.
  */
 #define STRIPES 64
-#define STRIPE_MIN 1024
+#define STRIPE_MIN 64 /* few blocks come here: 1 KiB a stripe to start */
 struct tent {
 	uintptr_t p; /* 0: empty */
 	/* requested | (usable - requested, or ROUND_UNKNOWN) << 40 |

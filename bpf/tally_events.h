@@ -116,8 +116,9 @@ enum tally_ev_type {
 	 * size; n = 1 when it was a realloc's old block */
 	TALLY_EV_FREE_UNTRACKED = 22,
 	/* glibc's own totals (mallinfo2), then TALLY_GLIBC_INFO_WORDS words:
-	 * arena, hblkhd, uordblks, fordblks, keepcost; n = the interposer's
-	 * calls not recorded (a table full), bytes = its table's bytes */
+	 * arena, hblkhd, uordblks, fordblks, keepcost, and the blocks whose
+	 * free the interposer did not see; n = its calls not recorded (a
+	 * table full), bytes = its table's and shadow's bytes */
 	TALLY_EV_GLIBC_INFO = 23,
 
 	/*
@@ -153,7 +154,7 @@ enum tally_ev_type {
 
 #define TALLY_KERNEL_NAME_MAX 256  /* longer names are cut */
 #define TALLY_SAMPLE_FRAMES_MAX 64 /* deeper stacks are cut */
-#define TALLY_GLIBC_INFO_WORDS 5   /* the words after a TALLY_EV_GLIBC_INFO record */
+#define TALLY_GLIBC_INFO_WORDS 6   /* the words after a TALLY_EV_GLIBC_INFO record */
 #define TALLY_MODULE_PATH_MAX 1024 /* longer paths are cut */
 
 /* The driver entry point a GPU record came from (field `bytes` of launches). */

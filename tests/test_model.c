@@ -418,7 +418,7 @@ static void model__interpose_batch__glibc_figures_since_the_injection(void **sta
 		{ TALLY_EV_FREE_UNTRACKED, 0, 0, 0, 72 },
 		{ TALLY_EV_GLIBC_INFO, 0, 0, 0, 65536 },
 	};
-	uint64_t info[TALLY_GLIBC_INFO_WORDS] = { 135168, 20004096, 21000, 114168, 4096 };
+	uint64_t info[TALLY_GLIBC_INFO_WORDS] = { 135168, 20004096, 21000, 114168, 4096, 0 };
 
 	assert_non_null(b);
 	assert_non_null(src);
@@ -458,6 +458,24 @@ static void model__interpose_batch__glibc_figures_since_the_injection(void **sta
 	assert_int_equal(figures_build_process(&p, &m, src), 0);
 	assert_false(p.exact);
 	figures_process_free(&p);
+	/* a block given again whose free the interposer did not see (the
+	 * last word of the process's report): flagged, with its reason */
+	src->glibc.untracked = 0;
+	info[TALLY_GLIBC_INFO_WORDS - 1] = 3;
+	memset(b, 0, sizeof(*b));
+	interpose_batch(b, &recs[5], 1);
+	memcpy(&b->batch.words[b->batch.count], info, sizeof(info));
+	b->batch.count += TALLY_GLIBC_INFO_WORDS;
+	b->bytes += sizeof(info);
+	assert_int_equal(model_apply(&m, b, sizeof(*b)), 0);
+	assert_int_equal(m.injected.f.unseen_frees, 3);
+	src->glibc = m.injected.f;
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(figures_build_process(&p, &m, src), 0);
+	assert_false(p.exact);
+	assert_int_equal(p.nwhy, 1);
+	assert_non_null(strstr(p.why[0], "did not see"));
+	figures_process_free(&p);
 	free(src);
 	free(b);
 	model_free(&m);
@@ -482,7 +500,7 @@ static void model__interpose_batch__malformed_refused_whole(void **state)
 	assert_int_equal(m.injected.f.live, 0);
 	memset(b, 0, sizeof(*b));
 	const struct tally_ev info = { TALLY_EV_GLIBC_INFO, 0, 0, 0, 0 };
-	interpose_batch(b, &info, 1); /* its five words missing */
+	interpose_batch(b, &info, 1); /* its words missing */
 	assert_int_equal(model_apply(&m, b, sizeof(*b)), -EINVAL);
 	assert_false(m.injected.have_info);
 	free(b);

@@ -37,6 +37,24 @@ wait_line() { # FILE PATTERN
 	return 1
 }
 
+# Start CMD (its output in $tmp/NAME.out), inject it once it is ready, start
+# its work (SIGUSR1), and wait for LINE and for tally (-d 2, $tmp/NAME.json,
+# its errors in $tmp/NAME.err); its PID in $wp.
+inject_started() { # NAME LINE CMD...
+	local name=$1 line=$2 tp
+	shift 2
+	"$@" >"$tmp/$name.out" &
+	wp=$!
+	pids+=("$wp")
+	wait_line "$tmp/$name.out" '^ready'
+	"$T" snapshot -p "$wp" --inject -d 2 -o "$tmp/$name.json" 2>"$tmp/$name.err" &
+	tp=$!
+	wait_injected "$wp"
+	kill -USR1 "$wp"
+	wait_line "$tmp/$name.out" "$line"
+	wait "$tp"
+}
+
 # The workload counts for itself what it allocates after SIGUSR1, a library
 # it dlopens then included; tally injects before it. NAME BINARY [TALLY-OPTION]
 counted() {
@@ -105,20 +123,27 @@ counted() {
 }
 
 counted c "$B/tests/inject_workload"
+
+# A free through a pointer to glibc's free taken before the injection is not
+# seen; when glibc gives the address again the block is counted free (live
+# right again) and the figures say what happened.
+inject_started unseen '^live=' env INJECT_UNSEEN=1 "$B/tests/inject_workload"
+live=$(sed -n 's/^live=\([0-9]*\).*/\1/p' "$tmp/unseen.out")
+grep -qx 'unseen=1' "$tmp/unseen.out" &&
+	jq -e --argjson l "$live" '.exact == false and .stats.live == $l and
+		.glibc.frees_not_seen == 1 and
+		(.inexact_why | map(test("did not see")) | any)' "$tmp/unseen.json" >/dev/null
+check "a free it could not see: live right once the address is given again, flagged" $? \
+	"$(cat "$tmp/unseen.out" "$tmp/unseen.err") $(jq -c '{exact, inexact_why, live: .stats.live, glibc}' "$tmp/unseen.json")"
+kill -TERM "$wp"
+wait "$wp"
+check "a free it could not see: the workload exits 0" $?
+
 counted cxx "$B/tests/inject_workload_cxx" --rate=1
 
 # The SDK's groups: a thread in group "work" since before the injection, then
 # in root; the blocks charged to each as the program counted them.
-"$B/tests/inject_groups" >"$tmp/g.out" &
-wp=$!
-pids+=("$wp")
-wait_line "$tmp/g.out" '^ready'
-"$T" snapshot -p "$wp" --inject -d 2 -o "$tmp/g.json" 2>"$tmp/g.err" &
-tp=$!
-wait_injected "$wp"
-kill -USR1 "$wp"
-wait_line "$tmp/g.out" '^work='
-wait "$tp"
+inject_started g '^work=' "$B/tests/inject_groups"
 work=$(sed -n 's/^work=\([0-9]*\) .*/\1/p' "$tmp/g.out")
 root=$(sed -n 's/.* root=\([0-9]*\)/\1/p' "$tmp/g.out")
 jq -e --argjson w "$work" --argjson r "$root" '.exact and
@@ -332,5 +357,21 @@ kill "$sp"
 "$T" snapshot -p 999999 --inject -d 1 -o "$tmp/n.json" 2>"$tmp/n.err"
 [ $? -eq 5 ] && [ ! -e "$tmp/n.json" ]
 check "refused: a PID that does not exist (status 5, no file)" $? "$(cat "$tmp/n.err")"
+
+# a process that has exited (a zombie its parent has not reaped) has no maps:
+# it is gone (status 5), not "no glibc"
+(sleep 0.05 & exec sleep 5) &
+zp=$!
+pids+=("$zp")
+zc=
+for _ in $(seq 100); do
+	zc=$(pgrep -P "$zp" | head -1)
+	[ -n "$zc" ] && grep -q '^State:[[:space:]]*Z' /proc/"$zc"/status 2>/dev/null && break
+	sleep 0.05
+done
+"$T" snapshot -p "$zc" --inject -d 1 -o "$tmp/z.json" 2>"$tmp/z.err"
+[ $? -eq 5 ] && [ ! -e "$tmp/z.json" ] && grep -Eq 'no process|exited' "$tmp/z.err"
+check "refused: a process that has exited (status 5, no file)" $? "$(cat "$tmp/z.err")"
+kill "$zp" 2>/dev/null
 
 finish

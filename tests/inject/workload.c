@@ -11,6 +11,10 @@
  *      and free), dlopens the library given as its argument (if any) and
  *      allocates through it, frees half the BEFORE blocks, and prints what
  *      is live of its own count: "live=B objects=N allocs=A before_freed=F";
+ *      With INJECT_UNSEEN set, it also frees a block through a pointer to
+ *      glibc's free taken before the injection (which the interposer cannot
+ *      see) and allocates a block of the same size again: "unseen=1" when
+ *      glibc gave the same address back;
  *   3. then waits: SIGUSR2 prints "got=libc" when its GOT entry for malloc
  *      is glibc's again (after the detach), "got=other" while it is not;
  *      SIGTERM frees everything and exits 0.
@@ -46,6 +50,7 @@ struct slot {
 };
 static struct slot slots[SLOTS];
 static void *before[BEFORE];
+static char *unseen_block;
 
 static void drop(struct slot *s)
 {
@@ -127,6 +132,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < BEFORE; i++)
 		if (!(before[i] = malloc(100 + rnd(2000))))
 			return 3;
+	/* taken through the GOT now, before the injection: glibc's own */
+	void (*volatile glibc_free)(void *) = getenv("INJECT_UNSEEN") ? free : NULL;
 	printf("ready got=%s\n", got_is_libc() ? "libc" : "other");
 	do
 		sigwait(&set, &sig);
@@ -187,6 +194,18 @@ int main(int argc, char **argv)
 		objects--;
 		slots[0].p = NULL;
 	}
+	if (glibc_free) {
+		/* freed where the interposer does not look, then given again */
+		char *a = (char *)malloc(200), *b;
+		glibc_free(a);
+		if (!(b = (char *)malloc(200)))
+			return 3;
+		printf("unseen=%d\n", a == b);
+		unseen_block = b;
+		live += 200;
+		objects++;
+		allocs += 2;
+	}
 	for (int i = 0; i < BEFORE; i += 2) {
 		free(before[i]);
 		before[i] = NULL;
@@ -206,5 +225,6 @@ int main(int argc, char **argv)
 			drop(&slots[i]);
 	for (int i = 0; i < BEFORE; i++)
 		free(before[i]);
+	free(unseen_block);
 	return 0;
 }

@@ -278,8 +278,10 @@ static int find_running(struct session *s)
 					    strerror(-rc));
 		rc = inject_check(s->pid, s->alloc_path, why, sizeof(why));
 		if (rc)
-			return session_fail(rc == -EPERM ? TALLY_EXIT_PERM : TALLY_EXIT_FAIL, "%s",
-					    why);
+			return session_fail(rc == -EPERM ? TALLY_EXIT_PERM :
+					    rc == -ESRCH ? TALLY_EXIT_NO_PROCESS :
+							   TALLY_EXIT_FAIL,
+					    "%s", why);
 	} else if (err == -ENOENT) {
 		s->alloc_path[0] = 0;
 		fprintf(stderr,

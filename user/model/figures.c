@@ -345,6 +345,11 @@ static void build_why(struct figures_process *p, const struct model *m,
 		if (!(src->have_glibc && glibc_figures_exact(&src->glibc)))
 			p->why[p->nwhy++] =
 				"--inject: blocks the interposer's table could not hold";
+		if (src->have_glibc && src->glibc.unseen_frees)
+			p->why[p->nwhy++] =
+				"--inject: frees it did not see (through a pointer to glibc's "
+				"free taken before the injection): those blocks counted live "
+				"until glibc gave their address again";
 		if (src->injected_execed)
 			p->why[p->nwhy++] =
 				"--inject: it exec'd another program since the injection, "

@@ -99,6 +99,7 @@ int injected_apply(struct injected *in, const __u64 *words, uint32_t count, int3
 			in->f.untracked = e.n;
 			in->table_bytes = e.bytes;
 			memcpy(in->info, &words[at + 2], sizeof(in->info));
+			in->f.unseen_frees = in->info[TALLY_GLIBC_INFO_WORDS - 1];
 			in->have_info = true;
 			break;
 		}

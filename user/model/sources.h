@@ -29,6 +29,7 @@ struct glibc_figures {
 	uint64_t calls;		/* calls of the family (outermost ones) */
 	uint64_t untracked;	/* blocks the block map could not hold: not exact */
 	uint64_t unknown_frees; /* frees of blocks not allocated since attach (or untracked) */
+	uint64_t unseen_frees;	/* --inject: blocks given again whose free was not seen */
 	uint64_t nested; /* calls glibc made inside another traced call (not counted twice) */
 	uint64_t lost;	 /* returns or frees the probes missed: not exact */
 };

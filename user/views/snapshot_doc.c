@@ -41,13 +41,15 @@ static void write_instance(struct json_writer *w, const struct figures_instance 
 /* --inject: glibc's own identity beside tally's terms, from mallinfo2 in
  * the process (the last the interposer sent): what glibc has mapped
  * (arena: its heaps; mmapped: its mmapped chunks), in use and free
- * (releasable: at the top of the main heap); null before the first. And
- * the frees of blocks the interposer had not seen allocated (before the
+ * (releasable: at the top of the main heap); null before the first; the
+ * blocks glibc gave again whose free the interposer had not seen. And the
+ * frees of blocks the interposer had not seen allocated (before the
  * injection), with their usable bytes. */
 static void write_glibc(struct json_writer *w, const struct figures_process *p)
 {
-	static const char *const names[TALLY_GLIBC_INFO_WORDS] = { "arena", "mmapped", "in_use",
-								   "free", "releasable" };
+	static const char *const names[TALLY_GLIBC_INFO_WORDS] = { "arena",	 "mmapped",
+								   "in_use",	 "free",
+								   "releasable", "frees_not_seen" };
 
 	json_key(w, "glibc");
 	json_begin_object(w);
