@@ -158,7 +158,10 @@ uint64_t ip_shadow_bytes(void)
 
 bool ip_chunk_check(void *(*m)(size_t), void (*f)(void *), size_t (*usable)(void *))
 {
-	static const size_t sizes[] = { 1, 24, 100, 1000, 40000, 300000, 5000000 };
+	/* below mmap's threshold: the free of a chunk glibc mapped raises the
+	 * threshold to its size for good, which would change how the program's
+	 * later blocks are placed (and how much memory glibc keeps) */
+	static const size_t sizes[] = { 1, 24, 100, 1000, 40000 };
 	bool same = true;
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {

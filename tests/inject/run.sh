@@ -82,6 +82,9 @@ counted() {
 	jq -e --argjson n "$objs" '.groups[0].allocated_objects == $n' "$json" >/dev/null
 	check "$name: allocations since the injection are the workload's ($objs)" $? \
 		"$(jq -c '.groups[0].allocated_objects' "$json")"
+	grep -q ' big_mapped=1$' <<<"$line"
+	check "$name: glibc's own placement unchanged (a 200 KB block still mapped on its own)" $? \
+		"$line"
 	jq -e --argjson n "$freed" '.glibc.frees_not_seen_allocated == $n' "$json" >/dev/null
 	check "$name: blocks from before, freed after, counted as such ($freed), not as negative live" \
 		$? "$(jq -c '.glibc' "$json")"

@@ -10,7 +10,8 @@
  *      reallocarray, posix_memalign, aligned_alloc, strdup through glibc,
  *      and free), dlopens the library given as its argument (if any) and
  *      allocates through it, frees half the BEFORE blocks, and prints what
- *      is live of its own count: "live=B objects=N allocs=A before_freed=F";
+ *      is live of its own count: "live=B objects=N allocs=A before_freed=F
+ *      big_mapped=M" (M: whether glibc still maps a 200 KB block on its own);
  *      With INJECT_UNSEEN set, it also frees a block through a pointer to
  *      glibc's free taken before the injection (which the interposer cannot
  *      see) and allocates a block of the same size again: "unseen=1" when
@@ -23,6 +24,7 @@
  * libstdc++'s malloc and free).
  */
 #include <dlfcn.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -140,6 +142,14 @@ int main(int argc, char **argv)
 	while (sig != SIGUSR1 && sig != SIGTERM);
 	if (sig == SIGTERM)
 		return 0;
+	/* glibc maps a block past its threshold (128 KiB, as nothing has freed
+	 * a larger mapped one yet) on its own: the injection must not have
+	 * moved the threshold */
+	struct mallinfo2 m0 = mallinfo2();
+	char *big = (char *)malloc(200000);
+	int big_mapped = big && mallinfo2().hblkhd >= m0.hblkhd + 200000;
+	free(big);
+	allocs++;
 
 	for (int op = 0; op < OPS; op++) {
 		struct slot *s = &slots[rnd(SLOTS)];
@@ -211,8 +221,8 @@ int main(int argc, char **argv)
 		before[i] = NULL;
 		before_freed++;
 	}
-	printf("live=%zu objects=%zu allocs=%zu before_freed=%zu\n", live, objects, allocs,
-	       before_freed);
+	printf("live=%zu objects=%zu allocs=%zu before_freed=%zu big_mapped=%d\n", live, objects,
+	       allocs, before_freed, big_mapped);
 	for (;;) {
 		sigwait(&set, &sig);
 		if (sig == SIGUSR2)
