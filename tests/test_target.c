@@ -359,6 +359,7 @@ static void comm_and_alive__own_process_with_an_odd_name(void **state)
 	assert_string_equal(buf, ODD_COMM);
 	assert_true(target_alive(getpid()));
 	assert_false(target_is_kthread(getpid()));
+	assert_false(target_exiting(getpid()));
 	/* a short buffer: what fits, terminated */
 	assert_int_equal(target_comm(getpid(), own_tid(), buf, 4), 0);
 	assert_string_equal(buf, "t) ");
@@ -425,8 +426,10 @@ static void a_process_that_is_gone__every_reader_says_so(void **state)
 	/* the exit waited for, the zombie left */
 	assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0);
 	assert_false(target_alive(pid));
+	assert_true(target_exiting(pid));
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
 	assert_false(target_alive(pid));
+	assert_true(target_exiting(pid));
 	assert_false(target_is_kthread(pid));
 	assert_int_equal(target_find_lib(pid, "libc.so", path, sizeof(path), &bytes), -ENOENT);
 	assert_int_equal(target_comm(pid, pid, buf, sizeof(buf)), -ENOENT);

@@ -155,21 +155,6 @@ static int check_program(pid_t pid, char *why, size_t len)
 	return 0;
 }
 
-/* Whether the process still has its memory (not past exit's release of it). */
-static bool has_maps(pid_t pid)
-{
-	char path[64], c;
-	int fd;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return false;
-	n = read(fd, &c, 1);
-	close(fd);
-	return n == 1;
-}
-
 int inject_check(pid_t pid, const char *interposer, char *why, size_t len)
 {
 	int err = check_status(pid, why, len);
@@ -178,8 +163,9 @@ int inject_check(pid_t pid, const char *interposer, char *why, size_t len)
 		err = check_namespaces(pid, interposer, why, len);
 	if (!err)
 		err = check_program(pid, why, len);
-	/* one that exits meanwhile has no maps left (not "no glibc") */
-	if (err && (!target_alive(pid) || !has_maps(pid)))
+	/* one that exits meanwhile lists part of its maps, or none (it has not
+	 * lost glibc) */
+	if (err && target_exiting(pid))
 		err = say(why, len, -ESRCH, "process %d exited during attach", pid);
 	return err;
 }

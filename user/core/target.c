@@ -189,9 +189,8 @@ bool target_alive(pid_t pid)
 	return state && state != 'Z' && state != 'X';
 }
 
-/* A kernel thread (PF_KTHREAD in /proc/PID/stat's flags, the ninth field):
- * no user memory, nothing for tally to trace. */
-bool target_is_kthread(pid_t pid)
+/* /proc/PID/stat's flags (the ninth field), 0 when it cannot be read. */
+static unsigned long stat_flags(pid_t pid)
 {
 	char buf[TARGET_STAT_MAX];
 	const char *rest = target_stat(pid, buf, sizeof(buf));
@@ -199,8 +198,21 @@ bool target_is_kthread(pid_t pid)
 
 	/* after ") ": state ppid pgrp session tty_nr tpgid flags */
 	if (!rest || sscanf(rest, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
-		return false;
-	return flags & 0x00200000UL;
+		return 0;
+	return flags;
+}
+
+/* A kernel thread (PF_KTHREAD): no user memory, nothing for tally to trace. */
+bool target_is_kthread(pid_t pid)
+{
+	return stat_flags(pid) & 0x00200000UL;
+}
+
+/* Exiting (PF_EXITING: its memory is being torn down, so its maps list
+ * part of what it had, or nothing), or gone. */
+bool target_exiting(pid_t pid)
+{
+	return !target_alive(pid) || (stat_flags(pid) & 0x00000004UL);
 }
 
 #define DELETED " (deleted)"

@@ -43,6 +43,8 @@ void target_abort(struct target_child *c);
 const char *target_stat(pid_t pid, char *buf, size_t len);
 bool target_alive(pid_t pid);
 bool target_is_kthread(pid_t pid);
+/* It is exiting (its maps no longer what it had) or gone. */
+bool target_exiting(pid_t pid);
 /* The file a mapping of the target comes from, whose name is `name` (e.g.
  * "libtally_alloc.so"), as tally can open it (target_reach); its load bias
  * in *bias. -ENOENT when not mapped. */
