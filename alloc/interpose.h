@@ -45,7 +45,7 @@ IP_API int tally_interpose_start(uint64_t sample_rate);
  * the process pass a full barrier (ip_barrier: membarrier), then reads the
  * frequent side's. Either the frequent side sees the rare one and steps
  * back, or the rare side sees it and leaves the thing to it. The batches
- * (busy against the flusher's claim) and the table (its bias) use it.
+ * use it (busy against the flusher's claim).
  */
 static inline bool ip_dekker_enter(_Atomic uint8_t *mine, _Atomic uint8_t *theirs)
 {
@@ -139,8 +139,7 @@ struct ip_block {
 int ip_table_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale);
 bool ip_table_take(uintptr_t p, struct ip_block *out);
 uint64_t ip_table_bytes(void);
-void ip_table_child(void);	     /* a forked child: every stripe's lock let go */
-void ip_table_init(bool membarrier); /* without membarrier, no thread holds it unlocked */
+void ip_table_child(void); /* a forked child: every stripe's lock let go */
 /* Empty, at a start after a detach: what an earlier tracer saw allocated is
  * from before this one's injection (no call is recorded meanwhile). */
 void ip_table_reset(void);

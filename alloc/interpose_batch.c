@@ -228,7 +228,6 @@ int ip_batch_init(void)
 	if (err)
 		return -err;
 	ip_locking = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
-	ip_table_init(!ip_locking);
 	return 0;
 }
 

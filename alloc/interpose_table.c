@@ -7,11 +7,8 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
-#include <linux/membarrier.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "interpose.h"
 
@@ -71,89 +68,19 @@ static uint64_t home(const struct stripe *s, uintptr_t p)
 	return (hash_ptr(p) << 6) >> (64 - s->bits);
 }
 
-/*
- * The table's bias. Most programs allocate from one thread, and a lock per
- * operation (an atomic exchange) was a quarter of an injected call. So the
- * first thread to use the table holds it without locks: it stores
- * bias_busy, then reads bias_revoking, with no fence between. Another
- * thread that needs the table revokes the bias for good: it stores
- * bias_revoking, makes every thread pass a full barrier (membarrier), waits
- * for bias_busy to clear, and from then on every thread takes the stripes'
- * locks (Dekker's flags, as the batches' in interpose_batch.c). Without
- * membarrier there is no bias.
- */
-#define BIAS_NONE 0U
-#define BIAS_REVOKED UINT32_MAX
-static _Atomic uint32_t bias_tid;
-static _Atomic uint8_t bias_busy, bias_revoking;
-static __thread uint32_t my_tid;
-
-static void bias_revoke(void)
-{
-	uint8_t no = 0;
-
-	if (atomic_compare_exchange_strong(&bias_revoking, &no, 1)) {
-		ip_barrier();
-		while (atomic_load_explicit(&bias_busy, memory_order_acquire))
-			;
-		atomic_store_explicit(&bias_tid, BIAS_REVOKED, memory_order_release);
-	}
-	while (atomic_load_explicit(&bias_tid, memory_order_acquire) != BIAS_REVOKED)
-		;
-}
-
-/* The table's for an operation on stripe s, the long way: the bias taken
- * or revoked, then the stripe's lock. */
-static __attribute__((noinline)) bool enter_slow(struct stripe *s)
-{
-	if (!my_tid)
-		my_tid = (uint32_t)syscall(SYS_gettid);
-	for (;;) {
-		uint32_t b = atomic_load_explicit(&bias_tid, memory_order_acquire);
-		if (b == my_tid) {
-			if (ip_dekker_enter(&bias_busy, &bias_revoking))
-				return true;
-			bias_revoke();
-			break;
-		}
-		if (b == BIAS_REVOKED)
-			break;
-		if (b == BIAS_NONE && atomic_compare_exchange_strong(&bias_tid, &b, my_tid))
-			continue;
-		bias_revoke();
-		break;
-	}
-	while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
-		;
-	return false;
-}
-
-/* The table's for an operation on p's stripe (*out): true when the thread
- * holds the bias (no lock taken), false when it holds the stripe's lock. */
-static inline __attribute__((always_inline)) bool enter(struct stripe **out, uintptr_t p)
+/* The stripe of p, locked. */
+static struct stripe *enter(uintptr_t p)
 {
 	struct stripe *s = &stripes[hash_ptr(p) >> 58];
 
-	*out = s;
-	if (likely(my_tid && atomic_load_explicit(&bias_tid, memory_order_relaxed) == my_tid) &&
-	    likely(ip_dekker_enter(&bias_busy, &bias_revoking)))
-		return true;
-	return enter_slow(s);
+	while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
+		;
+	return s;
 }
 
-static void leave(struct stripe *s, bool biased)
+static void leave(struct stripe *s)
 {
-	if (biased) {
-		ip_dekker_leave(&bias_busy);
-	} else {
-		atomic_store_explicit(&s->lock, 0, memory_order_release);
-	}
-}
-
-void ip_table_init(bool membarrier)
-{
-	if (!membarrier)
-		atomic_store(&bias_tid, BIAS_REVOKED);
+	atomic_store_explicit(&s->lock, 0, memory_order_release);
 }
 
 static int stripe_grow(struct stripe *s)
@@ -201,8 +128,8 @@ static void stripe_delete(struct stripe *s, uint64_t j)
 
 bool ip_table_take(uintptr_t p, struct ip_block *out)
 {
-	struct stripe *s;
-	bool biased = enter(&s, p), found = false;
+	struct stripe *s = enter(p);
+	bool found = false;
 
 	for (uint64_t j = s->cap ? home(s, p) : 0; s->cap && s->v[j].p;
 	     j = (j + 1) & (s->cap - 1)) {
@@ -213,14 +140,13 @@ bool ip_table_take(uintptr_t p, struct ip_block *out)
 			break;
 		}
 	}
-	leave(s, biased);
+	leave(s);
 	return found;
 }
 
 int ip_table_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale)
 {
-	struct stripe *s;
-	bool biased = enter(&s, p);
+	struct stripe *s = enter(p);
 	int err = 0;
 
 	stale->q = -1;
@@ -241,7 +167,7 @@ int ip_table_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale)
 	s->used++;
 	s->v[j] = (struct tent){ p, pack(b) };
 out:
-	leave(s, biased);
+	leave(s);
 	return err;
 }
 
@@ -259,12 +185,6 @@ void ip_table_child(void)
 {
 	for (int i = 0; i < STRIPES; i++)
 		atomic_store(&stripes[i].lock, 0);
-	/* one thread now, whatever held the bias in the parent */
-	my_tid = 0;
-	if (atomic_load(&bias_tid) != BIAS_REVOKED || !atomic_load(&bias_revoking))
-		atomic_store(&bias_tid, BIAS_NONE);
-	atomic_store(&bias_busy, 0);
-	atomic_store(&bias_revoking, 0);
 }
 
 uint64_t ip_table_bytes(void)
