@@ -37,6 +37,28 @@ wait_line() { # FILE PATTERN
 	return 1
 }
 
+# tally snapshot -p PID --inject [OPTION...] in the background ($tmp/NAME.json,
+# its errors in $tmp/NAME.err, its PID in $tp), until the interposer runs.
+inject_go() { # NAME PID [OPTION...]
+	local name=$1 pid=$2
+	shift 2
+	"$T" snapshot -p "$pid" --inject "$@" -o "$tmp/$name.json" 2>"$tmp/$name.err" &
+	tp=$!
+	wait_injected "$pid"
+}
+
+# Wait for PID and for tally ($tp), then check NAME: both exit 0 and the
+# snapshot $tmp/FILE.json passes the jq FILTER (jq's VIEW of it when not).
+ended_check() { # PID FILE NAME FILTER VIEW
+	local wrc trc
+	wait "$1"
+	wrc=$?
+	wait "$tp"
+	trc=$?
+	[ "$wrc" -eq 0 ] && [ "$trc" -eq 0 ] && jq -e "$4" "$tmp/$2.json" >/dev/null
+	check "$3" $? "rc $wrc/$trc: $(cat "$tmp/$2.err") $(jq -c "$5" "$tmp/$2.json")"
+}
+
 # Start CMD (its output in $tmp/NAME.out), inject it once it is ready, start
 # its work (SIGUSR1), and wait for LINE and for tally (-d 2, $tmp/NAME.json,
 # its errors in $tmp/NAME.err); its PID in $wp.
@@ -47,9 +69,7 @@ inject_started() { # NAME LINE CMD...
 	wp=$!
 	pids+=("$wp")
 	wait_line "$tmp/$name.out" '^ready'
-	"$T" snapshot -p "$wp" --inject -d 2 -o "$tmp/$name.json" 2>"$tmp/$name.err" &
-	tp=$!
-	wait_injected "$wp"
+	inject_go "$name" "$wp" -d 2
 	kill -USR1 "$wp"
 	wait_line "$tmp/$name.out" "$line"
 	wait "$tp"
@@ -63,9 +83,8 @@ counted() {
 	local wp=$!
 	pids+=("$wp")
 	wait_line "$out" '^ready got=libc'
-	"$T" snapshot -p "$wp" --inject -d 3 ${opt:+"$opt"} -o "$json" 2>"$err" &
-	local tp=$!
-	wait_injected "$wp"
+	local tp
+	inject_go "$name" "$wp" -d 3 ${opt:+"$opt"}
 	check "$name: the interposer is loaded and running" $? "$(cat "$err")"
 	kill -USR1 "$wp"
 	wait_line "$out" '^live='
@@ -111,18 +130,16 @@ counted() {
 	check "$name: after the detach the library's thread has ended" $?
 	# injected again: the library is there already; what the first tally
 	# saw allocated is from before this one, and the workload frees it all
-	"$T" snapshot -p "$wp" --inject -o "$json.2" 2>"$err" &
-	tp=$!
-	wait_injected "$wp"
-	check "$name: injected a second time" $? "$(cat "$err")"
+	inject_go "$name.2" "$wp"
+	check "$name: injected a second time" $? "$(cat "$tmp/$name.2.err")"
 	kill -TERM "$wp"
 	wait "$wp"
 	check "$name: the workload exits 0" $? "$(cat "$out")"
 	wait "$tp"
 	jq -e '.exact and .stats.live == 0 and .glibc.frees_not_seen_allocated > 1000' \
-		"$json.2" >/dev/null
+		"$tmp/$name.2.json" >/dev/null
 	check "$name: the second tally counts the first one's blocks as from before it" $? \
-		"$(cat "$err") $(jq -c '{exact, live: .stats.live, glibc}' "$json.2")"
+		"$(cat "$tmp/$name.2.err") $(jq -c '{exact, live: .stats.live, glibc}' "$tmp/$name.2.json")"
 }
 
 counted c "$B/tests/inject_workload"
@@ -179,19 +196,11 @@ check "an injected process that execs: flagged, not exact; it exits 0" $? \
 wp=$!
 pids+=("$wp")
 wait_line "$tmp/t2.out" '^waiting'
-"$T" snapshot -p "$wp" --inject -o "$tmp/t2.json" 2>"$tmp/t2.err" &
-tp=$!
-wait_injected "$wp"
+inject_go t2 "$wp"
 kill -USR1 "$wp"
-wait "$wp"
-wrc=$?
-wait "$tp"
-trc=$?
-[ "$wrc" -eq 0 ] && [ "$trc" -eq 0 ] &&
-	jq -e '.exact and .stats.live == 0 and .events.lost == 0 and .events.records >= 20000000' \
-		"$tmp/t2.json" >/dev/null
-check "two threads (alloc_bench churn 2): every record, exact, nothing live at the end" $? \
-	"rc $wrc/$trc: $(cat "$tmp/t2.err") $(jq -c '{exact, live: .stats.live, events}' "$tmp/t2.json")"
+ended_check "$wp" t2 "two threads (alloc_bench churn 2): every record, exact, nothing live at the end" \
+	'.exact and .stats.live == 0 and .events.lost == 0 and .events.records >= 20000000' \
+	'{exact, live: .stats.live, events}'
 
 # kill -9 of tally mid-trace: the process goes on, its GOT glibc's again
 # (the interposer sees the probe's semaphore fall).
@@ -199,9 +208,7 @@ check "two threads (alloc_bench churn 2): every record, exact, nothing live at t
 wp=$!
 pids+=("$wp")
 wait_line "$tmp/k.out" '^ready'
-"$T" snapshot -p "$wp" --inject -d 30 -o "$tmp/k.json" 2>"$tmp/k.err" &
-tp=$!
-wait_injected "$wp"
+inject_go k "$wp" -d 30
 kill -USR1 "$wp"
 wait_line "$tmp/k.out" '^live='
 kill -9 "$tp"
@@ -290,21 +297,13 @@ pids+=("$up")
 wait_line "$tmp/u.out" '^ready'
 refused "the parent of unshare --pid --fork" "$up" "unshared the PID namespace"
 wp=$(pgrep -P "$up" | head -n 1)
-"$T" snapshot -p "$wp" --inject -o "$tmp/u.json" 2>"$tmp/u.err" &
-tp=$!
-wait_injected "$wp"
+inject_go u "$wp"
 kill -USR1 "$wp"
 wait_line "$tmp/u.out" '^live='
 kill -TERM "$wp"
-wait "$up"
-wrc=$?
-wait "$tp"
-trc=$?
-[ "$wrc" -eq 0 ] && [ "$trc" -eq 0 ] &&
-	jq -e '.exact and .target.attach == "injected" and .groups[0].allocated_objects > 100000' \
-		"$tmp/u.json" >/dev/null
-check "inside unshare --mount --pid --fork: injected, exact, exits 0" $? \
-	"rc $wrc/$trc: $(cat "$tmp/u.err") $(jq -c '{exact, inexact_why, live: .stats.live}' "$tmp/u.json")"
+ended_check "$up" u "inside unshare --mount --pid --fork: injected, exact, exits 0" \
+	'.exact and .target.attach == "injected" and .groups[0].allocated_objects > 100000' \
+	'{exact, inexact_why, live: .stats.live}'
 
 sleep 30 &
 sp=$!
