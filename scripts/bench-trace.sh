@@ -706,7 +706,7 @@ traced_events()
 
 report_row()
 {
-	local r=$1 b=${baseline[$1]:-} ops cell_ops cell_x notes
+	local r=$1 b=${baseline[$1]:-} ops cell_ops cell_x notes x
 
 	if [ -n "${skip[$r]:-}" ]; then
 		echo "| $r | - | - | SKIP (${skip[$r]}) | |"
@@ -725,8 +725,8 @@ report_row()
 	cell_ops=$(fmt_ops "$ops")
 	if [ -z "$b" ]; then
 		cell_x="baseline"
-	elif [ -n "$(slowdown "$r" "$b")" ]; then
-		cell_x="$(fmt_slow "$(slowdown "$r" "$b")") (vs $b)"
+	elif x=$(slowdown "$r" "$b") && [ -n "$x" ]; then
+		cell_x="$(fmt_slow "$x") (vs $b)"
 	else
 		cell_x="- (no $b figure)"
 	fi
