@@ -19,7 +19,8 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.c alloc/heap.c \
 	alloc/large.c alloc/malloc.c alloc/free.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
-	alloc/ring.c alloc/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/sample_util.c alloc/ptr_table.c
+	alloc/ring.c alloc/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/sample_util.c alloc/ptr_table.c \
+	alloc/mallinfo.c
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
 # what `--inject` loads into a process on glibc's malloc
 INTERPOSE_SRCS := alloc/interpose.c alloc/interpose_batch.c alloc/interpose_table.c alloc/interpose_shadow.c \
@@ -351,6 +352,13 @@ test-build: $(BUILD)/alloc_shapes
 $(BUILD)/glibc_calls: bench/glibc_calls.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -Wl,-z,now -o $@ $<
+
+# The malloc family's contract, one binary run under glibc and under
+# libtally_alloc (tests/conformance/run.sh); -fno-builtin keeps every call.
+$(BUILD)/tests/conformance/malloc_contract: tests/conformance/malloc_contract.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -o $@ $< -ldl
+test-build: $(BUILD)/tests/conformance/malloc_contract
 
 test-build: all $(TESTS) $(BUILD)/alloc_bench $(BUILD)/glibc_calls
 

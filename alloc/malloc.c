@@ -271,7 +271,11 @@ static void *realloc_op(void *p, size_t n)
 		errno = ENOMEM;
 		return NULL;
 	}
-	size_t old_q;
+	/* every byte malloc_usable_size gave is the program's (Redis' sds
+	 * writes its tail), so the move copies them all, as glibc, jemalloc
+	 * and mimalloc do; the requested size lost the tail (redis-server
+	 * preloaded read its config back corrupt and exited 1) */
+	size_t old_usable;
 	if (seg_map_has(p)) {
 		struct small_ref r;
 		small_lookup(p, &r, BY_REALLOC);
@@ -289,10 +293,10 @@ static void *realloc_op(void *p, size_t n)
 				sample_resized(h, p, p, n, sp->group, false);
 			return p;
 		}
-		old_q = r.q;
+		old_usable = (size_t)(r.slot + sp->size - (char *)p);
 	} else {
-		size_t len;
-		if (!large_size(p, &old_q, &len))
+		size_t old_q;
+		if (!large_size(p, &old_q, &old_usable))
 			tally_fatal("realloc of a pointer it never allocated", p);
 		if (n > CLASS_MAX) {
 			void *np = large_realloc(h, p, n);
@@ -304,7 +308,7 @@ static void *realloc_op(void *p, size_t n)
 	void *np = tally_malloc(n, false);
 	if (!np)
 		return NULL;
-	memcpy(np, p, old_q < n ? old_q : n);
+	memcpy(np, p, old_usable < n ? old_usable : n);
 	tally_free(p, SIZE_MAX);
 	return np;
 }

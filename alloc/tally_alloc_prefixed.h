@@ -4,7 +4,9 @@
 #ifndef TALLY_ALLOC_PREFIXED_H
 #define TALLY_ALLOC_PREFIXED_H
 
+#include <malloc.h>
 #include <stddef.h>
+#include <stdio.h>
 
 void *tally_p_malloc(size_t n);
 void tally_p_free(void *p);
@@ -19,5 +21,11 @@ void *tally_p_pvalloc(size_t n);
 size_t tally_p_malloc_usable_size(void *p);
 void tally_p_free_sized(void *p, size_t n);
 void tally_p_free_aligned_sized(void *p, size_t align, size_t n);
+struct mallinfo2 tally_p_mallinfo2(void);
+struct mallinfo tally_p_mallinfo(void);
+void tally_p_malloc_stats(void);
+int tally_p_malloc_info(int options, FILE *fp);
+int tally_p_malloc_trim(size_t pad);
+int tally_p_mallopt(int param, int value);
 
 #endif
