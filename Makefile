@@ -358,7 +358,11 @@ $(BUILD)/glibc_calls: bench/glibc_calls.c
 $(BUILD)/tests/conformance/malloc_contract: tests/conformance/malloc_contract.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -o $@ $< -ldl
-test-build: $(BUILD)/tests/conformance/malloc_contract
+# A program that keeps nothing: the allocator's own blocks are not its live bytes.
+$(BUILD)/tests/conformance/own_memory: tests/conformance/own_memory.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -o $@ $< -ldl
+test-build: $(BUILD)/tests/conformance/malloc_contract $(BUILD)/tests/conformance/own_memory
 
 test-build: all $(TESTS) $(BUILD)/alloc_bench $(BUILD)/glibc_calls
 

@@ -25,6 +25,7 @@ struct heap tally_heap_none = { .direct = { [0 ... DIRECT_TOTAL - 1] = &tally_sp
 __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-exec"))) = &tally_heap_none;
 __thread void *tally_tls_freeing __attribute__((tls_model("initial-exec")));
 __thread bool tally_tls_exited __attribute__((tls_model("initial-exec")));
+__thread struct heap *tally_tls_internal __attribute__((tls_model("initial-exec")));
 uint32_t tally_purge_ms = PURGE_MS_DEFAULT;
 pthread_mutex_t tally_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 struct heap *tally_heaps;      /* every heap ever made, under the lock */

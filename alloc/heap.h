@@ -147,6 +147,11 @@ extern __thread struct heap *tally_tls_heap __attribute__((tls_model("initial-ex
 extern __thread void *tally_tls_freeing __attribute__((tls_model("initial-exec")));
 /* Past the thread's exit hand-over: each call borrows a heap (heap.c). */
 extern __thread bool tally_tls_exited __attribute__((tls_model("initial-exec")));
+/* While the allocator's own code calls what may malloc (purge_start's
+ * pthread_create): the heap that pays for those blocks as metadata, and the
+ * thread's tally_tls_heap is tally_heap_none meanwhile, so that every call
+ * takes a slow path, where malloc.c tells them apart. NULL otherwise. */
+extern __thread struct heap *tally_tls_internal __attribute__((tls_model("initial-exec")));
 void heap_release(struct heap *h);
 extern struct heap tally_heap_none;
 extern struct span tally_span_none;

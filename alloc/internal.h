@@ -31,6 +31,8 @@ void *large_alloc(struct heap *h, size_t q, size_t align, bool zero);
 bool large_free(struct heap *h, void *p, size_t expect_q);
 bool large_size(const void *p, size_t *q, size_t *len);
 void *large_realloc(struct heap *h, void *p, size_t q);
+void *large_alloc_internal(struct heap *h, size_t q, size_t align);
+bool large_is_internal(const void *p);
 void large_sweep(struct heap *h, bool force);
 uint64_t large_due(void);
 void large_lock_prepare(void);

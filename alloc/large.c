@@ -37,6 +37,9 @@ _Static_assert(OS_PAGE % sizeof(struct large_ent) == 0 &&
 		       (sizeof(struct large_ent) & (sizeof(struct large_ent) - 1)) == 0,
 	       "a page of entries is a power of two");
 
+/* The group of a block of the allocator's own (large_alloc_internal). */
+#define LARGE_INTERNAL UINT32_MAX
+
 struct pool_ent {
 	void *ptr;
 	size_t len;
@@ -174,6 +177,55 @@ fail:
 	return NULL;
 }
 
+/* A mapping of the allocator's own blocks made or unmapped: metadata. */
+static void internal_account(struct heap *h, size_t len, bool map)
+{
+	h->stats.mapped += map ? len : -len;
+	h->stats.segment_overhead += map ? len : -len;
+	ev(h, TALLY_EV_META_MAP, !map, 0, 0, len);
+}
+
+/*
+ * A block the allocator's own code asked for through malloc (glibc's
+ * pthread_create callocs the purger's DTV, 288 bytes here): a mapping of its
+ * own, metadata as the heaps' are (mapped and segment_overhead, one
+ * TALLY_EV_META_MAP), never live, so that a program's live bytes are the
+ * ones it asked for. Never pooled; its free unmaps it (large_free).
+ */
+void *large_alloc_internal(struct heap *h, size_t q, size_t align)
+{
+	size_t len = (q + OS_PAGE - 1) & ~(OS_PAGE - 1);
+
+	if (len < q || len == 0)
+		len = OS_PAGE;
+	if (q > PTRDIFF_MAX)
+		return NULL;
+	pthread_mutex_lock(&large_lock);
+	void *p = ptr_table_reserve(&tab, h) ? NULL : large_map(len, align);
+	if (p) {
+		tab_put(&(struct large_ent){ .ptr = (uintptr_t)p, .len = len, .q = q,
+					     .group = LARGE_INTERNAL });
+		internal_account(h, len, true);
+	}
+	pthread_mutex_unlock(&large_lock);
+	return p;
+}
+
+static void internal_unmap(struct heap *h, const struct large_ent *e)
+{
+	os_unmap((void *)e->ptr, e->len);
+	internal_account(h, e->len, false);
+}
+
+bool large_is_internal(const void *p)
+{
+	pthread_mutex_lock(&large_lock);
+	struct large_ent *e = tab_find((uintptr_t)p);
+	bool internal = e && e->group == LARGE_INTERNAL;
+	pthread_mutex_unlock(&large_lock);
+	return internal;
+}
+
 /* false: p is no large block of ours (the caller reports it). expect_q, when
  * not SIZE_MAX, must be the requested size (free_sized). */
 bool large_free(struct heap *h, void *p, size_t expect_q)
@@ -186,6 +238,11 @@ bool large_free(struct heap *h, void *p, size_t expect_q)
 	}
 	struct large_ent e = *pe;
 	ptr_table_del(&tab, pe);
+	if (e.group == LARGE_INTERNAL) {
+		internal_unmap(h, &e);
+		pthread_mutex_unlock(&large_lock);
+		return true;
+	}
 	int slot = -1;
 	if (e.len <= POOL_ENTRY_MAX) {
 		/* the newest free is the likeliest to be asked for again: make room
@@ -257,6 +314,14 @@ void *large_realloc(struct heap *h, void *p, size_t q)
 	/* as a free and an allocation, which is exactly how the figures move */
 	struct large_ent e = *pe;
 	ptr_table_del(&tab, pe);
+	if (e.group == LARGE_INTERNAL) { /* the allocator's own stays its own */
+		internal_account(h, e.len, false);
+		e = (struct large_ent){ (uintptr_t)np, len, q, LARGE_INTERNAL };
+		tab_put(&e);
+		internal_account(h, len, true);
+		pthread_mutex_unlock(&large_lock);
+		return np;
+	}
 	account_free(h, &e, TALLY_LARGE_FRESH);
 	h->stats.mapped -= e.len;
 	e = (struct large_ent){ .ptr = (uintptr_t)np, .len = len, .q = q, .group = h->group };

@@ -88,8 +88,24 @@ static void *small_alloc(struct heap *h, unsigned cls, size_t q, uint16_t flag)
 	return span_pop(h, sp, q, flag);
 }
 
+/* A block the allocator's own code asked for (heap.h: tally_tls_internal):
+ * metadata of the heap that pays, never the program's (large.c). Its fresh
+ * mapping is zero. */
+__attribute__((noinline, cold)) static void *internal_alloc(size_t q, size_t align)
+{
+	struct heap *h = tally_tls_internal;
+	op_begin_tail(h);
+	void *p = large_alloc_internal(h, q, align);
+	op_end(h);
+	if (!p)
+		errno = ENOMEM;
+	return p;
+}
+
 __attribute__((noinline)) static void *tally_malloc(size_t q, bool zero)
 {
+	if (unlikely(tally_tls_internal))
+		return internal_alloc(q, 0);
 	struct heap *h = heap_get();
 	void *p;
 
@@ -114,6 +130,8 @@ __attribute__((noinline)) static void *tally_malloc(size_t q, bool zero)
  * direct mapping aligned by trimming. */
 static void *tally_aligned(size_t align, size_t q)
 {
+	if (unlikely(tally_tls_internal))
+		return internal_alloc(q, align);
 	struct heap *h = heap_get();
 	void *p = NULL;
 
@@ -298,7 +316,8 @@ static void *realloc_op(void *p, size_t n)
 		size_t old_q;
 		if (!large_size(p, &old_q, &old_usable))
 			tally_fatal("realloc of a pointer it never allocated", p);
-		if (n > CLASS_MAX) {
+		/* the allocator's own block stays its own (large.c) */
+		if (n > CLASS_MAX || large_is_internal(p)) {
 			void *np = large_realloc(h, p, n);
 			if (!np)
 				errno = ENOMEM;

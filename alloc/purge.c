@@ -357,6 +357,16 @@ void purge_start(void)
 		tally_alloc__set_group(0);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* and it is no allocation of the program at all: the DTV (288 bytes)
+	 * was in its live bytes, at a site purge_start < purge_poll. Every
+	 * call of this thread takes a slow path meanwhile, where the blocks
+	 * become metadata of its heap (heap.h: tally_tls_internal). */
+	struct heap *self = tally_tls_heap;
+	bool own = self != &tally_heap_none;
+	if (own) {
+		tally_tls_internal = self;
+		tally_tls_heap = &tally_heap_none;
+	}
 	err = pthread_attr_init(&attr);
 	if (!err) {
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -369,6 +379,10 @@ void purge_start(void)
 		 * of an operation at a fork */
 		if (!err)
 			pthread_setname_np(t, TALLY_PURGER_COMM);
+	}
+	if (own) {
+		tally_tls_heap = self;
+		tally_tls_internal = NULL;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (group)

@@ -12,6 +12,9 @@
 #   contract-glibc      every check passes plain (the contract is glibc's)
 #   contract-tally      every check passes with libtally_alloc preloaded
 #   contract-preloaded  the preloaded run was libtally_alloc's
+#   own-memory          a program that keeps nothing, with the purger started,
+#                       has 0 live bytes (tests/conformance/own_memory.c)
+#   own-memory-snapshot the same under tally snapshot: live 0, exact (root)
 #   redis-starts        redis-server preloaded answers PING on port 18300
 #   redis-mapped        libtally_alloc is in redis-server's maps
 #   redis-benchmark     SET, GET, LPUSH and LRANGE_100, 20000 requests each
@@ -36,6 +39,20 @@ LD_PRELOAD=$lib "$bin" >"$tmp/tally.out" 2>&1
 check contract-tally $? "$(grep -m3 FAIL "$tmp/tally.out")"
 grep -q '^# allocator: libtally_alloc' "$tmp/tally.out"
 check contract-preloaded $? "$(head -1 "$tmp/tally.out")"
+
+# The allocator's own blocks (the purger thread's DTV) are no live bytes of
+# the program, in its own figures and in tally's (which preloads it)
+own=$BUILD/tests/conformance/own_memory
+LD_PRELOAD=$lib "$own" >"$tmp/own.out" 2>&1
+check own-memory $? "$(cat "$tmp/own.out")"
+if [ "$(id -u)" -eq 0 ] && [ -x "$BUILD/tally" ]; then
+	"$BUILD/tally" snapshot -o "$tmp/own.json" -- "$own" >"$tmp/own.out" 2>&1
+	jq -e '.exact and .stats.live == 0 and .stats_inprocess.live == 0' "$tmp/own.json" >/dev/null 2>&1
+	check own-memory-snapshot $? "$(jq -c '{exact, live: .stats.live, own: .stats_inprocess.live}' \
+		"$tmp/own.json" 2>&1) $(head -c 200 "$tmp/own.out")"
+else
+	echo "# own-memory-snapshot needs root and $BUILD/tally: skipped"
+fi
 
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
 	echo "# redis-server or redis-benchmark missing: its 4 checks skipped"
