@@ -136,6 +136,29 @@ check "late attach: '(allocated before attach)' holds the live bytes ($got, kept
 exec 7>&-
 wait "$wl"
 
+# --- a late attach to a process that samples while the probes go in: its
+# objects, announced with its first samples, are in the profile (their
+# batches came before the state read and were left out whole: every frame
+# was <unknown>, as of an nginx worker under load)
+mkfifo "$tmp/in3"
+LD_PRELOAD=$PWD/$BUILD/libtally_alloc.so "$WL" busy <"$tmp/in3" >"$tmp/busy.out" 2>/dev/null &
+wl=$!
+pids+=("$wl")
+exec 7>"$tmp/in3"
+wait_file "$tmp/busy.out"
+# (five tracers, one after the other: the old code lost them at about three
+# attaches in five; every batch through the BPF ring, or not)
+for rings in off on off on off; do
+	TALLY_HEAP_RINGS=$rings "$TALLY" profile -p "$wl" -d 0.3 -o "$tmp/busy.pb.gz" \
+		2>"$tmp/busy.tally"
+	"$PPROF" -top -sample_index=alloc_space "$tmp/busy.pb.gz" >"$tmp/busy.top" 2>&1
+	grep -qE ' churn$' "$tmp/busy.top" && ! grep -q '<unknown>' "$tmp/busy.top"
+	check "late attach to a busy process (heap rings $rings): its frames are symbolized (churn)" \
+		$? "$(sed -n 5,9p "$tmp/busy.top"; cat "$tmp/busy.tally")"
+done
+exec 7>&-
+wait "$wl"
+
 # --- serve's /debug/pprof/heap, as pprof fetches it
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkfifo "$tmp/in2"

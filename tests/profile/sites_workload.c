@@ -7,8 +7,11 @@
  *   keep_large   large objects kept
  *   churn        objects allocated and freed
  * and then, with an argument, waits on stdin before it exits (a late attach
- * sees it running). The truth goes to stderr as one JSON line.
+ * sees it running); with "busy", it churns meanwhile (a late attach then
+ * meets a process that samples while the probes go in). The truth goes to
+ * stderr as one JSON line.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +67,6 @@ __attribute__((noinline)) static void churn(void)
 
 int main(int argc, char **argv)
 {
-	(void)argv;
 	struct tally_group cache = tally_group_register("cache");
 	struct tally_group_guard g = tally_group_enter(cache);
 	keep_small();
@@ -78,8 +80,12 @@ int main(int argc, char **argv)
 		small_bytes, SMALL_N, large_bytes, LARGE_N, churn_bytes, CHURN_N);
 	if (argc > 1) {
 		char c;
+		struct pollfd in = { .fd = 0, .events = POLLIN };
+		int busy = !strcmp(argv[1], "busy");
 		puts("ready");
 		fflush(stdout);
+		while (busy && !poll(&in, 1, 0))
+			churn();
 		while (read(0, &c, 1) > 0)
 			;
 	}
