@@ -164,6 +164,38 @@ check "record -p PID (late attach): valid, balanced, threads already in groups s
 check "record -p PID: the target runs on" "$(kill -0 "$dpid" 2>/dev/null; echo $?)" "pid $dpid"
 kill "$dpid" 2>/dev/null
 
+# 3c. -p PID -f: a child running at the attach and one forked meanwhile
+#     have counter tracks of their own, as the root (only the root had them)
+SW=$PWD/$BUILD/tests/profile/sites_workload
+mkfifo "$tmp/tin" "$tmp/tgate"
+LD_PRELOAD=$PWD/$BUILD/libtally_alloc.so sh -c \
+	"\"$SW\" wait <\"$tmp/tin\" >\"$tmp/tree.ready\" 2>/dev/null & read x <\"$tmp/tgate\"; \"$SW\" 2>/dev/null; wait" &
+shpid=$!
+pids+=("$shpid")
+exec 7>"$tmp/tin"
+wait_file "$tmp/tree.ready"
+early=$(pgrep -P "$shpid" sites_workload)
+timeout 20 "$TALLY" record -v -p "$shpid" -f -i 50 -o "$tmp/tree.json" 2>"$tmp/tree.err" 7>&- &
+rec=$!
+wait_attached "$tmp/tree.err"
+echo go >"$tmp/tgate"
+sleep 1
+exec 7>&-
+wait "$rec"
+rc=$?
+# a process's stats.live counters: how many, the largest
+LIVE_OF='[.traceEvents[] | select(.ph == "C" and .pid == $p and .name == "stats.live") | .args.bytes]
+	| [length, max]'
+late=$(jq -r --argjson e "${early:-0}" '[.traceEvents[] | select(.name == "process_name" and
+	.args.name == "sites_workload" and .pid != $e) | .pid] | first // 0' "$tmp/tree.json" 2>/dev/null)
+for who in early late; do
+	[ "$rc" -eq 0 ] && jq -e --argjson p "${!who:-0}" "($LIVE_OF) as \$l | \$l[0] > 0 and
+		\$l[1] > 59000000 and any(.traceEvents[]; .name == \"process_name\" and .pid == \$p)" \
+		"$tmp/tree.json" >/dev/null
+	check "record -p PID -f: the $who child (${!who:-none}) has its own counters (live past its kept 59 MB) and name" \
+		$? "rc=$rc $(jq -c --argjson p "${!who:-0}" "$LIVE_OF" "$tmp/tree.json" 2>&1) $(tail -2 "$tmp/tree.err")"
+done
+
 # 4. hostile names: a thread and a group named with ESC, a quote, a backslash
 cc -std=gnu11 -D_GNU_SOURCE -pthread -o "$tmp/hostile" tests/record/hostile.c -L"$BUILD" \
 	-l:libtally.so -Wl,-rpath,"$PWD/$BUILD" 2>"$tmp/cc.err"

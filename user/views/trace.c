@@ -25,6 +25,7 @@ struct trace {
 	struct trace_threads tt; /* threads with slices open */
 	uint64_t open;		 /* sum of depths */
 	uint64_t last_lost_msgs, last_lost_words;
+	uint64_t samples, last_sample_ns; /* trace_sample's calls, and the last one's time */
 	struct json_writer w; /* the current event's */
 };
 
@@ -469,9 +470,9 @@ static void lost_marker(struct trace *t, const struct figures_events *e, uint64_
 	t->last_lost_words = e->lost_record_words;
 }
 
-void trace_sample(struct trace *t, const struct figures *f, uint64_t now_ns)
+/* One process's counters, on its own track. */
+static void proc_counters(struct trace *t, const struct figures_process *p, uint64_t now_ns)
 {
-	const struct figures_process *p = &f->procs[0];
 	char name[TALLY_GROUP_NAME_MAX + 64], g_name[TALLY_GROUP_NAME_MAX + 16];
 
 	for (unsigned i = 0; i < TALLY_STATS_COUNT; i++) {
@@ -492,7 +493,42 @@ void trace_sample(struct trace *t, const struct figures *f, uint64_t now_ns)
 		instance_counters(t, &p->instance, FIGURES_SDK, now_ns);
 	if (p->gpu_spoke)
 		instance_counters(t, &p->instance, FIGURES_GPU, now_ns);
-	lost_marker(t, &p->events, now_ns);
+}
+
+/* A process of the tree that ran before tally came (-p PID -f adopts it: no
+ * fork message names its track): its name and its threads', once. */
+static void adopted_names(struct trace *t, const struct figures_process *p)
+{
+	process_name(t, p->target.comm ? p->target.comm : "");
+	for (size_t i = 0; i < p->nthreads; i++)
+		if (p->threads[i].comm)
+			thread_name(t, p->threads[i].tid, p->threads[i].comm);
+}
+
+/* Every process of the tree on its own track, as the root: the running
+ * ones, and an ended one once more at its end with its final figures (only
+ * the root had counters: a PostgreSQL's backends had their start and exit
+ * markers alone, its children from before the attach nothing). */
+void trace_sample(struct trace *t, const struct figures *f, uint64_t now_ns)
+{
+	for (unsigned i = 0; i < f->nprocs; i++) {
+		const struct figures_process *p = &f->procs[i];
+		uint64_t ts = now_ns;
+		if (i && p->ended_ns) {
+			if (p->ended_ns <= t->last_sample_ns)
+				continue; /* its last counters are drawn */
+			ts = p->ended_ns < now_ns ? p->ended_ns : now_ns;
+		}
+		t->cur_pid = i ? (uint32_t)p->target.pid : t->pid;
+		if (i && !t->samples && !p->born_ns)
+			adopted_names(t, p);
+		proc_counters(t, p, ts);
+	}
+	t->cur_pid = t->pid;
+	if (f->nprocs)
+		lost_marker(t, &f->procs[0].events, now_ns);
+	t->samples++;
+	t->last_sample_ns = now_ns;
 }
 
 uint64_t trace_open_slices(const struct trace *t)
