@@ -8,8 +8,9 @@
  *   whole into the ring buffer;
  * - the SDK's probes (group register/enter/exit, yield, reject): passed on,
  *   and a group change splits the thread's CPU time at that instant;
- * - scheduler switches of the tree's threads: each on-CPU interval is
- *   charged to the process and the group current on the thread, so CPU is
+ * - scheduler switches of the tree's threads: each on-CPU interval, by the
+ *   thread's own clock (tally_bpf.h), is charged to the process and the
+ *   group current on the thread, so CPU is
  *   exclusive per group and costs the program nothing extra per enter/exit;
  * - thread and process creation (a new process joins the map before it
  *   runs), exit, rename and exec;
@@ -106,18 +107,55 @@ int BPF_USDT(tally_batch, void *batch, long bytes)
 	return 0;
 }
 
-/* Charge the interval since `t->last_ns` to the thread's process and group. */
-static __always_inline void charge(struct tally_bpf_thread *t, __u64 now)
+static __always_inline void cpu_add(struct tally_bpf_thread *t, __u64 ns)
 {
-	if (t->running && now > t->last_ns && t->group < TALLY_MAX_GROUPS) {
-		struct tally_bpf_cpu_key k = { .pid = t->pid, .group = t->group };
-		__u64 zero = 0;
-		__u64 *c = map_lookup_or_init(&proc_cpu, &k, &zero);
-		if (c)
-			__sync_fetch_and_add(c, now - t->last_ns);
-		else
-			count_lost(0, LOST_CPU);
+	struct tally_bpf_cpu_key k = { .pid = t->pid, .group = t->group };
+	__u64 zero = 0, *c;
+
+	if (!ns || t->group >= TALLY_MAX_GROUPS)
+		return;
+	c = map_lookup_or_init(&proc_cpu, &k, &zero);
+	if (c)
+		__sync_fetch_and_add(c, ns);
+	else
+		count_lost(0, LOST_CPU);
+}
+
+/* A group change (or an exec) on the running thread: the wall clock since
+ * `t->last_ns` to the group it leaves, as its own clock is only current at a
+ * switch; the slice's end takes it off what that clock says (`ahead`). */
+static __always_inline void charge_piece(struct tally_bpf_thread *t, __u64 now)
+{
+	if (t->running && now > t->last_ns) {
+		cpu_add(t, now - t->last_ns);
+		if (t->flags & TALLY_BPF_RT_KNOWN)
+			t->ahead += now - t->last_ns;
 	}
+	t->last_ns = now;
+}
+
+/* The thread's clock says `rt` (task->se.sum_exec_runtime, current at a
+ * switch): what it ran since the last charge goes to its group, less what
+ * group changes charged ahead. A switch missed (a BPF program's recursion
+ * guard) loses nothing: the next one charges the thread's whole run since. */
+static __always_inline void charge_rt(struct tally_bpf_thread *t, __u64 rt, __u64 now)
+{
+	if (!(t->flags & TALLY_BPF_RT_KNOWN)) {
+		/* running since before the attach, or first seen in a probe:
+		 * where its clock stood then is not known, the wall clock is */
+		if (t->running && now > t->last_ns)
+			cpu_add(t, now - t->last_ns);
+	} else if (rt > t->rt_mark) {
+		__u64 d = rt - t->rt_mark;
+		if (d > t->ahead) {
+			cpu_add(t, d - t->ahead);
+			t->ahead = 0;
+		} else {
+			t->ahead -= d;
+		}
+	}
+	t->rt_mark = rt;
+	t->flags |= TALLY_BPF_RT_KNOWN;
 	t->last_ns = now;
 }
 
@@ -144,7 +182,7 @@ static __always_inline int group_msg(__u16 kind, __u32 group, __u32 other, const
 		/* enter: other is the group left; exit: other is the group left too */
 		struct tally_bpf_thread *t = thread_get(tid, (__u32)(id >> 32), other, now);
 		if (t) {
-			charge(t, now);
+			charge_piece(t, now);
 			t->running = 1;
 			t->group = group;
 		}
@@ -247,15 +285,24 @@ int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_s
 		if (!t && !(BPF_CORE_READ(prev, flags) & PF_EXITING))
 			t = map_lookup_or_init(&threads, &tid, &fresh);
 		if (t) {
-			charge(t, now);
+			/* put_prev_task has brought prev's clock up to now */
+			charge_rt(t, BPF_CORE_READ(prev, se.sum_exec_runtime), now);
 			t->running = 0;
 		}
 	}
 	if (tgid_in_tree(next_pid)) {
 		__u32 tid = BPF_CORE_READ(next, pid);
-		struct tally_bpf_thread fresh = { .last_ns = now, .running = 1, .pid = next_pid };
+		__u64 rt = BPF_CORE_READ(next, se.sum_exec_runtime);
+		struct tally_bpf_thread fresh = { .last_ns = now, .pid = next_pid,
+						  .flags = TALLY_BPF_RT_KNOWN, .rt_mark = rt };
 		struct tally_bpf_thread *t = map_lookup_or_init(&threads, &tid, &fresh);
 		if (t) {
+			/* off CPU its clock stood still, unless a switch out
+			 * was missed: then that run is charged now */
+			if (t->flags & TALLY_BPF_RT_KNOWN)
+				charge_rt(t, rt, now);
+			t->rt_mark = rt;
+			t->flags |= TALLY_BPF_RT_KNOWN;
 			t->last_ns = now;
 			t->running = 1;
 		}
@@ -310,7 +357,9 @@ static __always_inline void proc_forked(struct task_struct *parent, struct task_
 	__u32 pid = BPF_CORE_READ(child, tgid), tid = BPF_CORE_READ(child, pid);
 	__u32 ptid = BPF_CORE_READ(parent, pid);
 	struct tally_bpf_thread *pt = bpf_map_lookup_elem(&threads, &ptid);
-	struct tally_bpf_thread fresh = { .group = pt ? pt->group : 0, .pid = pid };
+	/* its clock starts at 0 (__sched_fork) */
+	struct tally_bpf_thread fresh = { .group = pt ? pt->group : 0, .pid = pid,
+					  .flags = TALLY_BPF_RT_KNOWN };
 	bool shared = BPF_CORE_READ(child, mm) == BPF_CORE_READ(parent, mm);
 
 	if (bpf_map_update_elem(&procs, &pid, &ppid, BPF_NOEXIST)) {
@@ -347,7 +396,9 @@ int BPF_PROG(tally_exit, struct task_struct *p, bool group_dead)
 	 * entry goes (a tree of short-lived processes must not fill the map) */
 	struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	if (t) {
-		charge(t, bpf_ktime_get_ns());
+		/* its clock as of its last tick (the kernel's own sum for the
+		 * process takes it there too, __exit_signal) */
+		charge_rt(t, BPF_CORE_READ(p, se.sum_exec_runtime), bpf_ktime_get_ns());
 		t->running = 0;
 		bpf_map_delete_elem(&threads, &tid);
 	}
@@ -392,7 +443,7 @@ int BPF_PROG(tally_exec, struct task_struct *p, pid_t old_pid, struct linux_binp
 	/* a new image starts in root: its SDK has no groups yet */
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t) {
-		charge(t, bpf_ktime_get_ns());
+		charge_piece(t, bpf_ktime_get_ns());
 		t->group = 0;
 	}
 	thread_msg(TALLY_MSG_THREAD_NAME, TALLY_THREAD_EXEC, p, pid, 0);

@@ -8,6 +8,7 @@
  * a grace period each), libbpf's perf-event ones elsewhere.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -389,6 +390,38 @@ int loader_group_cpu(struct loader *l, pid_t pid, uint64_t cpu[TALLY_MAX_GROUPS]
 	return 0;
 }
 
+/* A running thread's clock now (/proc/PID/task/TID/schedstat's first field,
+ * which the kernel brings up to date as it is read); 0 when it cannot. */
+static uint64_t thread_clock(pid_t pid, uint32_t tid)
+{
+	char path[64];
+	unsigned long long ns = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/schedstat", pid, tid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &ns) != 1)
+		ns = 0;
+	fclose(f);
+	return ns;
+}
+
+/* What a running thread has run since its last charge: by its own clock as
+ * the BPF side charges it, so that a later charge never takes back what a
+ * view showed; by the wall clock where its clock's start is not known. */
+static uint64_t running_since(pid_t pid, uint32_t tid, const struct tally_bpf_thread *t,
+			      uint64_t now_ns)
+{
+	uint64_t rt;
+
+	if (!(t->flags & TALLY_BPF_RT_KNOWN))
+		return now_ns > t->last_ns ? now_ns - t->last_ns : 0;
+	rt = thread_clock(pid, tid);
+	return rt > t->rt_mark + t->ahead ? rt - t->rt_mark - t->ahead : 0;
+}
+
 void loader_running_cpu(struct loader *l, pid_t pid, uint64_t now_ns,
 			uint64_t cpu[TALLY_MAX_GROUPS])
 {
@@ -403,9 +436,9 @@ void loader_running_cpu(struct loader *l, pid_t pid, uint64_t now_ns,
 		first = false;
 		key = next;
 		if (bpf_map_lookup_elem(fd, &key, &t) || !t.running || t.pid != (uint32_t)pid ||
-		    t.group >= TALLY_MAX_GROUPS || now_ns <= t.last_ns)
+		    t.group >= TALLY_MAX_GROUPS)
 			continue;
-		cpu[t.group] += now_ns - t.last_ns;
+		cpu[t.group] += running_since(pid, key, &t, now_ns);
 	}
 }
 
