@@ -159,6 +159,24 @@ done
 exec 7>&-
 wait "$wl"
 
+# --- the live view's sites and its identity are one cut: at --rate 1, through
+# a producer-consumer pipeline, each frame's sites hold the frame's live
+# bytes but the blocks whose stacks are being unwound at the cut (a sample's
+# record follows its block's, at most one a thread: here the producer's, at
+# most 1531 bytes). A record applied as pending at a cut was applied again
+# when its batch came: a sample freed since came back live, 0.6 MB over.
+timeout 60 "$TALLY" top -b --view sites --rate 1 -n 20 -i 100 -- "$WL" pipeline \
+	>"$tmp/pipe.top" 2>&1
+# each frame: live, the sum of its sites' in-use bytes
+awk '/^identity:/ { for (i = 1; i <= NF; i++) if ($i == "live") live = $(i + 1) }
+	/IN USE/ { on = 1; s = 0; next }
+	on && NF == 0 { print live, s; on = 0 }
+	on { s += $1 }' "$tmp/pipe.top" >"$tmp/pipe.sums"
+[ "$(wc -l <"$tmp/pipe.sums")" -ge 10 ] &&
+	awk '{ d = $1 - $2; if (d < 0 || d > 4096) bad = 1 } END { exit bad }' "$tmp/pipe.sums"
+check "top --view sites at --rate 1, a pipeline: each frame's sites hold its live bytes (within one block in flight)" \
+	$? "$(tr '\n' ' ' <"$tmp/pipe.sums"; tail -3 "$tmp/pipe.top")"
+
 # --- serve's /debug/pprof/heap, as pprof fetches it
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkfifo "$tmp/in2"

@@ -8,10 +8,15 @@
  *   churn        objects allocated and freed
  * and then, with an argument, waits on stdin before it exits (a late attach
  * sees it running); with "busy", it churns meanwhile (a late attach then
- * meets a process that samples while the probes go in). The truth goes to
- * stderr as one JSON line.
+ * meets a process that samples while the probes go in); with "pipeline",
+ * it only hands blocks from one thread to another that frees them, for
+ * 3 s. The truth goes to stderr as one JSON line.
  */
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +70,52 @@ __attribute__((noinline)) static void churn(void)
 	}
 }
 
+/* A producer-consumer pipeline: blocks allocated here, freed by the
+ * consumer thread, through a ring of one slot per block in flight. */
+#define PIPE_SLOTS 1024
+static void *_Atomic pipe_ring[PIPE_SLOTS];
+static atomic_bool pipe_done;
+
+static void *consume(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0;; i = (i + 1) % PIPE_SLOTS) {
+		void *p;
+		while (!(p = atomic_exchange(&pipe_ring[i], NULL)))
+			if (atomic_load(&pipe_done))
+				return NULL;
+		free(p);
+	}
+}
+
+__attribute__((noinline)) static void produce(double secs)
+{
+	struct timespec t0, t;
+	pthread_t th;
+
+	if (pthread_create(&th, NULL, consume, NULL))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 0, k = 0;; i = (i + 1) % PIPE_SLOTS, k++) {
+		char *p = malloc(32 + (k * 53) % 1500);
+		p[0] = 4;
+		while (atomic_load(&pipe_ring[i]))
+			;
+		atomic_store(&pipe_ring[i], p);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec + (t.tv_nsec - t0.tv_nsec) / 1e9 > secs)
+			break;
+	}
+	atomic_store(&pipe_done, true);
+	pthread_join(th, NULL);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "pipeline")) {
+		produce(3);
+		return 0;
+	}
 	struct tally_group cache = tally_group_register("cache");
 	struct tally_group_guard g = tally_group_enter(cache);
 	keep_small();

@@ -159,7 +159,7 @@ static struct model_heap *model_heap(struct model *m, uint64_t id)
 	}
 	struct model_heap *h = &m->heaps[m->nheaps++];
 	h->id = id;
-	h->applied = h->done = 0;
+	h->applied = h->done = h->seeded = 0;
 	/* made after the cut: all past it */
 	h->limit = m->cut || m->holding ? 0 : UINT64_MAX;
 	h->wait = 0;
@@ -240,8 +240,11 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 			return;
 		}
 		/* in the state read, but not in its profile: a process's objects
-		 * are announced once */
-		if (tally_ev_is_sample(e.type))
+		 * are announced once. Not those applied already (pending at a
+		 * cut, or a held batch's part below it): a sample freed since
+		 * came back live, the sites' in-use drifting past live (a rate-1
+		 * pipeline: 2.52 MB over the sites, 1.99 MB live) */
+		if (tally_ev_is_sample(e.type) && seq_first + at < h->seeded)
 			sites_on_record(&m->sites, &e, &words[at + 2]);
 		m->skipped++;
 	}
@@ -514,7 +517,7 @@ void model_seed_alloc(struct model *m, const struct remote_alloc *ra)
 	for (uint32_t i = 0; i < ra->nheaps; i++) {
 		struct model_heap *h = model_heap(m, ra->heaps[i].id);
 		if (h && h->applied < ra->heaps[i].pos)
-			h->applied = ra->heaps[i].pos;
+			h->applied = h->seeded = ra->heaps[i].pos;
 		if (h && h->done < ra->heaps[i].pos)
 			h->done = ra->heaps[i].pos;
 	}

@@ -44,6 +44,8 @@ struct model_thread {
 struct model_heap {
 	uint64_t id;
 	uint64_t applied; /* records below are in (from the ring, a read, or pending) */
+	uint64_t seeded;  /* ... below this from a late attach's state read, whose
+			   * sample records are not in the sites */
 	uint64_t done;	  /* every record below came in: pending from here may be applied */
 	uint64_t limit;	  /* records numbered from here on are past the cut */
 	uint64_t wait;	  /* holding: done must reach this (0: nothing awaited) */
