@@ -57,7 +57,7 @@ else
 fi
 
 want_alloc="aligned_alloc calloc free free_aligned_sized free_sized malloc malloc_usable_size
-memalign posix_memalign pvalloc realloc reallocarray tally_alloc__set_group tally_alloc_collect
+mallinfo mallinfo2 malloc_info malloc_stats malloc_trim mallopt memalign posix_memalign pvalloc realloc reallocarray tally_alloc__set_group tally_alloc_collect
 tally_alloc_group_stats tally_alloc_stats tally_sample_epoch tally_sample_rate
 tally_stats_accounted tally_stats_balanced tally_stats_merge tally_stats_predicted_resident valloc"
 # The symbols a library exports: defined, global or weak, default visibility
