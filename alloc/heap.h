@@ -96,6 +96,9 @@ struct heap {
 	uintptr_t tp; /* the owning thread's thread pointer (spans' owner_tp); 0: orphaned */
 	uint64_t id;
 	uint64_t seq; /* records handed over so far */
+	/* who hands its batch over (events.c, HAND_*): its owner, a moment at
+	 * a time, or the exit hand-over, which took its records for good */
+	_Atomic uint8_t handing;
 	/* idle purge (purge.c) */
 	uint64_t busy;	       /* 1 inside a slow operation of the owner (op_begin) */
 	struct heap *acct;     /* NULL, or the heap a purge counts and records in */

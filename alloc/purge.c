@@ -399,6 +399,7 @@ void purge_fork_child(void)
 		atomic_store_explicit(&purge_run, RUN_NEVER, memory_order_relaxed);
 	atomic_store_explicit(&purge_idle, 0, memory_order_relaxed);
 	atomic_store_explicit(&tally_purge_want, false, memory_order_relaxed);
+	atomic_store_explicit(&purge_exiting, false, memory_order_relaxed);
 	purge_mb = false;
 }
 
@@ -410,9 +411,14 @@ void purge_fork_child(void)
  * so this destructor runs first). No lock here: exit may come from a signal
  * handler of a thread that holds it.
  */
-__attribute__((destructor)) static void purge_exit(void)
+void purge_stop_for_exit(void)
 {
 	atomic_store_explicit(&purge_exiting, true, memory_order_seq_cst);
+}
+
+__attribute__((destructor)) static void purge_exit(void)
+{
+	purge_stop_for_exit();
 }
 
 #if defined(TALLY_ALLOC_TEST_SINK)

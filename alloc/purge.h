@@ -24,5 +24,7 @@ static inline void purge_poll(void)
 		purge_start();
 }
 void purge_fork_child(void);
+/* Exit: no purge from here on (the hand-over reads the figures once). */
+void purge_stop_for_exit(void);
 
 #endif /* TALLY_ALLOC_PURGE_H */

@@ -56,7 +56,7 @@ else
 	ko "libtally_alloc_noprobes.so has probe sites"
 fi
 
-want_alloc="aligned_alloc calloc free free_aligned_sized free_sized malloc malloc_usable_size
+want_alloc="_Exit _exit aligned_alloc calloc free free_aligned_sized free_sized malloc malloc_usable_size
 mallinfo mallinfo2 malloc_info malloc_stats malloc_trim mallopt memalign posix_memalign pvalloc realloc reallocarray tally_alloc__set_group tally_alloc_collect
 tally_alloc_group_stats tally_alloc_stats tally_sample_epoch tally_sample_rate
 tally_stats_accounted tally_stats_balanced tally_stats_merge tally_stats_predicted_resident valloc"
