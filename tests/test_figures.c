@@ -346,16 +346,20 @@ static char *document(void)
 
 /* The document of one process: its fields at the top, again as the one
  * entry of "processes", and the tree's sums (zero: it has ended). */
-static char *one_process_doc(const char *fields)
+/* fields: the process's; tree: its tree's exactness (from "exact") and
+ * lifetime, between which comes what is alive at the end (nothing: the
+ * documents below are of an ended process). */
+static char *one_process_doc(const char *fields, const char *exact, const char *lifetime)
 {
 	char *doc;
 
 	assert_true(asprintf(&doc,
 			     "{%s,\"sampling\":{\"rate\":0},\"sites\":[],\"processes\":[{%s}],"
-			     "\"tree\":{\"processes\":1,\"alive\":0,"
-			     "\"not_listed\":0,\"live\":0,\"mapped\":0,\"cpu_ns\":0,"
-			     "\"instance\":{" ZERO_INSTANCE ",\"exact\":true}}}",
-			     fields, fields) > 0);
+			     "\"tree\":{\"processes\":1,\"alive\":0,\"not_listed\":0,%s,"
+			     "\"alive_at_end\":{\"processes\":0,\"live\":0,\"mapped\":0,"
+			     "\"cpu_ns\":0,\"instance\":{" ZERO_INSTANCE ",\"exact\":true}},"
+			     "\"lifetime\":{\"processes\":1,%s}}}",
+			     fields, fields, exact, lifetime) > 0);
 	return doc;
 }
 
@@ -429,7 +433,13 @@ static void document__tally_mode__every_field_in_order(void **state)
 		"\"bytes_pinned\":0,\"back_pressure_rejections\":0,\"yield_count\":1,"
 		"\"device_bytes_allocated\":0,\"graph_launches\":0,\"failed_launches\":0,"
 		"\"host_pinned_bytes\":0,\"os_yields\":0,\"exact\":true}}]";
-	assert_doc(doc, one_process_doc(want));
+	/* over its life: CPU and allocations, though it has ended */
+	assert_doc(doc, one_process_doc(
+				want, "\"exact\":true,\"inexact_processes\":0,\"inexact\":[]",
+				"\"cpu_ns\":5,\"allocated_bytes\":1000,\"allocated_objects\":2,"
+				"\"deallocated_bytes\":0,\"deallocated_objects\":0,"
+				"\"kernels_launched\":0,\"graph_launches\":0,\"events_received\":12,"
+				"\"records\":30,\"batches_in_place\":3"));
 }
 
 static void document__glibc_late_killed__nulls_and_reasons(void **state)
@@ -448,6 +458,7 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 		"\"exit_code\":null,\"signal\":\"SIGKILL\",\"cgroup\":null,\"container\":null,"
 		"\"born_s\":null,\"lifetime_s\":null},"
 		"\"exact\":false,\"inexact_why\":[\"glibc mode: not every call was seen\"],"
+		"\"inexact_codes\":[\"glibc_calls_not_seen\"],"
 		"\"events\":{\"received\":0,\"lost\":0,\"lost_record_words\":0,"
 		"\"lost_outside_read\":0,\"malformed\":0,\"records\":0,\"batches_in_place\":0},"
 		"\"stats\":{\"mapped\":null,\"live\":7,\"rounding\":0,\"cache\":null,"
@@ -460,7 +471,14 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 		"\"groups\":[{\"id\":0,\"name\":\"root\",\"allocated_bytes\":0,\"allocated_objects\":0,"
 		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,\"cpu_ns\":0,"
 		"\"instance\":{" ZERO_INSTANCE ",\"exact\":true}}]";
-	assert_doc(doc, one_process_doc(want));
+	assert_doc(doc, one_process_doc(want,
+					"\"exact\":false,\"inexact_processes\":1,\"inexact\":"
+					"[{\"pid\":42,\"comm\":\"app\",\"inexact_codes\":"
+					"[\"glibc_calls_not_seen\"]}]",
+					"\"cpu_ns\":0,\"allocated_bytes\":0,\"allocated_objects\":0,"
+					"\"deallocated_bytes\":0,\"deallocated_objects\":0,"
+					"\"kernels_launched\":0,\"graph_launches\":0,"
+					"\"events_received\":0,\"records\":0,\"batches_in_place\":0"));
 }
 
 static void document__late_tally__says_whether_the_read_was_consistent(void **state)

@@ -57,11 +57,41 @@ check "the root is first in processes, the top level is the root" \
 		.tree.processes == 3 and .tree.alive == 0' "$tmp/g.json" >/dev/null; echo $?)" \
 	"$(jq -c '{pid: .target.pid, procs: [.processes[].target.pid], tree}' "$tmp/g.json" 2>&1 | head -c 300)"
 
+# 1b. the tree's totals over its life, apart from what is alive at the end:
+# all three ended, so nothing is alive, yet they used CPU and allocated
+# (tree.live and tree.cpu_ns summed only the living: 0 here); each process's
+# batches read in place are its own (one global count in each before), and
+# the root, started by tally, has its born_s and lifetime_s
+check "tree: lifetime sums every process, alive_at_end none of the ended ones" \
+	"$(jq -e '.tree.alive_at_end == (.tree.alive_at_end + {processes: 0, live: 0, mapped: 0, cpu_ns: 0})
+		and .tree.lifetime.processes == 3
+		and .tree.lifetime.cpu_ns == ([.processes[].groups[].cpu_ns] | add) and .tree.lifetime.cpu_ns > 0
+		and .tree.lifetime.allocated_bytes == ([.processes[].groups[].allocated_bytes] | add)
+		and .tree.lifetime.allocated_bytes > 0
+		and .tree.lifetime.events_received == ([.processes[].events.received] | add)' "$tmp/g.json" >/dev/null
+		echo $?)" "$(jq -c '.tree' "$tmp/g.json" 2>&1 | head -c 600)"
+check "tree: batches read in place counted per process, their sum the tree's" \
+	"$(jq -e '.tree.lifetime.batches_in_place == ([.processes[].events.batches_in_place] | add)
+		and .tree.lifetime.batches_in_place > 0 and .processes[0].events.batches_in_place == 0' \
+		"$tmp/g.json" >/dev/null; echo $?)" \
+	"$(jq -c '[.processes[] | {c: .target.comm, e: .events}], .tree.lifetime' "$tmp/g.json" 2>&1 | head -c 600)"
+check "tree: the root started by tally was born with the trace and says how long it lived" \
+	"$(jq -e '.target.born_s == 0 and .target.lifetime_s > 0 and
+		.processes[0].target.lifetime_s >= .processes[1].target.lifetime_s' "$tmp/g.json" >/dev/null
+		echo $?)" "$(jq -c '[.processes[].target | {comm, born_s, lifetime_s}]' "$tmp/g.json" 2>&1)"
+
 # 2. fork without exec: each child's figures start from its parent's copy of
 # the heap and equal its own at its exit (20 children, by glibc's fork, a
 # raw fork, nested)
 for mode in exit nested rawfork; do
 	timeout 120 "$TALLY" snapshot -o "$tmp/f.json" -- "$FORK" "$mode" >/dev/null 2>&1
+	# a forked child's counters began as its parent's: the tree's lifetime
+	# counts what each did itself, not the parent's allocations again in
+	# each child
+	[ "$mode" = exit ] && check "fork exit: the lifetime's allocations count what a child inherited once" \
+		"$(jq -e '.tree.lifetime.allocated_objects < ([.processes[].groups[].allocated_objects] | add)
+			and .tree.lifetime.allocated_objects >= ([.processes[0].groups[].allocated_objects] | add)' \
+			"$tmp/f.json" >/dev/null; echo $?)" "$(jq -c '.tree.lifetime, [.processes[] | [.groups[].allocated_objects] | add]' "$tmp/f.json" 2>&1 | head -c 400)"
 	got=$(jq -r --arg m "$mode" '[.processes[1:][] | select(.exact and '"$STATS_OWN"')] | length' \
 		"$tmp/f.json" 2>/dev/null)
 	want=$([ "$mode" = nested ] && echo 40 || echo 20)
@@ -72,12 +102,26 @@ done
 
 # forked from a second thread while a third allocates: the kernel copies that
 # thread's heap page by page as it runs, so each child says it is not exact
-timeout 120 "$TALLY" snapshot -o "$tmp/f.json" -- "$FORK" threads >/dev/null 2>&1
+timeout 120 "$TALLY" snapshot -o "$tmp/f.json" -- "$FORK" threads >/dev/null 2>"$tmp/f.err"
 check "fork from a thread while another allocates: every child says why it is not exact" \
 	"$(jq -e '(.processes | length) == 21 and .exact and all(.processes[1:][]; (.exact | not)
 		and (.inexact_why | index("forked while other threads of its parent ran: their heaps were copied as they were, maybe in the middle of an operation")))' \
 		"$tmp/f.json" >/dev/null; echo $?)" \
 	"$(jq -c '[.processes[] | {e: .exact, w: .inexact_why}] | unique' "$tmp/f.json" 2>&1 | head -c 400)"
+# the root is exact, its children are not: the tree says so at the top, by
+# code, and stderr names each (the document said exact and stderr nothing)
+check "fork threads: tree.exact false, each inexact child listed by pid with its code" \
+	"$(jq -e '.exact and (.tree.exact | not) and .tree.inexact_processes == 20 and
+		([.tree.inexact[].pid] == [.processes[1:][].target.pid]) and
+		all(.tree.inexact[]; .inexact_codes == ["forked_while_threads_ran"]) and
+		all(.processes[1:][]; .inexact_codes == ["forked_while_threads_ran"])' "$tmp/f.json" >/dev/null
+		echo $?)" "$(jq -c '{exact: .tree.exact, n: .tree.inexact_processes, i: .tree.inexact[0]}' "$tmp/f.json" 2>&1 | head -c 300)"
+missing=$(jq -r '.processes[1:][].target.pid' "$tmp/f.json" 2>/dev/null | while read -r p; do
+	grep -qE "^tally: pid $p \(fork_workload\): figures not exact: forked while other threads" "$tmp/f.err" ||
+		echo "$p"; done)
+check "fork threads: one stderr line for each process not exact, naming it and why" \
+	"$([ -z "$missing" ] && [ "$(grep -c 'figures not exact' "$tmp/f.err")" -eq 20 ]; echo $?)" \
+	"missing: $missing; $(head -c 300 "$tmp/f.err")"
 
 # 3. a thousand command substitutions in bash: every process listed and exact,
 # no child harmed, tally's resident memory bounded. (--no-sample: what tally
@@ -124,6 +168,25 @@ check "top -b: the workload's groups in each of 3 frames" "$([ "$frames" = "1 2 
 check "top -b: the header counts the processes" \
 	"$([ "$(grep -c '^processes: 2 listed, 2 running$' "$tmp/t.txt")" -ge 2 ]; echo $?)" \
 	"$(grep '^processes' "$tmp/t.txt" | head -3)"
+
+# 5b. a running child's groups keep their names when a process born after it
+# runs too (each one's figures pointed into a scratch copy of its model that
+# the next one's overwrote: rows without names); the header's events are
+# the tree's (the idle root's were 0/s while the workload's came)
+timeout 60 "$TALLY" top -b -n 2 -i 400 --view process-groups -- \
+	sh -c "$WL wait $tmp/t2.expect & sleep 3 & wait" >"$tmp/t2.txt" 2>"$tmp/t2.err"
+tpid=$(jq -r .pid "$tmp/t2.expect" 2>/dev/null)
+[ -n "$tpid" ] && kill "$tpid" 2>/dev/null
+frames=$(awk -v p="$tpid" '/^--- frame/ { k = $3 } $1 == "process" && $2 == p { inw = 1; next }
+	$1 == "process" { inw = 0 } inw && $2 == "export" && NF == 11 { print k }' "$tmp/t2.txt" |
+	sort -u | tr '\n' ' ')
+nameless=$(awk '$1 ~ /^[0-9]+$/ && NF == 10' "$tmp/t2.txt")
+check "top -b: a running child's groups named while a younger process runs" \
+	"$([ "$frames" = "1 2 " ] && [ -z "$nameless" ]; echo $?)" \
+	"frames: $frames; $nameless $(grep -A8 "^process $tpid" "$tmp/t2.txt" | head -c 400)"
+recv=$(sed -nE 's/^events: .*, ([0-9]+) received, .*/\1/p' "$tmp/t2.txt" | tail -n1)
+check "top -b: the header's events received are the tree's" \
+	"$([ "${recv:-0}" -gt 20 ]; echo $?)" "$(grep '^events' "$tmp/t2.txt")"
 
 # 6. record: a Perfetto track per process, named, with its start and exit
 timeout 60 "$TALLY" record -o "$tmp/r.json" -- sh -c "$WL run $tmp/r.expect; sh -c 'exit 3'" \
@@ -192,6 +255,10 @@ bad=$(groups_differ "$tmp/a.expect" "$aw")
 check "-p PID -f: a running descendant's state read at attach, exact, its groups its own" \
 	"$(echo "$aw" | jq -e '.exact and .target.state_read_consistent and .stats.balanced' >/dev/null &&
 		[ -z "$bad" ]; echo $?)" "$bad $(echo "$aw" | jq -c '{exact, inexact_why, target}' | head -c 400)"
+# running at the end, its own figures read as the root's are (they were null)
+check "-p PID -f: a descendant running at the end has its allocator's own Stats, equal to tally's" \
+	"$(echo "$aw" | jq -e ".stats_inprocess != null and .exact and $STATS_OWN" >/dev/null; echo $?)" \
+	"$(echo "$aw" | jq -c '{exact, inexact_why, stats, stats_inprocess}' | head -c 500)"
 kill "${awpid:-0}" "$apid" 2>/dev/null
 
 # 9. a child without tally's allocator (ldconfig is a static binary): its
@@ -222,6 +289,39 @@ check "children killed by a signal: in processes with it, one line on stderr" \
 	"$(jq -e '[.processes[].target.signal | select(. != null)] == ["SIGSEGV", "SIGTERM"]' "$tmp/sig.json" >/dev/null &&
 		grep -qE '^tally: 2 processes of the tree killed by a signal: [0-9]+ \(sh, SIGSEGV\), [0-9]+ \(sh, SIGTERM\)$' "$tmp/sig.err"
 		echo $?)" "$(cat "$tmp/sig.err") $(jq -c '[.processes[].target.signal]' "$tmp/sig.json" 2>&1)"
+
+# 14. -p PID -f with a descendant tally cannot read (no libtally_alloc):
+# the root exact, the descendant not; the document's tree, stderr, top's
+# header and serve each name it and why (top said "NOT exact", serve
+# tally_exact 0, the snapshot exact at its top and nothing on stderr)
+LD_PRELOAD=$PWD/$BUILD/libtally_alloc.so sh -c 'env -u LD_PRELOAD sleep 30 & wait' &
+npid=$!
+pids+=("$npid")
+sleep 0.5
+spid=$(cat /proc/"$npid"/task/*/children 2>/dev/null | tr -d ' ')
+pids+=("${spid:-0}")
+timeout 60 "$TALLY" snapshot -p "$npid" -f -d 1 -o "$tmp/nr.json" 2>"$tmp/nr.err"
+check "-f, an unread descendant: tree.exact false with its pid and code, one stderr line" \
+	"$(jq -e --argjson s "${spid:-0}" '.exact and (.tree.exact | not) and
+		.tree.inexact == [{pid: $s, comm: "sleep", inexact_codes: ["not_read_at_attach"]}]' \
+		"$tmp/nr.json" >/dev/null &&
+		grep -qx "tally: pid $spid (sleep): figures not exact: found running at attach: what it did before was not read" "$tmp/nr.err"
+		echo $?)" "$(jq -c '{exact, tree: .tree.inexact}' "$tmp/nr.json" 2>&1) $(cat "$tmp/nr.err")"
+timeout 30 "$TALLY" top -b -n 1 -p "$npid" -f >"$tmp/nr.txt" 2>&1
+check "-f, an unread descendant: top's header names it and why" \
+	"$(grep -qF "figures NOT exact: pid $spid (sleep): found running at attach: what it did before was not read [not_read_at_attach]" "$tmp/nr.txt"
+		echo $?)" "$(grep '^events' "$tmp/nr.txt")"
+port=18420
+timeout 20 "$TALLY" serve --listen "127.0.0.1:$port" -p "$npid" -f -d 4 >/dev/null 2>"$tmp/nrs.err" &
+srv=$!
+for _ in $(seq 30); do curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/nr.prom" 2>/dev/null && break; sleep 0.1; done
+check "-f, an unread descendant: serve says tally_exact 0 and why, by a reason code" \
+	"$(grep -qx 'tally_exact 0' "$tmp/nr.prom" &&
+		grep -qx 'tally_inexact_processes{reason="not_read_at_attach"} 1' "$tmp/nr.prom" &&
+		[ "$(grep -c '^tally_inexact_processes{reason=' "$tmp/nr.prom")" -ge 20 ]; echo $?)" \
+	"$(grep -E '^tally_(exact|inexact)' "$tmp/nr.prom" | grep -v ' 0$' | head -5) $(head -c 200 "$tmp/nrs.err")"
+kill "$srv" "${spid:-0}" "$npid" 2>/dev/null
+wait "$srv" 2>/dev/null
 
 # 10. kill -9 of tally while the tree forks: the tree goes on unharmed
 script='bad=0; for i in $(seq 400); do x=$(echo $i); [ "$x" = "$i" ] || bad=$((bad+1)); done; echo bad=$bad >'"$tmp"'/k.out'

@@ -37,10 +37,13 @@ static const char snapshot_doc[] =
 	"The processes CMD starts are followed at any depth (fork, vfork, clone, exec; "
 	"--no-follow: CMD alone), and with -f those a running process starts: the document's "
 	"top level is the root's, \"processes\" lists every process of the tree, root first, "
-	"each with the same fields, and \"tree\" sums live and mapped bytes, CPU and the GPU "
-	"counters over those alive at the end. A process still running then has the records "
-	"its threads hold read from its memory; with -f, those running at the attach have "
-	"their state read as the root's is.\n\n"
+	"each with the same fields, and \"tree\" says whether every process is exact "
+	"(tree.exact, tree.inexact: pid, comm and reason codes), what is alive at the end "
+	"(tree.alive_at_end: live and mapped bytes, CPU, GPU) and what the tree did over its "
+	"life, ended processes included (tree.lifetime: CPU, allocations, kernels, events). "
+	"Each process not exact is one line on stderr. A process still running at the end has "
+	"its allocator's state read from its memory, as the root's is; with -f, those running "
+	"at the attach have their state read as the root's is.\n\n"
 	"EXAMPLES:\n"
 	"  tally snapshot -- ./server --port 8080     start and trace until it exits\n"
 	"  tally snapshot -o s.json -- make -j2       the snapshot to s.json, make's output as usual\n"
@@ -102,6 +105,36 @@ static void snapshot_report_tree(const struct figures *f)
 	fprintf(stderr, "%s\n", killed > 5 ? ", ..." : "");
 }
 
+/* Processes whose figures are not exact said one by one on stderr, the
+ * first so many (then a count): a nginx master can be exact while a worker
+ * is not, and the document's top level is the master's. */
+#define REPORT_INEXACT_MAX 20
+
+static void snapshot_report_inexact(const struct figures *f)
+{
+	unsigned said = 0;
+
+	for (unsigned i = 0; i < f->nprocs && said < REPORT_INEXACT_MAX; i++) {
+		const struct figures_process *p = &f->procs[i];
+		char comm[4 * TALLY_COMM_LEN + 1];
+		if (p->exact)
+			continue;
+		said++;
+		top_sanitize(comm, sizeof(comm), p->target.comm ? p->target.comm : "",
+			     TALLY_COMM_LEN);
+		fprintf(stderr, "tally: pid %d (%s): figures not exact:", (int)p->target.pid,
+			comm);
+		for (unsigned k = 0; k < p->nwhy; k++)
+			fprintf(stderr, "%s %s", k ? ";" : "", p->why[k]);
+		fputc('\n', stderr);
+	}
+	if (f->tree.inexact > said)
+		fprintf(stderr,
+			"tally: %llu more processes of the tree whose figures are not exact "
+			"(the document's tree.inexact)\n",
+			(unsigned long long)(f->tree.inexact - said));
+}
+
 static int run_snapshot(struct snapshot_opts *so)
 {
 	struct cli_target *c = &so->target;
@@ -147,6 +180,7 @@ static int run_snapshot(struct snapshot_opts *so)
 	if (!err) {
 		snapshot_report(&fig.procs[0], &s.model);
 		snapshot_report_tree(&fig);
+		snapshot_report_inexact(&fig);
 	}
 	figures_free(&fig);
 	session_close(&s);

@@ -36,6 +36,14 @@ struct hring {
 	uint64_t next_seq; /* where the heap's next batch starts */
 	uint64_t gap_ns;   /* since when the next slot waits for a batch of the BPF ring */
 	uint64_t key;	   /* what this tracer wrote in its `accepted` */
+	uint64_t read;	   /* batches delivered from it */
+};
+
+/* Batches read from the rings of a process, once they are gone: its
+ * figures say how many came in place (heap_rings_read_pid). */
+struct pid_read {
+	uint32_t pid;
+	uint64_t n;
 };
 
 struct heap_rings {
@@ -44,6 +52,8 @@ struct heap_rings {
 	struct hring *v;
 	size_t n, cap;
 	uint64_t missed, read;
+	struct pid_read *gone; /* by process, of the rings dropped */
+	size_t ngone, capgone;
 	bool warned;
 	bool off;		    /* TALLY_HEAP_RINGS=off: every batch through the BPF ring */
 	struct tally_msg_batch msg; /* a slot's copy, as the BPF ring would carry it */
@@ -62,6 +72,46 @@ struct heap_rings *heap_rings_new(loader_msg_fn fn, void *ctx)
 	return r;
 }
 
+/* A dropped ring's count, kept by process (not kept when out of memory:
+ * then only its figures' batches_in_place are short). */
+static void gone_add(struct heap_rings *r, uint32_t pid, uint64_t n)
+{
+	for (size_t i = 0; i < r->ngone; i++)
+		if (r->gone[i].pid == pid) {
+			r->gone[i].n += n;
+			return;
+		}
+	if (!n)
+		return;
+	if (r->ngone == r->capgone) {
+		size_t cap = r->capgone ? r->capgone * 2 : 8;
+		struct pid_read *v = realloc(r->gone, cap * sizeof(*v));
+		if (!v)
+			return;
+		r->gone = v;
+		r->capgone = cap;
+	}
+	r->gone[r->ngone++] = (struct pid_read){ .pid = pid, .n = n };
+}
+
+uint64_t heap_rings_read_pid(struct heap_rings *r, uint32_t pid, bool forget)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; r && i < r->n; i++)
+		n += r->v[i].pid == pid ? r->v[i].read : 0;
+	for (size_t i = 0; r && i < r->ngone; i++) {
+		if (r->gone[i].pid != pid)
+			continue;
+		n += r->gone[i].n;
+		/* it has ended: a later process with its pid counts from zero */
+		if (forget)
+			r->gone[i] = r->gone[--r->ngone];
+		break;
+	}
+	return n;
+}
+
 static void ring_drop(struct heap_rings *r, size_t i)
 {
 	/* let go: the process puts nothing more in it until a tracer takes it
@@ -71,6 +121,7 @@ static void ring_drop(struct heap_rings *r, size_t i)
 	__atomic_compare_exchange_n(&r->v[i].map->accepted, &key, 0, false, __ATOMIC_RELEASE,
 				    __ATOMIC_RELAXED);
 	munmap(r->v[i].map, TALLY_RING_BYTES);
+	gone_add(r, r->v[i].pid, r->v[i].read);
 	r->v[i] = r->v[--r->n];
 }
 
@@ -81,6 +132,7 @@ void heap_rings_free(struct heap_rings *r)
 	while (r->n)
 		ring_drop(r, 0);
 	free(r->v);
+	free(r->gone);
 	free(r);
 }
 
@@ -147,6 +199,7 @@ static int ring_take(struct heap_rings *r, struct hring *h, uint64_t upto, uint6
 				offsetof(struct tally_msg_batch, batch) + r->msg.bytes);
 		taken++;
 		r->read++;
+		h->read++;
 		if (err < 0)
 			stop = err;
 	}

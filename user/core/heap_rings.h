@@ -34,6 +34,9 @@ int heap_rings_drain(struct heap_rings *r, bool all);
 uint64_t heap_rings_missed(const struct heap_rings *r);
 /* Batches read from the rings so far. */
 uint64_t heap_rings_read(const struct heap_rings *r);
+/* ... from the rings of one process; forget: it has ended, and its count
+ * goes (a later process with its pid counts from zero). */
+uint64_t heap_rings_read_pid(struct heap_rings *r, uint32_t pid, bool forget);
 /* Whether any ring is mapped: the caller polls more often while they are. */
 bool heap_rings_active(const struct heap_rings *r);
 

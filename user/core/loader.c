@@ -332,6 +332,11 @@ uint64_t loader_rings_read(const struct loader *l)
 	return heap_rings_read(l->rings);
 }
 
+uint64_t loader_rings_read_pid(struct loader *l, pid_t pid, bool forget)
+{
+	return heap_rings_read_pid(l->rings, (uint32_t)pid, forget);
+}
+
 bool loader_more(const struct loader *l)
 {
 	return l->more;

@@ -60,8 +60,9 @@ int loader_drain_rings(struct loader *l);
 /* Whether some heap's batches come through a shared ring (heap_rings.h):
  * they are read by polling, which should then come often. */
 bool loader_rings_active(const struct loader *l);
-/* Batches read from them so far. */
+/* Batches read from them so far; from one process's (heap_rings_read_pid). */
 uint64_t loader_rings_read(const struct loader *l);
+uint64_t loader_rings_read_pid(struct loader *l, pid_t pid, bool forget);
 /* The last loader_consume stopped at its bound, records still in the ring. */
 bool loader_more(const struct loader *l);
 void loader_lost(struct loader *l, struct tally_lost *sum);

@@ -194,6 +194,9 @@ int session_poll(struct session *s, int timeout_ms)
 	} else if ((s->pidfd >= 0 && (p.revents & POLLIN)) || !target_alive(s->pid)) {
 		s->gone = true;
 	}
+	/* the root's end, as the tree's processes have theirs (lifetime_s) */
+	if (s->gone && !s->src.ended_ns)
+		s->src.ended_ns = clock_now_ns();
 	return s->gone ? 1 : 0;
 }
 
@@ -219,6 +222,7 @@ void session_refresh(struct session *s)
 	/* only what was lost between the state read at attach and the cut at
 	 * the end counts: the rest is in the state read, or past the cut */
 	session_sources_lost(s, src);
+	src->in_place = loader_rings_read_pid(s->loader, s->pid, false);
 	src->strays = s->tree.strays;
 	src->now_ns = clock_now_ns();
 	loader_group_cpu(s->loader, s->pid, src->cpu_ns, false);
@@ -249,6 +253,9 @@ void session_refresh(struct session *s)
 	src->exit_status = src->have_exit ? st : 0;
 	src->cupti = s->cupti;
 	src->start_ns = s->start_ns;
+	/* a command tally started was born with the trace; one it attached
+	 * to, before (born_s null) */
+	src->born_ns = s->spawned ? s->start_ns : 0;
 }
 
 void session_finish(struct session *s)
@@ -258,6 +265,9 @@ void session_finish(struct session *s)
 	s->src.cut_torn = false; /* the end has a cut of its own */
 	/* what the target submitted so far is in the ring: drain it */
 	session_drain_ring(s);
+	/* the tree's other processes still running: each one's own figures
+	 * read and its figures cut there, as the root's below */
+	session_read_final_tree(s);
 	if (!s->gone && target_alive(s->pid)) {
 		session_read_final(s);
 		/* batches handed over before the read, still in the ring */

@@ -26,6 +26,8 @@ int session_read_attach(struct session *s);
 /* The cut at the end of a target that still runs: its allocator's own
  * figures, its pending records, each heap's position. */
 void session_read_final(struct session *s);
+/* The same for the tree's other processes still running (session_tree.c). */
+void session_read_final_tree(struct session *s);
 /* What is in the ring now (a target that still runs refills it meanwhile). */
 void session_drain_ring(struct session *s);
 /* The nodes kept for reuse. */

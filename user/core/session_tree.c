@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "remote.h"
 #include "session.h"
@@ -26,7 +27,6 @@ void session_sources_lost(struct session *s, struct figures_sources *src)
 	src->malformed_bpf = lost.bad;
 	src->procs_unfollowed = lost.procs;
 	src->cpu_lost = lost.cpu;
-	src->in_place = loader_rings_read(s->loader);
 }
 
 /* What one process's figures take beside its model. */
@@ -53,6 +53,10 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
 	/* one found running at attach (-f): its state read then, or unknown */
 	src->late = s->late && !p->born_ns;
 	src->not_read = src->late && !p->read;
+	/* -p --inject -f: the injection reached the root alone */
+	src->uninjected = s->injected && src->late;
+	/* its batches read in place (an ended one's count goes with it) */
+	src->in_place = loader_rings_read_pid(s->loader, p->pid, ending);
 	src->late_consistent = p->read_consistent;
 	src->gone = gone;
 	src->have_exit = gone && m->exited;
@@ -73,6 +77,12 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
 		src->resident = m->resident_at_exit;
 		src->have_resident = true;
 	}
+	/* read at the end (session_read_final_tree): its figures are cut there */
+	src->have_final_inprocess = p->have_final;
+	src->final_consistent = p->final_consistent;
+	src->final_inprocess = p->final;
+	if (p->have_final)
+		src->held_unread = false;
 }
 
 /* Its last thread is gone: its figures are final (every message of its
@@ -83,8 +93,10 @@ static void proc_end(struct session *s, struct tree_proc *p, uint64_t ts_ns)
 
 	proc_sources(s, p, true);
 	s->psrc.ended_ns = ts_ns;
-	if (figures_build_process(&s->pscratch, p->m, &s->psrc) ||
-	    tree_end(&s->tree, p, &s->pscratch))
+	int err = figures_build_process(&s->pscratch, p->m, &s->psrc);
+	if (!err && s->pscratch.inherited)
+		figures_life_sub(&s->pscratch.life, &p->base);
+	if (err || tree_end(&s->tree, p, &s->pscratch))
 		s->tree.strays++; /* out of memory: kept running, said inexact */
 	cuda_trace_forget(s->cuda, pid);
 }
@@ -115,6 +127,10 @@ static bool fork_msg(struct session *s, const struct tally_msg_thread *th)
 		s->tree.strays++;
 		return false;
 	}
+	/* its counters start as its parent's: the tree's lifetime totals
+	 * count what it does from here */
+	if (parent)
+		figures_life_of_model(&c->base, parent);
 	/* born where its parent lives (each tick looks again while it runs) */
 	if (parent == &s->model)
 		tree_place(c, s->src.cgroup, s->src.container);
@@ -173,6 +189,7 @@ void session_adopt_descendants(struct session *s)
 {
 	pid_t *queue = malloc(ADOPT_MAX * sizeof(*queue));
 	int head = 0, tail = 0;
+	char pids[64] = "";
 
 	if (!queue)
 		return;
@@ -196,6 +213,16 @@ void session_adopt_descendants(struct session *s)
 			queue[tail++] = kids[i];
 		}
 	}
+	/* --inject reaches the root alone: the others run untraced (each one's
+	 * figures say not_injected too) */
+	for (int i = 1; s->injected && i < tail && i <= 4; i++)
+		snprintf(pids + strlen(pids), sizeof(pids) - strlen(pids), "%s%d", i > 1 ? " " : "",
+			 (int)queue[i]);
+	if (s->injected && tail > 1)
+		fprintf(stderr,
+			"tally: --inject: only process %d is injected; its %d descendants (%s%s) "
+			"are listed with their CPU, their allocations not traced\n",
+			(int)s->pid, tail - 1, pids, tail > 5 ? " ..." : "");
 	free(queue);
 }
 
@@ -281,6 +308,66 @@ static bool proc_view(struct tree_proc *p, struct model *view)
 	return ok;
 }
 
+/* Tries of a process's final read while its heaps move, 2 ms apart (the
+ * root's session_read_final tries 20). */
+#define FINAL_TRIES 5
+
+/* A running process's allocator read, as the root's is at the end: its
+ * pending records in, its figures cut there, its own Stats kept beside. */
+static void proc_read_final(struct session *s, struct tree_proc *p)
+{
+	uint64_t heaps = p->m->saw_alloc ? proc_heaps(p) : 0;
+	struct remote_alloc ra;
+	int err = -ENOENT;
+
+	for (int i = 0; heaps && i < FINAL_TRIES; i++) {
+		if (i) {
+			remote_alloc_free(&ra);
+			usleep(2000);
+			session_drain_ring(s); /* what came meanwhile: below the next cut */
+		}
+		err = remote_alloc_read(p->pid, heaps, &ra);
+		if (err || ra.consistent)
+			break;
+	}
+	if (err)
+		return;
+	for (uint32_t k = 0; k < ra.nheaps; k++) {
+		struct remote_heap *h = &ra.heaps[k];
+		if (h->whole)
+			model_apply_pending(p->m, h->id, h->seq_first, h->tid, h->pending,
+					    h->npending);
+	}
+	for (uint32_t k = 0; k < ra.nheaps; k++)
+		model_cut(p->m, ra.heaps[k].id, ra.heaps[k].pos);
+	p->m->cut = true;
+	p->final = ra.stats;
+	p->have_final = true;
+	p->final_consistent = ra.consistent;
+	remote_alloc_free(&ra);
+}
+
+void session_read_final_tree(struct session *s)
+{
+	for (size_t i = 0; i < s->tree.n; i++)
+		if (!s->tree.procs[i].ended && !s->tree.procs[i].shared_vm &&
+		    target_alive(s->tree.procs[i].pid))
+			proc_read_final(s, &s->tree.procs[i]);
+}
+
+/* Figures built from s->pview point into it for the strings a model holds
+ * by value (group names, CUPTI's refusal): the next process's view writes
+ * over them (top then showed a running child's groups without names). The
+ * same strings in the process's own model, which the view is a copy of. */
+static void names_of_model(struct figures_process *slot, const struct model *m)
+{
+	for (unsigned g = 0; g < slot->ngroups; g++)
+		if (slot->groups[g].name)
+			slot->groups[g].name = m->groups[slot->groups[g].id].name;
+	if (slot->target.cuda_why)
+		slot->target.cuda_why = m->gpu.cupti_refused;
+}
+
 /* slot: a kept process's figures, borrowed (the tree owns them). */
 static void fill_kept(struct figures_process *slot, const struct tree_proc *p)
 {
@@ -315,11 +402,15 @@ int session_figures(struct session *s, struct figures *f)
 			memset(slot, 0, sizeof(*slot));
 		proc_sources(s, p, false);
 		const struct model *m = p->m;
-		if (s->pview && proc_view(p, s->pview)) {
+		if (!p->have_final && s->pview && proc_view(p, s->pview)) {
 			m = s->pview;
 			s->psrc.held_unread = false;
 		}
 		err = figures_build_process(slot, m, &s->psrc);
+		if (slot->inherited)
+			figures_life_sub(&slot->life, &p->base);
+		if (m == s->pview)
+			names_of_model(slot, p->m);
 		/* s->psrc is every process's in turn: the strings are the tree's */
 		slot->target.comm = p->comm;
 		slot->target.cgroup = p->cgroup;
@@ -327,6 +418,8 @@ int session_figures(struct session *s, struct figures *f)
 	}
 	f->nprocs = (unsigned)n;
 	f->folded = s->tree.folded;
+	f->folded_life = s->tree.folded_life;
+	f->folded_inexact = s->tree.folded_inexact;
 	f->strays = s->tree.strays;
 	if (!err)
 		figures_sum_tree(f);

@@ -29,6 +29,12 @@ const char *const figures_stat_names[TALLY_STATS_COUNT] = {
 #undef STAT_NAME
 };
 
+const char *const figures_why_codes[FIGURES_WHY_COUNT] = {
+#define WHY_CODE(e, code) code,
+	FIGURES_WHY_X(WHY_CODE)
+#undef WHY_CODE
+};
+
 const char *const figures_stat_units[TALLY_STATS_COUNT] = {
 #define STAT_UNIT(field, metric, unit, help) unit,
 	TALLY_STATS_X(STAT_UNIT)
@@ -237,40 +243,50 @@ static int build_threads(struct figures_process *p, const struct model *m)
 	return 0;
 }
 
+/* One reason the figures are not exact, by its code and in words. */
+static void add_why(struct figures_process *p, enum figures_why code, const char *text)
+{
+	if (p->nwhy >= FIGURES_MAX_WHY)
+		return;
+	p->why_code[p->nwhy] = (uint8_t)code;
+	p->why[p->nwhy++] = text;
+}
+
 /* Why the figures of a libtally_alloc target are not exact. */
 static void why_alloc(struct figures_process *p, const struct model *m,
 		      const struct figures_sources *src, const struct tally_stats *st)
 {
 	if (src->late && !src->late_consistent)
-		p->why[p->nwhy++] = "the allocator's state moved while it was read at attach";
+		add_why(p, FIGURES_WHY_ATTACH_MOVED, "the allocator's state moved while it was read at attach");
 	/* a target still running at the end: its own figures were read while
 	 * its threads ran; a heap caught in the middle of an operation makes
 	 * the two disagree, and then neither is exact */
 	if (src->have_final_inprocess && !src->final_consistent)
-		p->why[p->nwhy++] = "the allocator's state moved while it was read at the end";
+		add_why(p, FIGURES_WHY_END_MOVED, "the allocator's state moved while it was read at the end");
 	else if (src->have_final_inprocess && memcmp(st, &src->final_inprocess, sizeof(*st)))
-		p->why[p->nwhy++] = "the target was running: tally's figures and the allocator's "
-				    "own, read as its threads ran, differ";
+		add_why(p, FIGURES_WHY_END_DIFFERS, "the target was running: tally's figures and the allocator's "
+				    "own, read as its threads ran, differ");
 	/* ended without the allocator's exit hand-over (killed, or _exit): what
 	 * its threads held and had not handed over may be missing */
 	if (src->gone && !m->have_inprocess)
-		p->why[p->nwhy++] = "ended without the allocator's exit hand-over";
+		add_why(p, FIGURES_WHY_NO_HANDOVER, "ended without the allocator's exit hand-over");
 	if (m->have_inprocess && m->inprocess_threads_held)
-		p->why[p->nwhy++] =
-			"exit() while other threads held records they never handed over";
+		add_why(p, FIGURES_WHY_EXIT_HELD,
+			"exit() while other threads held records they never handed over");
 	if (m->fork_threads)
-		p->why[p->nwhy++] =
+		add_why(p, FIGURES_WHY_FORK_THREADS,
 			"forked while other threads of its parent ran: their heaps were "
-			"copied as they were, maybe in the middle of an operation";
+			"copied as they were, maybe in the middle of an operation");
 }
 
 /* A reason the GPU figures are not exact, said for the process too unless
  * it has said it already. */
-static void gpu_inexact(struct figures_process *p, const char *why, bool for_process)
+static void gpu_inexact(struct figures_process *p, enum figures_why code, const char *why,
+			bool for_process)
 {
 	p->instance_why[p->ninstance_why++] = why;
-	if (for_process && p->nwhy < FIGURES_MAX_WHY)
-		p->why[p->nwhy++] = why;
+	if (for_process)
+		add_why(p, code, why);
 }
 
 /* Why the GPU figures are not exact (none: they are). */
@@ -281,24 +297,53 @@ static void build_gpu_why(struct figures_process *p, const struct model *m,
 
 	p->ninstance_why = 0;
 	if (c->late || (src->not_read && c->entry_points))
-		gpu_inexact(p,
+		gpu_inexact(p, FIGURES_WHY_GPU_BEFORE,
 			    "the CUDA driver was loaded before tally attached: GPU work before "
 			    "that is not counted",
 			    true);
 	if (c->hold_timed_out)
-		gpu_inexact(p,
+		gpu_inexact(p, FIGURES_WHY_GPU_LATE,
 			    "the CUDA driver's probes came after it was loaded: its first GPU "
 			    "calls may be missing",
 			    true);
 	if (c->attach_failed && !m->gpu.seen[GPU_SRC_CUPTI])
-		gpu_inexact(p, "the CUDA driver's probes could not be attached", true);
+		gpu_inexact(p, FIGURES_WHY_GPU_FAILED,
+			    "the CUDA driver's probes could not be attached", true);
 	/* lost messages: the process said so (build_why) */
 	if (c->untracked || src->lost_msgs || src->lost_words)
-		gpu_inexact(p, "GPU records lost: the ring or the driver probes' map was full",
+		gpu_inexact(p, FIGURES_WHY_GPU_LOST, "GPU records lost: the ring or the driver probes' map was full",
 			    c->untracked);
 	p->instance_exact = p->ninstance_why == 0;
 	p->have_device_memory_used = c->have_device_memory_used;
 	p->device_memory_used = c->device_memory_used;
+}
+
+/* Why glibc's figures (glibc mode, --inject) are not exact. */
+static void why_glibc(struct figures_process *p, const struct figures_sources *src)
+{
+	/* -p --inject -f: the injection reaches the root alone */
+	if (src->uninjected)
+		add_why(p, FIGURES_WHY_NOT_INJECTED,
+			"--inject: not injected (only the root is): its allocations are not "
+			"traced");
+	if (src->allocator == FIGURES_ALLOC_GLIBC && src->injected) {
+		/* since the injection, every call through the GOT is seen */
+		if (!(src->have_glibc && glibc_figures_exact(&src->glibc)))
+			add_why(p, FIGURES_WHY_INJECT_TABLE,
+				"--inject: blocks the interposer's table could not hold");
+		if (src->have_glibc && src->glibc.unseen_frees)
+			add_why(p, FIGURES_WHY_INJECT_UNSEEN,
+				"--inject: frees it did not see (through a pointer to glibc's "
+				"free taken before the injection): those blocks counted live "
+				"until glibc gave their address again");
+		if (src->injected_execed)
+			add_why(p, FIGURES_WHY_INJECT_EXEC,
+				"--inject: it exec'd another program since the injection, "
+				"whose calls are not seen");
+	} else if (src->allocator == FIGURES_ALLOC_GLIBC &&
+		   !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late)) {
+		add_why(p, FIGURES_WHY_GLIBC_UNSEEN, "glibc mode: not every call was seen");
+	}
 }
 
 /* Why the figures are not exact (none: they are), in the snapshot's order. */
@@ -309,57 +354,61 @@ static void build_why(struct figures_process *p, const struct model *m,
 
 	p->nwhy = 0;
 	if (src->lost_msgs || src->lost_words)
-		p->why[p->nwhy++] = "events lost: the ring was full";
+		add_why(p, FIGURES_WHY_LOST, "events lost: the ring was full");
 	if (m->malformed || src->malformed_bpf)
-		p->why[p->nwhy++] = "malformed records refused";
+		add_why(p, FIGURES_WHY_MALFORMED, "malformed records refused");
 	if (src->deferred_dropped)
-		p->why[p->nwhy++] = WHY_DEFERRED;
+		add_why(p, FIGURES_WHY_DEFERRED, WHY_DEFERRED);
 	if (tally)
 		why_alloc(p, m, src, st);
 	if (m->collided_id)
-		p->why[p->nwhy++] =
-			"an SDK group got the id of a --group rule's group: their figures merged";
+		add_why(p, FIGURES_WHY_GROUP_COLLIDED,
+			"an SDK group got the id of a --group rule's group: their figures merged");
 	if (src->cut_torn && tally)
-		p->why[p->nwhy++] =
-			"a thread's records from before this moment were still on their way";
+		add_why(p, FIGURES_WHY_CUT_TORN,
+			"a thread's records from before this moment were still on their way");
 	/* a view's tick while threads run: one thread's records (a foreign
 	 * free) may be in before another's (the allocation) */
 	if (tally && !tally_stats_balanced(st))
-		p->why[p->nwhy++] = "the identity does not balance at this moment: records of "
-				    "other threads still on their way";
+		add_why(p, FIGURES_WHY_UNBALANCED, "the identity does not balance at this moment: records of "
+				    "other threads still on their way");
 	if (src->procs_unfollowed)
-		p->why[p->nwhy++] = "processes of the tree not followed: tally's map of processes "
-				    "was full";
+		add_why(p, FIGURES_WHY_UNFOLLOWED, "processes of the tree not followed: tally's map of processes "
+				    "was full");
 	if (src->cpu_lost)
-		p->why[p->nwhy++] = "CPU not charged: tally's map of CPU per process was full";
+		add_why(p, FIGURES_WHY_CPU_LOST, "CPU not charged: tally's map of CPU per process was full");
 	if (src->strays)
-		p->why[p->nwhy++] = "messages of processes tally did not know were dropped";
+		add_why(p, FIGURES_WHY_STRAYS, "messages of processes tally did not know were dropped");
 	if (src->not_read)
-		p->why[p->nwhy++] = "found running at attach: what it did before was not read";
+		add_why(p, FIGURES_WHY_NOT_READ, "found running at attach: what it did before was not read");
 	if (src->held_unread)
-		p->why[p->nwhy++] = "still running: records its threads held were not read";
+		add_why(p, FIGURES_WHY_HELD_UNREAD, "still running: records its threads held were not read");
 	if (src->late && m->registry_threads_dropped)
-		p->why[p->nwhy++] = WHY_REGISTRY;
-	if (src->allocator == FIGURES_ALLOC_GLIBC && src->injected) {
-		/* since the injection, every call through the GOT is seen */
-		if (!(src->have_glibc && glibc_figures_exact(&src->glibc)))
-			p->why[p->nwhy++] =
-				"--inject: blocks the interposer's table could not hold";
-		if (src->have_glibc && src->glibc.unseen_frees)
-			p->why[p->nwhy++] =
-				"--inject: frees it did not see (through a pointer to glibc's "
-				"free taken before the injection): those blocks counted live "
-				"until glibc gave their address again";
-		if (src->injected_execed)
-			p->why[p->nwhy++] =
-				"--inject: it exec'd another program since the injection, "
-				"whose calls are not seen";
-	} else if (src->allocator == FIGURES_ALLOC_GLIBC &&
-		   !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late)) {
-		p->why[p->nwhy++] = "glibc mode: not every call was seen";
-	}
+		add_why(p, FIGURES_WHY_REGISTRY, WHY_REGISTRY);
+	why_glibc(p, src);
 	build_gpu_why(p, m, src);
 	p->exact = p->nwhy == 0;
+}
+
+/* What it did, from the figures just built (a forked child's inheritance
+ * is session_figures' to take off: it knows the parent's at the fork). */
+static void build_life(struct figures_process *p)
+{
+	struct figures_lifetime *l = &p->life;
+
+	for (unsigned g = 0; g < p->ngroups; g++) {
+		const struct figures_group *fg = &p->groups[g];
+		l->cpu_ns += fg->cpu_ns;
+		l->alloc_bytes += fg->alloc_bytes;
+		l->alloc_objs += fg->alloc_objs;
+		l->dealloc_bytes += fg->dealloc_bytes;
+		l->dealloc_objs += fg->dealloc_objs;
+	}
+	l->kernels_launched = p->instance.kernels_launched;
+	l->graph_launches = p->instance.graph_launches;
+	l->received = p->events.received;
+	l->records = p->events.records;
+	l->in_place = p->events.in_place;
 }
 
 int figures_build_process(struct figures_process *p, const struct model *m,
@@ -397,6 +446,7 @@ int figures_build_process(struct figures_process *p, const struct model *m,
 		build_group(&p->groups[p->ngroups], g, m, src);
 		p->ngroups += p->groups[p->ngroups].shown;
 	}
+	build_life(p);
 	return build_threads(p, m);
 }
 

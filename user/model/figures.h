@@ -140,11 +140,64 @@ struct figures_thread {
 
 #define FIGURES_MAX_WHY 24
 
+/* What a process did over its life, for the tree's lifetime totals: a
+ * forked child's own (session_figures takes off what it inherited). */
+struct figures_lifetime {
+	uint64_t cpu_ns;
+	uint64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs; /* requested */
+	uint64_t kernels_launched, graph_launches;
+	uint64_t received, records, in_place; /* events */
+};
+
+/*
+ * Why a process's figures are not exact: a fixed set of codes beside the
+ * sentences, so that a view can name the reason in a bounded label (serve's
+ * `reason`, the snapshot's inexact_codes) as well as say it in words
+ * (inexact_why, stderr, top's header). X(ENUM, "code"); README lists them.
+ */
+#define FIGURES_WHY_X(X)                                                                           \
+	X(LOST, "lost_events")                                                                     \
+	X(MALFORMED, "malformed_records")                                                          \
+	X(DEFERRED, "attach_deferred_dropped")                                                     \
+	X(ATTACH_MOVED, "state_moved_at_attach")                                                   \
+	X(END_MOVED, "state_moved_at_end")                                                         \
+	X(END_DIFFERS, "running_at_end_differs")                                                   \
+	X(NO_HANDOVER, "no_exit_handover")                                                         \
+	X(EXIT_HELD, "exit_with_records_held")                                                     \
+	X(FORK_THREADS, "forked_while_threads_ran")                                                \
+	X(GROUP_COLLIDED, "group_id_collided")                                                     \
+	X(CUT_TORN, "cut_torn")                                                                    \
+	X(UNBALANCED, "identity_unbalanced")                                                       \
+	X(UNFOLLOWED, "processes_not_followed")                                                    \
+	X(CPU_LOST, "cpu_not_charged")                                                             \
+	X(STRAYS, "messages_dropped")                                                              \
+	X(NOT_READ, "not_read_at_attach")                                                          \
+	X(HELD_UNREAD, "held_records_unread")                                                      \
+	X(REGISTRY, "registry_full")                                                               \
+	X(NOT_INJECTED, "not_injected")                                                            \
+	X(INJECT_TABLE, "inject_table_full")                                                       \
+	X(INJECT_UNSEEN, "inject_frees_not_seen")                                                  \
+	X(INJECT_EXEC, "inject_exec")                                                              \
+	X(GLIBC_UNSEEN, "glibc_calls_not_seen")                                                    \
+	X(GPU_BEFORE, "gpu_before_attach")                                                         \
+	X(GPU_LATE, "gpu_probes_late")                                                             \
+	X(GPU_FAILED, "gpu_probes_failed")                                                         \
+	X(GPU_LOST, "gpu_records_lost")
+
+enum figures_why {
+#define FIGURES_WHY_ENUM(e, code) FIGURES_WHY_##e,
+	FIGURES_WHY_X(FIGURES_WHY_ENUM)
+#undef FIGURES_WHY_ENUM
+		FIGURES_WHY_COUNT
+};
+extern const char *const figures_why_codes[FIGURES_WHY_COUNT]; /* "lost_events", ... */
+
 struct figures_process {
 	struct figures_target target;
 	bool exact;
 	unsigned nwhy;
-	const char *why[FIGURES_MAX_WHY]; /* why not exact */
+	const char *why[FIGURES_MAX_WHY]; /* why not exact, in words */
+	uint8_t why_code[FIGURES_MAX_WHY]; /* ... and as enum figures_why */
 	struct figures_events events;
 	struct figures_stats stats;
 	bool have_inprocess; /* the allocator's own Stats (its exit hand-over or a final read) */
@@ -170,15 +223,22 @@ struct figures_process {
 	struct figures_thread *threads;
 	/* a process of the tree: when it began (CLOCK_MONOTONIC) and ended */
 	uint64_t born_ns, ended_ns;
+	struct figures_lifetime life; /* what it did: its own, once session_figures has
+					 taken off what a forked child inherited */
 	bool borrowed;	/* groups and strings belong to whoever kept them (figures_keep) */
 	bool inherited; /* forked: its counters began as its parent's (no exec since) */
 };
 
-/* Sums over the processes of the tree alive at the end (or at this tick). */
+/* Sums over the tree: live, mapped, cpu_ns and instance over the processes
+ * alive at the end (or at this tick); life over every process it had, ended
+ * ones included; exact when every process's figures are. */
 struct figures_tree {
 	unsigned processes, alive;
 	int64_t live, mapped; /* of the processes whose allocator is known */
 	uint64_t cpu_ns;
+	struct figures_lifetime life;
+	bool exact;
+	uint64_t inexact; /* processes whose figures are not (folded ones too) */
 	struct figures_instance instance;
 	bool instance_exact; /* every process's GPU figures are exact */
 	bool have_device_memory_used;
@@ -193,6 +253,8 @@ struct figures {
 	/* ended processes whose figures were folded into `folded` (more of
 	 * them than tally keeps one by one) */
 	uint64_t folded;
+	struct figures_lifetime folded_life; /* ... what they did */
+	uint64_t folded_inexact;	     /* ... and those not exact */
 	uint64_t strays; /* messages of processes the tree did not know */
 };
 
@@ -210,8 +272,13 @@ int figures_build_process(struct figures_process *p, const struct model *m,
  * `out` owns), for a process that has ended: small, kept for the snapshot. */
 int figures_keep(struct figures_process *out, const struct figures_process *p);
 void figures_process_free(struct figures_process *p);
-/* figures_tree.c: the tree's sums over f->procs (those alive). */
+/* figures_tree.c: the tree's sums over f->procs (figures_tree). */
 void figures_sum_tree(struct figures *f);
+/* to += what; to -= what (a forked child's inheritance, not below zero). */
+void figures_life_add(struct figures_lifetime *to, const struct figures_lifetime *what);
+void figures_life_sub(struct figures_lifetime *to, const struct figures_lifetime *what);
+/* What a model's counters say it did (at a fork: what the child inherits). */
+void figures_life_of_model(struct figures_lifetime *out, const struct model *m);
 /* One process standing for the tree: the root's figures (its final ones once
  * it has gone) plus those of every other process still running, groups
  * merged by name; the root's alone in a tree of one. out owns its groups

@@ -18,6 +18,40 @@ static void instance_add(struct figures_instance *to, const struct figures_insta
 	}
 }
 
+/* The counters below are each a count or a sum of bytes: none is signed. */
+#define LIFE_FIELDS(X)                                                                             \
+	X(cpu_ns) X(alloc_bytes) X(alloc_objs) X(dealloc_bytes) X(dealloc_objs)                    \
+		X(kernels_launched) X(graph_launches) X(received) X(records) X(in_place)
+
+void figures_life_add(struct figures_lifetime *to, const struct figures_lifetime *what)
+{
+#define LIFE_ADD(f) to->f += what->f;
+	LIFE_FIELDS(LIFE_ADD)
+#undef LIFE_ADD
+}
+
+void figures_life_sub(struct figures_lifetime *to, const struct figures_lifetime *what)
+{
+#define LIFE_SUB(f) to->f = to->f > what->f ? to->f - what->f : 0;
+	LIFE_FIELDS(LIFE_SUB)
+#undef LIFE_SUB
+}
+
+void figures_life_of_model(struct figures_lifetime *out, const struct model *m)
+{
+	enum gpu_source gs = gpu_source_of(&m->gpu);
+
+	memset(out, 0, sizeof(*out));
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+		out->alloc_bytes += (uint64_t)m->replay.groups[g].alloc_bytes;
+		out->alloc_objs += (uint64_t)m->replay.groups[g].alloc_objs;
+		out->dealloc_bytes += (uint64_t)m->replay.groups[g].dealloc_bytes;
+		out->dealloc_objs += (uint64_t)m->replay.groups[g].dealloc_objs;
+		out->kernels_launched += m->gpu.groups[gs][g].kernels_launched;
+		out->graph_launches += m->gpu.groups[gs][g].graph_launches;
+	}
+}
+
 void figures_sum_tree(struct figures *f)
 {
 	struct figures_tree *t = &f->tree;
@@ -25,8 +59,12 @@ void figures_sum_tree(struct figures *f)
 	memset(t, 0, sizeof(*t));
 	t->processes = f->nprocs;
 	t->instance_exact = true;
+	t->life = f->folded_life;
+	t->inexact = f->folded_inexact;
 	for (unsigned i = 0; i < f->nprocs; i++) {
 		const struct figures_process *p = &f->procs[i];
+		figures_life_add(&t->life, &p->life);
+		t->inexact += !p->exact;
 		if (p->target.gone)
 			continue;
 		t->alive++;
@@ -41,6 +79,7 @@ void figures_sum_tree(struct figures *f)
 		t->device_memory_used += p->device_memory_used;
 		t->have_device_memory_used |= p->have_device_memory_used;
 	}
+	t->exact = !t->inexact;
 }
 
 /* Two groups of different processes are one when their names are (or, both

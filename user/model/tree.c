@@ -53,6 +53,9 @@ static void fold_oldest(struct tree *t)
 		if (!t->procs[i].ended)
 			continue;
 		t->sites_bytes -= t->procs[i].sites ? sites_bytes(t->procs[i].sites) : 0;
+		/* the tree's lifetime totals and exactness keep it */
+		figures_life_add(&t->folded_life, &t->procs[i].kept.life);
+		t->folded_inexact += !t->procs[i].kept.exact;
 		proc_free(&t->procs[i]);
 		memmove(&t->procs[i], &t->procs[i + 1], (t->n - i - 1) * sizeof(t->procs[0]));
 		t->n--;

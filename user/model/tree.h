@@ -37,8 +37,11 @@ struct tree_proc {
 	uint64_t heaps_addr;	    /* its allocator's tally_heaps, once found (0: not yet) */
 	bool heaps_looked;	    /* ... looked for in this image */
 	bool read, read_consistent; /* -f at attach: its state read, while no heap moved */
+	bool have_final, final_consistent; /* running at the end: its state read then, */
+	struct tally_stats final;	   /* ... its allocator's own Stats */
 	bool gpu_said[2];	    /* session_gpu_news: CUPTI spoke, refused */
 	struct figures_process kept;
+	struct figures_lifetime base; /* forked: what its counters inherited */
 	struct sites *sites; /* ended: its heap profile as at its end (NULL: none kept) */
 };
 
@@ -47,6 +50,8 @@ struct tree {
 	size_t n, cap;
 	size_t nended;		/* of procs */
 	uint64_t folded;	/* ended processes no longer kept one by one */
+	struct figures_lifetime folded_life; /* ... what they did */
+	uint64_t folded_inexact;	     /* ... those whose figures were not exact */
 	uint64_t strays;	/* messages of a process the tree does not know */
 	uint64_t unfollowed;	/* forks whose parent the tree does not know */
 	size_t sites_bytes;	/* kept in ended processes' sites */

@@ -402,6 +402,31 @@ static int render_processes(FILE *f, const struct figures *fig)
 	return 0;
 }
 
+/* Whether the tree's figures are exact, and if not why: the processes
+ * not exact by reason, one series per code of the fixed set (README), so
+ * that the labels stay bounded however many processes there are. */
+static void render_exact(FILE *f, const struct figures *fig)
+{
+	uint64_t n[FIGURES_WHY_COUNT] = { 0 };
+	bool exact = !fig->folded_inexact;
+
+	for (unsigned i = 0; i < fig->nprocs; i++) {
+		exact &= fig->procs[i].exact;
+		for (unsigned k = 0; k < fig->procs[i].nwhy; k++)
+			n[fig->procs[i].why_code[k]]++;
+	}
+	family(f, "tally_exact", "gauge",
+	       "1 when every process of the tree has exact figures; 0: "
+	       "tally_inexact_processes says why not");
+	sample_u64(f, "tally_exact", exact);
+	family(f, "tally_inexact_processes", "gauge",
+	       "Processes of the tree whose figures are not exact, by reason (a fixed set of "
+	       "codes; a process may have several)");
+	for (unsigned c = 0; c < FIGURES_WHY_COUNT; c++)
+		fprintf(f, "tally_inexact_processes{reason=\"%s\"} %llu\n", figures_why_codes[c],
+			(unsigned long long)n[c]);
+}
+
 int prom_render(FILE *f, const struct figures *fig)
 {
 	struct figures_process sum;
@@ -414,11 +439,14 @@ int prom_render(FILE *f, const struct figures *fig)
 	family(f, "tally_target_running", "gauge",
 	       "1 while the traced process runs; 0 once it exited (its final figures)");
 	sample_u64(f, "tally_target_running", !p->target.gone);
-	family(f, "tally_exact", "gauge",
-	       "1 when no event was lost or refused: the figures are exact");
-	sample_u64(f, "tally_exact", p->exact);
-	family(f, "tally_events_received_total", "counter", "Ring buffer messages received");
-	sample_u64(f, "tally_events_received_total", p->events.received);
+	render_exact(f, fig);
+	family(f, "tally_events_received_total", "counter",
+	       "Messages received from every process of the tree, its heaps' shared rings "
+	       "included");
+	sample_u64(f, "tally_events_received_total", fig->tree.life.received);
+	family(f, "tally_events_in_place_total", "counter",
+	       "Batches read in place from the heaps' shared rings (of those received)");
+	sample_u64(f, "tally_events_in_place_total", fig->tree.life.in_place);
 	family(f, "tally_events_lost_total", "counter",
 	       "Ring buffer messages lost because the ring was full");
 	sample_u64(f, "tally_events_lost_total", p->events.lost);

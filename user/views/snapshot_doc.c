@@ -221,6 +221,12 @@ static void write_process_fields(struct json_writer *w, const struct figures_pro
 		for (unsigned i = 0; i < p->nwhy; i++)
 			json_string(w, p->why[i]);
 		json_end_array(w);
+		/* the same reasons as codes (README: a fixed set) */
+		json_key(w, "inexact_codes");
+		json_begin_array(w);
+		for (unsigned i = 0; i < p->nwhy; i++)
+			json_string(w, figures_why_codes[p->why_code[i]]);
+		json_end_array(w);
 	}
 	write_events(w, &p->events);
 	write_stats(w, p);
@@ -240,17 +246,36 @@ static void write_process_fields(struct json_writer *w, const struct figures_pro
 	json_end_array(w);
 }
 
-/* Sums over the processes alive at the end. */
-static void write_tree(struct json_writer *w, const struct figures *f)
+/* What the tree did over its life: every process it had, ended ones (and
+ * those past what tally lists) included; a forked child's own counters,
+ * what it inherited from its parent taken off. */
+static void write_tree_life(struct json_writer *w, const struct figures *f)
 {
-	const struct figures_tree *t = &f->tree;
+	const struct figures_lifetime *l = &f->tree.life;
 
-	json_key(w, "tree");
+	json_key(w, "lifetime");
 	json_begin_object(w);
-	json_kv_u64(w, "processes", t->processes + f->folded);
-	json_kv_u64(w, "alive", t->alive);
-	/* ended processes past what tally keeps one by one: counted, not listed */
-	json_kv_u64(w, "not_listed", f->folded);
+	json_kv_u64(w, "processes", f->tree.processes + f->folded);
+	json_kv_u64(w, "cpu_ns", l->cpu_ns);
+	json_kv_u64(w, "allocated_bytes", l->alloc_bytes);
+	json_kv_u64(w, "allocated_objects", l->alloc_objs);
+	json_kv_u64(w, "deallocated_bytes", l->dealloc_bytes);
+	json_kv_u64(w, "deallocated_objects", l->dealloc_objs);
+	json_kv_u64(w, "kernels_launched", l->kernels_launched);
+	json_kv_u64(w, "graph_launches", l->graph_launches);
+	json_kv_u64(w, "events_received", l->received);
+	json_kv_u64(w, "records", l->records);
+	json_kv_u64(w, "batches_in_place", l->in_place);
+	json_end_object(w);
+}
+
+/* What is alive at the end (or at this moment): the sums that would mislead
+ * over processes that are gone (their live bytes went with them). */
+static void write_tree_alive(struct json_writer *w, const struct figures_tree *t)
+{
+	json_key(w, "alive_at_end");
+	json_begin_object(w);
+	json_kv_u64(w, "processes", t->alive);
 	json_kv_i64(w, "live", t->live);
 	json_kv_i64(w, "mapped", t->mapped);
 	json_kv_u64(w, "cpu_ns", t->cpu_ns);
@@ -261,6 +286,52 @@ static void write_tree(struct json_writer *w, const struct figures *f)
 	if (t->have_device_memory_used)
 		json_kv_u64(w, "device_memory_used", t->device_memory_used);
 	json_end_object(w);
+	json_end_object(w);
+}
+
+/* Processes of the tree whose figures are not exact: the first few by
+ * pid, comm and reason codes (the rest counted in inexact_processes). */
+#define TREE_INEXACT_LISTED 64
+
+static void write_tree_inexact(struct json_writer *w, const struct figures *f)
+{
+	unsigned listed = 0;
+
+	json_kv_bool(w, "exact", f->tree.exact);
+	json_kv_u64(w, "inexact_processes", f->tree.inexact);
+	json_key(w, "inexact");
+	json_begin_array(w);
+	for (unsigned i = 0; i < f->nprocs && listed < TREE_INEXACT_LISTED; i++) {
+		const struct figures_process *p = &f->procs[i];
+		if (p->exact)
+			continue;
+		listed++;
+		json_begin_object(w);
+		json_kv_i64(w, "pid", p->target.pid);
+		json_kv_str(w, "comm", p->target.comm);
+		json_key(w, "inexact_codes");
+		json_begin_array(w);
+		for (unsigned k = 0; k < p->nwhy; k++)
+			json_string(w, figures_why_codes[p->why_code[k]]);
+		json_end_array(w);
+		json_end_object(w);
+	}
+	json_end_array(w);
+}
+
+static void write_tree(struct json_writer *w, const struct figures *f)
+{
+	const struct figures_tree *t = &f->tree;
+
+	json_key(w, "tree");
+	json_begin_object(w);
+	json_kv_u64(w, "processes", t->processes + f->folded);
+	json_kv_u64(w, "alive", t->alive);
+	/* ended processes past what tally keeps one by one: counted, not listed */
+	json_kv_u64(w, "not_listed", f->folded);
+	write_tree_inexact(w, f);
+	write_tree_alive(w, t);
+	write_tree_life(w, f);
 	json_end_object(w);
 }
 

@@ -134,6 +134,23 @@ static void build_identity(struct top_identity *id, const struct figures *fig)
 	identity_of(id, &sum);
 }
 
+/* The header's reason: the first process not exact says its first one. */
+static void header_why(struct top_header *h, const struct figures_process *q)
+{
+	if (q->exact || !q->nwhy)
+		return;
+	if (h->why_code) {
+		h->why_procs++;
+		return;
+	}
+	h->why_pid = q->target.pid;
+	top_sanitize(h->why_comm, sizeof(h->why_comm), q->target.comm ? q->target.comm : "",
+		     TALLY_COMM_LEN);
+	h->why_code = figures_why_codes[q->why_code[0]];
+	h->why_text = q->why[0];
+	h->why_more = q->nwhy - 1;
+}
+
 static void build_header(struct top_header *h, const struct figures *fig,
 			 const struct top_prev *prev)
 {
@@ -152,9 +169,11 @@ static void build_header(struct top_header *h, const struct figures *fig,
 	h->alloc = t->allocator;
 	h->uptime_s = p->now_ns > p->start_ns ? (double)(p->now_ns - p->start_ns) / 1e9 : 0;
 	h->events_s = -1;
+	/* the tree's: a master that only waits receives nothing while its
+	 * workers' batches come by the thousand */
 	if (prev->valid)
-		rate(p->events.received, prev->received, dt_s, &h->events_s);
-	h->received = p->events.received;
+		rate(fig->tree.life.received, prev->received, dt_s, &h->events_s);
+	h->received = fig->tree.life.received;
 	h->lost_msgs = p->events.lost;
 	h->lost_words = p->events.lost_record_words;
 	h->exact = p->exact;
@@ -167,6 +186,7 @@ static void build_header(struct top_header *h, const struct figures *fig,
 		h->procs++;
 		h->running += !q->target.gone;
 		h->exact &= q->exact;
+		header_why(h, q);
 		if (q->stats.identity)
 			h->alloc = FIGURES_ALLOC_TALLY;
 	}
@@ -185,7 +205,7 @@ static void prev_from_pairs(struct top_prev *prev, const struct figures *fig,
 {
 	prev->valid = true;
 	prev->t_ns = fig->procs[0].now_ns;
-	prev->received = fig->procs[0].events.received;
+	prev->received = fig->tree.life.received;
 	prev->full = f->npairs > TOP_PREV_MAX;
 	prev->n = f->npairs < TOP_PREV_MAX ? f->npairs : TOP_PREV_MAX;
 	memcpy(prev->rows, f->pairs, prev->n * sizeof(prev->rows[0]));

@@ -86,6 +86,12 @@ struct top_header {
 	double events_s; /* messages a second since the last frame; < 0: not known yet */
 	uint64_t received, lost_msgs, lost_words;
 	bool exact;
+	/* not exact: the first listed process that is not, its first reason
+	 * (figures_why_codes, and in words), and how many more of each */
+	pid_t why_pid;
+	char why_comm[TOP_COMM_MAX]; /* sanitized */
+	const char *why_code, *why_text;
+	unsigned why_more, why_procs;
 	bool gone;
 	int exit_code;
 	unsigned procs, running; /* processes listed, and of them running */

@@ -32,9 +32,20 @@ static void print_header(FILE *out, const struct top_header *h)
 		fprintf(out, "events: %.1f/s, ", h->events_s);
 	else
 		fprintf(out, "events: -/s, ");
-	fprintf(out, "%llu received, %llu lost (%llu record words), figures %s\n",
+	fprintf(out, "%llu received, %llu lost (%llu record words), figures %s",
 		(unsigned long long)h->received, (unsigned long long)h->lost_msgs,
 		(unsigned long long)h->lost_words, h->exact ? "exact" : "NOT exact");
+	/* which process, and why (its first reason in words) */
+	if (!h->exact && h->why_code) {
+		fprintf(out, ": pid %d (%s): %s [%s]", (int)h->why_pid, h->why_comm, h->why_text,
+			h->why_code);
+		if (h->why_more)
+			fprintf(out, " +%u more reason%s", h->why_more, h->why_more > 1 ? "s" : "");
+		if (h->why_procs)
+			fprintf(out, "; %u more process%s not exact", h->why_procs,
+				h->why_procs > 1 ? "es" : "");
+	}
+	fputc('\n', out);
 	fprintf(out, "processes: %u listed, %u running\n", h->procs, h->running);
 }
 
