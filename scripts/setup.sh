@@ -9,11 +9,15 @@ set -euo pipefail
 # keeps `make bench` a one-step command too. sqlite3 and strace are for
 # tests/programs (real programs under tally, every process followed by strace).
 # libclang-rt-14-dev is clang's libFuzzer (tests/fuzz), only recommended by clang.
+# The servers tests/servers runs under tally, with their load generators:
+# nginx-light and wrk, redis-server (redis-benchmark, redis-cli), memcached,
+# postgresql (pgbench), python3 for memcached's client.
 pkgs=(
 	clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
 	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux libncurses-dev libmicrohttpd-dev curl
 	sqlite3 strace time libdw-dev golang-go golang-github-google-pprof-dev
+	nginx-light wrk redis-server memcached postgresql
 )
 # The tracers tally is compared with (`make bench-trace`), only when asked:
 # `scripts/setup.sh --bench`. bcc compiles its programs against kernel
