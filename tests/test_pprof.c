@@ -861,7 +861,7 @@ static void pprof__out_of_memory__enomem_nothing_leaked(void **state)
 
 		assert_non_null(f);
 		alloc_fail_at = n;
-		err = folded_write(f, &m.p);
+		err = folded_write(f, &m.p, FOLDED_INUSE, NULL);
 		alloc_fail_at = -1;
 		assert_true(err == 0 || err == -ENOMEM);
 		assert_int_equal(fclose(f), 0);
@@ -892,21 +892,21 @@ static void pprof__index_out_of_range__einval(void **state)
 	bad_sample[1].nlocs = 2;
 	q = p, q.locs = bad_map;
 	assert_int_equal(pprof_encode(&q, &out, &len), -EINVAL);
-	assert_int_equal(folded_write(stdout, &q), -EINVAL);
+	assert_int_equal(folded_write(stdout, &q, FOLDED_INUSE, NULL), -EINVAL);
 	q = p, q.locs = neg_map;
 	assert_int_equal(pprof_encode(&q, &out, &len), -EINVAL);
-	assert_int_equal(folded_write(stdout, &q), -EINVAL);
+	assert_int_equal(folded_write(stdout, &q, FOLDED_INUSE, NULL), -EINVAL);
 	q = p, q.locs = no_lines;
 	assert_int_equal(pprof_encode(&q, &out, &len), -EINVAL);
 	q = p, q.samples = bad_sample;
 	assert_int_equal(pprof_encode(&q, &out, &len), -EINVAL);
-	assert_int_equal(folded_write(stdout, &q), -EINVAL);
+	assert_int_equal(folded_write(stdout, &q, FOLDED_INUSE, NULL), -EINVAL);
 	q = p, q.nmaps = 0, q.maps = NULL;
 	assert_int_equal(pprof_encode(&q, &out, &len), -EINVAL);
 	assert_int_equal(pprof_encode(NULL, &out, &len), -EINVAL);
 	assert_int_equal(pprof_encode(&p, NULL, &len), -EINVAL);
 	assert_int_equal(pprof_write(NULL, &p), -EINVAL);
-	assert_int_equal(folded_write(stdout, NULL), -EINVAL);
+	assert_int_equal(folded_write(stdout, NULL, FOLDED_INUSE, NULL), -EINVAL);
 	assert_null(out);
 }
 
@@ -935,22 +935,62 @@ static void pprof__write__the_encoded_bytes_or_the_error(void **state)
 	fclose(f);
 	f = fopen("/dev/full", "w");
 	assert_non_null(f);
-	assert_int_equal(folded_write(f, &p), -ENOSPC);
+	assert_int_equal(folded_write(f, &p, FOLDED_INUSE, NULL), -ENOSPC);
 	fclose(f);
 }
 
 /* --- folded_write ------------------------------------------------------------ */
 
-static char *folded(const struct prof *p)
+static char *folded_as(const struct prof *p, enum folded_value value, size_t *lines)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 
 	assert_non_null(f);
-	assert_int_equal(folded_write(f, p), 0);
+	assert_int_equal(folded_write(f, p, value, lines), 0);
 	assert_int_equal(fclose(f), 0);
 	return buf;
+}
+
+static char *folded(const struct prof *p)
+{
+	return folded_as(p, FOLDED_INUSE, NULL);
+}
+
+/* --value alloc: the bytes allocated, the site with nothing in use too; the
+ * lines written are counted, none for a profile that holds nothing in use
+ * (tally profile says so), and a value of neither kind is refused. */
+static void folded__value__alloc_inuse_and_the_lines_written(void **state)
+{
+	struct prof p = fixture();
+	struct prof_sample freed[N(SAMPLES)];
+	size_t lines = 99;
+	char *got = folded_as(&p, FOLDED_ALLOC, &lines);
+
+	(void)state;
+	assert_string_equal(got, "0xdead 4096\n"
+				 "main;handle_request;parse;parse_header;xmalloc 6291456\n"
+				 "main;handle_request;xmalloc 4194304\n"
+				 "main;libfoo.so.1+0x3234 65536\n");
+	assert_int_equal(lines, 4);
+	free(got);
+	got = folded_as(&p, FOLDED_INUSE, &lines);
+	assert_int_equal(lines, 3);
+	free(got);
+	memcpy(freed, SAMPLES, sizeof(freed));
+	for (size_t i = 0; i < N(freed); i++)
+		freed[i].inuse_space = freed[i].inuse_objects = 0;
+	p.samples = freed;
+	got = folded_as(&p, FOLDED_INUSE, &lines);
+	assert_string_equal(got, "");
+	assert_int_equal(lines, 0);
+	free(got);
+	got = folded_as(&p, FOLDED_ALLOC, &lines);
+	assert_int_equal(lines, 4);
+	free(got);
+	assert_int_equal(folded_write(stdout, &p, (enum folded_value)7, &lines), -EINVAL);
+	assert_int_equal(lines, 0);
 }
 
 /* The fixture: sorted lines; inlined frames outermost first; the frame of
@@ -1051,7 +1091,7 @@ static int write_fixture(int argc, char **argv)
 			perror(argv[i + 1]);
 			return 1;
 		}
-		err = !strcmp(argv[i], "--folded") ? folded_write(f, &p) : pprof_write(f, &p);
+		err = !strcmp(argv[i], "--folded") ? folded_write(f, &p, FOLDED_INUSE, NULL) : pprof_write(f, &p);
 		if (fclose(f) || err) {
 			fprintf(stderr, "%s: %s\n", argv[i + 1], strerror(err ? -err : errno));
 			return 1;
@@ -1077,6 +1117,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(pprof__write__the_encoded_bytes_or_the_error),
 		cmocka_unit_test(folded__fixture__sorted_inlined_and_unknown_frames),
 		cmocka_unit_test(folded__equal_stacks__merged),
+		cmocka_unit_test(folded__value__alloc_inuse_and_the_lines_written),
 		cmocka_unit_test(folded__hostile_names__escaped),
 		cmocka_unit_test(folded__unknown_without_module__address),
 	};

@@ -90,6 +90,27 @@ check "folded: main;keep_small with its exact in-use bytes" $? "$(head -3 "$tmp/
 ! grep -qE ';churn [0-9]+$' "$tmp/r1.folded"
 check "folded: no line for the freed site" $? "$(grep churn "$tmp/r1.folded")"
 
+# --- --value: a program that frees everything has no bytes in use at its end
+# (its folded file was empty, silently): tally says so, and --value alloc
+# draws what it allocated; pprof shows that value first
+"$TALLY" profile --rate 65536 --format folded -o "$tmp/fin.folded" -- "$WL" churn 2>"$tmp/fin.err"
+rc=$?
+[ $rc -eq 0 ] && [ ! -s "$tmp/fin.folded" ] &&
+	grep -qx "tally: $tmp/fin.folded is empty: no bytes in use at the end (try --value alloc)" "$tmp/fin.err"
+check "folded, all freed: empty file, exit 0, one line on stderr that says so" $? \
+	"rc $rc: $(cat "$tmp/fin.err")"
+"$TALLY" profile --rate 65536 --format folded --value alloc -o "$tmp/fal.folded" -- "$WL" churn \
+	2>"$tmp/fal.err"
+got=$(awk '/;main;churn [0-9]+$/ { print $NF }' "$tmp/fal.folded")
+want=$(awk 'BEGIN { for (i = 0; i < 100000; i++) s += 64 + (i * 131) % 2000; print s }')
+within "${got:-0}" "$want" 15 && ! grep -q empty "$tmp/fal.err"
+check "folded --value alloc: main;churn allocated $got within 15 % of $want" $? \
+	"$(cat "$tmp/fal.folded" "$tmp/fal.err")"
+"$TALLY" profile --rate 65536 --value alloc -o "$tmp/fal.pb.gz" -- "$WL" churn 2>/dev/null
+"$PPROF" -top "$tmp/fal.pb.gz" 2>&1 | grep -q 'Type: alloc_space'
+check "pprof --value alloc: alloc_space is the sample type shown first" $? \
+	"$("$PPROF" -top "$tmp/fal.pb.gz" 2>&1 | head -5)"
+
 # --- a tree: a child that ended before its parent keeps its sites
 "$TALLY" profile --rate 1 --format folded -o "$tmp/tree.folded" -- sh -c "$WL; true" \
 	2>"$tmp/tree.err"
@@ -213,7 +234,7 @@ check "sort: profiled, folded stacks through libc's start" $? "$(head -3 "$tmp/s
 
 # --- bad input: one line, the usage status, nothing started
 for args in "--rate 0" "--rate -5" "--rate abc" "--rate 1.5" "--format xml" \
-	"-o /nonexistent/dir/p.pb.gz" "--no-sample" "--rate 1 --no-sample"; do
+	"-o /nonexistent/dir/p.pb.gz" "--no-sample" "--rate 1 --no-sample" "--value peak"; do
 	rm -f "$tmp/started"
 	# shellcheck disable=SC2086 # the words of $args are the options
 	"$TALLY" profile $args -- touch "$tmp/started" >"$tmp/bad.out" 2>"$tmp/bad.err"

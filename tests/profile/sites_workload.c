@@ -10,7 +10,7 @@
  * sees it running); with "busy", it churns meanwhile (a late attach then
  * meets a process that samples while the probes go in); with "pipeline",
  * it only hands blocks from one thread to another that frees them, for
- * 3 s. The truth goes to stderr as one JSON line.
+ * 3 s; with "churn", it only churns (nothing in use at its end). The truth goes to stderr as one JSON line.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -114,6 +114,10 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "pipeline")) {
 		produce(3);
+		return 0;
+	}
+	if (argc > 1 && !strcmp(argv[1], "churn")) {
+		churn();
 		return 0;
 	}
 	struct tally_group cache = tally_group_register("cache");

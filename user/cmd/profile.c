@@ -21,6 +21,7 @@ struct profile_opts {
 	struct cli_target target;
 	const char *out; /* -o FILE, or NULL: stdout */
 	enum profile_format format;
+	enum folded_value value; /* --value: folded's lines, pprof's first sample type */
 };
 
 static const char profile_doc[] =
@@ -35,20 +36,39 @@ static const char profile_doc[] =
 	"line information, C++ names demangled. Needs tally's allocator (preloaded into CMD).\n\n"
 	"--format pprof (default): gzip-compressed profile.proto, sample types alloc_objects, "
 	"alloc_space, inuse_objects, inuse_space; labels group and pid; mappings with build "
-	"IDs. --format folded: one 'frame;frame;frame BYTES' line per stack of in-use bytes, "
-	"outermost frame first. Blocks allocated before a late attach carry no stack: they are "
-	"one site, " PROFILE_BEFORE_ATTACH ".\n\n"
+	"IDs. --format folded: one 'frame;frame;frame BYTES' line per stack, outermost frame "
+	"first, of the bytes --value says: inuse (default), in use at the end, or alloc, "
+	"allocated over the whole trace (a program that frees everything before it exits "
+	"holds nothing at the end: its folded file is empty, which tally says on stderr); "
+	"for pprof, --value picks the sample type pprof shows first. Blocks allocated "
+	"before a late attach carry no stack: they are one site, " PROFILE_BEFORE_ATTACH ".\n\n"
 	"EXAMPLES:\n"
 	"  tally profile -o heap.pb.gz -- ./server      then: pprof -top heap.pb.gz\n"
 	"  tally profile -p 1234 -d 10 -o heap.pb.gz    a running process, for 10 seconds\n"
 	"  tally profile --format folded -- ./app | flamegraph.pl > heap.svg\n"
+	"  tally profile --format folded --value alloc -o alloc.folded -- ./app\n"
 	"  tally profile --rate 1 -o exact.pb.gz -- ./test   every allocation\n"
 	"\nEXIT STATUS: 0 profile written, 2 usage, 3 no permission, 4 no BTF, 5 no such "
 	"process, 6 PID already traced, 7 CMD could not start, 1 other failures.";
 
-static int write_profile(FILE *f, struct profile *pr, enum profile_format fmt)
+/* The profile to f; a folded file with no line is said on stderr (rc 0:
+ * nothing failed, but an empty file reads as a broken run). */
+static int write_profile(FILE *f, struct profile *pr, const struct profile_opts *po)
 {
-	return fmt == FORMAT_FOLDED ? folded_write(f, &pr->p) : pprof_write(f, &pr->p);
+	size_t lines;
+	int err;
+
+	if (po->format != FORMAT_FOLDED) {
+		pr->p.default_type = po->value == FOLDED_ALLOC ? "alloc_space" : "inuse_space";
+		return pprof_write(f, &pr->p);
+	}
+	err = folded_write(f, &pr->p, po->value, &lines);
+	if (!err && !lines)
+		fprintf(stderr, "tally: %s is empty: %s\n", po->out ? po->out : "the profile on stdout",
+			po->value == FOLDED_INUSE ?
+				"no bytes in use at the end (try --value alloc)" :
+				"no allocation was sampled");
+	return err;
 }
 
 static int run_profile(struct profile_opts *po)
@@ -85,7 +105,7 @@ static int run_profile(struct profile_opts *po)
 	if (!err) {
 		pr.p.time_nanos = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 		pr.p.duration_nanos = (int64_t)(clock_now_ns() - start_ns);
-		err = write_profile(po->out ? of.f : stdout, &pr, po->format);
+		err = write_profile(po->out ? of.f : stdout, &pr, po);
 		if (!err && !po->out)
 			err = fflush(stdout) ? -errno : 0;
 	}
@@ -107,12 +127,16 @@ static int run_profile(struct profile_opts *po)
 	return err ? TALLY_EXIT_FAIL : TALLY_EXIT_OK;
 }
 
-enum { OPT_FORMAT = 1100 };
+enum { OPT_FORMAT = 1100, OPT_VALUE };
 
 static const struct argp_option profile_options[] = {
 	{ "output", 'o', "FILE", 0,
 	  "Write the profile to FILE (default: stdout; CMD's stdout then goes to stderr)", 0 },
 	{ "format", OPT_FORMAT, "FORMAT", 0, "pprof (default) or folded", 0 },
+	{ "value", OPT_VALUE, "VALUE", 0,
+	  "inuse (default: bytes in use at the end) or alloc (bytes allocated over the trace): "
+	  "folded's lines, pprof's first sample type",
+	  0 },
 	{ 0 },
 };
 
@@ -136,6 +160,14 @@ static error_t parse_profile_opt(int key, char *arg, struct argp_state *state)
 			o->format = FORMAT_FOLDED;
 		else
 			cli_usage_error(state, "bad --format '%s': want pprof or folded", arg);
+		break;
+	case OPT_VALUE:
+		if (!strcmp(arg, "inuse"))
+			o->value = FOLDED_INUSE;
+		else if (!strcmp(arg, "alloc"))
+			o->value = FOLDED_ALLOC;
+		else
+			cli_usage_error(state, "bad --value '%s': want inuse or alloc", arg);
 		break;
 	case ARGP_KEY_END:
 		if (o->target.no_sample)

@@ -6,8 +6,9 @@
  *
  * Frames are compared as text, not as locations: two call sites in one
  * function are one frame of a flame graph, so stacks equal as text are
- * summed. Only what is read is checked: the samples with in-use bytes, their
- * locations and those locations' mappings.
+ * summed. Only what is read is checked: the samples with bytes of the value
+ * asked for (in use, or allocated), their locations and those locations'
+ * mappings.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,7 +17,7 @@
 
 #include "pprof.h"
 
-/* One stack: its text and in-use bytes. */
+/* One stack: its text and bytes. */
 struct stack {
 	char *text;
 	int64_t bytes;
@@ -123,45 +124,55 @@ static int stack_cmp(const void *a, const void *b)
 }
 
 /* Sorted stacks, equal ones summed; a sum that is not positive has no width
- * in a flame graph, and is left out. */
-static int folded_print(FILE *f, const struct stack *st, size_t n)
+ * in a flame graph, and is left out. *lines: those written. */
+static int folded_print(FILE *f, const struct stack *st, size_t n, size_t *lines)
 {
 	errno = 0;
+	*lines = 0;
 	for (size_t i = 0, j; i < n; i = j) {
 		uint64_t sum = 0; /* unsigned: wraps, defined */
 
 		for (j = i; j < n && !strcmp(st[j].text, st[i].text); j++)
 			sum += (uint64_t)st[j].bytes;
-		if ((int64_t)sum > 0 &&
-		    fprintf(f, "%s %" PRId64 "\n", st[i].text, (int64_t)sum) < 0)
+		if ((int64_t)sum <= 0)
+			continue;
+		if (fprintf(f, "%s %" PRId64 "\n", st[i].text, (int64_t)sum) < 0)
 			return errno ? -errno : -EIO;
+		(*lines)++;
 	}
 	if (fflush(f) || ferror(f))
 		return errno ? -errno : -EIO;
 	return 0;
 }
 
-int folded_write(FILE *f, const struct prof *p)
+int folded_write(FILE *f, const struct prof *p, enum folded_value value, size_t *lines)
 {
 	struct stack *st;
-	size_t n = 0;
+	size_t n = 0, written = 0;
 	int err = 0;
 
-	if (!f || !p || (p->nsamples && !p->samples))
+	if (lines)
+		*lines = 0;
+	if (!f || !p || (p->nsamples && !p->samples) ||
+	    (value != FOLDED_INUSE && value != FOLDED_ALLOC))
 		return -EINVAL;
 	st = calloc(p->nsamples ? p->nsamples : 1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
 	for (size_t i = 0; i < p->nsamples; i++) {
-		if (!p->samples[i].inuse_space)
+		const struct prof_sample *s = &p->samples[i];
+		int64_t bytes = value == FOLDED_ALLOC ? s->alloc_space : s->inuse_space;
+		if (!bytes)
 			continue;
-		err = folded_stack(p, &p->samples[i], &st[n].text);
+		err = folded_stack(p, s, &st[n].text);
 		if (err)
 			goto out_free;
-		st[n++].bytes = p->samples[i].inuse_space;
+		st[n++].bytes = bytes;
 	}
 	qsort(st, n, sizeof(*st), stack_cmp);
-	err = folded_print(f, st, n);
+	err = folded_print(f, st, n, &written);
+	if (lines)
+		*lines = written;
 out_free:
 	for (size_t i = 0; i < n; i++)
 		free(st[i].text);

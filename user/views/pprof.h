@@ -65,10 +65,14 @@ struct prof {
 int pprof_encode(const struct prof *p, uint8_t **out, size_t *len);
 /* The same, written to f: 0 or -errno. */
 int pprof_write(FILE *f, const struct prof *p);
-/* "root;...;leaf BYTES" lines of in-use bytes, one per distinct stack (equal
- * stacks summed, sites with none left out); a frame is its function, or
- * "module+0xOFFSET" when not known; inlined lines are frames of their own,
- * outermost first. 0 or -errno. */
-int folded_write(FILE *f, const struct prof *p);
+/* What a folded line counts: bytes in use at the end, or allocated over
+ * the whole profile. */
+enum folded_value { FOLDED_INUSE, FOLDED_ALLOC };
+/* "root;...;leaf BYTES" lines of the value's bytes, one per distinct stack
+ * (equal stacks summed, sites with none left out); a frame is its function,
+ * or "module+0xOFFSET" when not known; inlined lines are frames of their
+ * own, outermost first. *lines (when not NULL): the lines written. 0 or
+ * -errno. */
+int folded_write(FILE *f, const struct prof *p, enum folded_value value, size_t *lines);
 
 #endif /* TALLY_PPROF_H */
