@@ -184,7 +184,9 @@ static uint64_t others_pos(struct heap *first, const struct heap *self)
  * never hands these records over again; they go out as a copy, numbered
  * from the heap's position. The owner may still append: the words below the
  * count it published are written. *pos: where the records handed over end.
- * false: the owner did not let go.
+ * false: the owner did not let go, or is in the middle of a slow operation
+ * (its records so far are handed over, the rest of them and its figures may
+ * come after the figures are read).
  */
 static bool ev_exit_take(struct heap *h, uint64_t *pos)
 {
@@ -203,13 +205,13 @@ static bool ev_exit_take(struct heap *h, uint64_t *pos)
 	uint32_t n = __atomic_load_n(&h->batch.count, __ATOMIC_ACQUIRE);
 	uint64_t seq = __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE);
 	*pos = seq + n;
-	if (!n)
-		return true;
-	memcpy(copy.words, h->batch.words, n * sizeof(copy.words[0]));
-	copy.count = n;
-	size_t bytes = tally_batch_seal(&copy, TALLY_SRC_ALLOC, h->tid, h->id, seq);
-	STAP_PROBE2(tally, batch, &copy, bytes);
-	return true;
+	if (n) {
+		memcpy(copy.words, h->batch.words, n * sizeof(copy.words[0]));
+		copy.count = n;
+		size_t bytes = tally_batch_seal(&copy, TALLY_SRC_ALLOC, h->tid, h->id, seq);
+		STAP_PROBE2(tally, batch, &copy, bytes);
+	}
+	return !__atomic_load_n(&h->busy, __ATOMIC_ACQUIRE);
 }
 
 /* The heaps' lock, at exit: from _exit, which a signal handler may call
