@@ -4,7 +4,9 @@
  * over it when complete, so that FILE is never half-written (a FIFO or a
  * device is written directly: there is nothing to rename). The temporary
  * file is created before the target is started or attached, so that an
- * unwritable path is said first.
+ * unwritable path is said first; its name holds tally's pid, so that the
+ * next tally writing FILE removes those a SIGKILL left (183 had piled up in
+ * one directory) and leaves a live tally's alone.
  */
 #ifndef TALLY_OUTFILE_H
 #define TALLY_OUTFILE_H
