@@ -434,12 +434,13 @@ static void document__tally_mode__every_field_in_order(void **state)
 		"\"device_bytes_allocated\":0,\"graph_launches\":0,\"failed_launches\":0,"
 		"\"host_pinned_bytes\":0,\"os_yields\":0,\"exact\":true}}]";
 	/* over its life: CPU and allocations, though it has ended */
-	assert_doc(doc, one_process_doc(
-				want, "\"exact\":true,\"inexact_processes\":0,\"inexact\":[]",
-				"\"cpu_ns\":5,\"allocated_bytes\":1000,\"allocated_objects\":2,"
-				"\"deallocated_bytes\":0,\"deallocated_objects\":0,"
-				"\"kernels_launched\":0,\"graph_launches\":0,\"events_received\":12,"
-				"\"records\":30,\"batches_in_place\":3"));
+	assert_doc(doc,
+		   one_process_doc(
+			   want, "\"exact\":true,\"inexact_processes\":0,\"inexact\":[]",
+			   "\"cpu_ns\":5,\"allocated_bytes\":1000,\"allocated_objects\":2,"
+			   "\"deallocated_bytes\":0,\"deallocated_objects\":0,"
+			   "\"kernels_launched\":0,\"graph_launches\":0,\"events_received\":12,"
+			   "\"records\":30,\"batches_in_place\":3"));
 }
 
 static void document__glibc_late_killed__nulls_and_reasons(void **state)
@@ -471,14 +472,15 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 		"\"groups\":[{\"id\":0,\"name\":\"root\",\"allocated_bytes\":0,\"allocated_objects\":0,"
 		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,\"cpu_ns\":0,"
 		"\"instance\":{" ZERO_INSTANCE ",\"exact\":true}}]";
-	assert_doc(doc, one_process_doc(want,
-					"\"exact\":false,\"inexact_processes\":1,\"inexact\":"
-					"[{\"pid\":42,\"comm\":\"app\",\"inexact_codes\":"
-					"[\"glibc_calls_not_seen\"]}]",
-					"\"cpu_ns\":0,\"allocated_bytes\":0,\"allocated_objects\":0,"
-					"\"deallocated_bytes\":0,\"deallocated_objects\":0,"
-					"\"kernels_launched\":0,\"graph_launches\":0,"
-					"\"events_received\":0,\"records\":0,\"batches_in_place\":0"));
+	assert_doc(doc,
+		   one_process_doc(want,
+				   "\"exact\":false,\"inexact_processes\":1,\"inexact\":"
+				   "[{\"pid\":42,\"comm\":\"app\",\"inexact_codes\":"
+				   "[\"glibc_calls_not_seen\"]}]",
+				   "\"cpu_ns\":0,\"allocated_bytes\":0,\"allocated_objects\":0,"
+				   "\"deallocated_bytes\":0,\"deallocated_objects\":0,"
+				   "\"kernels_launched\":0,\"graph_launches\":0,"
+				   "\"events_received\":0,\"records\":0,\"batches_in_place\":0"));
 }
 
 static void document__late_tally__says_whether_the_read_was_consistent(void **state)

@@ -323,6 +323,23 @@ check "-f, an unread descendant: serve says tally_exact 0 and why, by a reason c
 kill "$srv" "${spid:-0}" "$npid" 2>/dev/null
 wait "$srv" 2>/dev/null
 
+# 14b. -p PID -f --inject: only the root is injected; the descendant running
+# then is said so on stderr at the attach and flagged not_injected (it was
+# listed as if traced, stderr silent)
+sh -c 'sleep 30 & wait' &
+ipid=$!
+pids+=("$ipid")
+sleep 0.3
+ichild=$(cat /proc/"$ipid"/task/*/children 2>/dev/null | tr -d ' ')
+pids+=("${ichild:-0}")
+timeout 60 "$TALLY" snapshot -p "$ipid" -f --inject -d 1 -o "$tmp/inj.json" 2>"$tmp/inj.err"
+check "-f --inject: only the root injected, said on stderr, the child flagged not_injected" \
+	"$(grep -qx "tally: --inject: only process $ipid is injected; 1 descendant running now ($ichild): CPU only, allocations not traced" "$tmp/inj.err" &&
+		jq -e --argjson c "${ichild:-0}" '.target.attach == "injected" and (.tree.exact | not) and
+			(.processes[] | select(.target.pid == $c) | .inexact_codes | index("not_injected"))' \
+			"$tmp/inj.json" >/dev/null; echo $?)" "$(cat "$tmp/inj.err") $(jq -c '.tree.inexact' "$tmp/inj.json" 2>&1)"
+kill "${ichild:-0}" "$ipid" 2>/dev/null
+
 # 10. kill -9 of tally while the tree forks: the tree goes on unharmed
 script='bad=0; for i in $(seq 400); do x=$(echo $i); [ "$x" = "$i" ] || bad=$((bad+1)); done; echo bad=$bad >'"$tmp"'/k.out'
 "$TALLY" snapshot -o "$tmp/k.json" -- bash -c "$script" >/dev/null 2>&1 &

@@ -122,8 +122,7 @@ static void snapshot_report_inexact(const struct figures *f)
 		said++;
 		top_sanitize(comm, sizeof(comm), p->target.comm ? p->target.comm : "",
 			     TALLY_COMM_LEN);
-		fprintf(stderr, "tally: pid %d (%s): figures not exact:", (int)p->target.pid,
-			comm);
+		fprintf(stderr, "tally: pid %d (%s): figures not exact:", (int)p->target.pid, comm);
 		for (unsigned k = 0; k < p->nwhy; k++)
 			fprintf(stderr, "%s %s", k ? ";" : "", p->why[k]);
 		fputc('\n', stderr);

@@ -220,9 +220,9 @@ void session_adopt_descendants(struct session *s)
 			 (int)queue[i]);
 	if (s->injected && tail > 1)
 		fprintf(stderr,
-			"tally: --inject: only process %d is injected; its %d descendants (%s%s) "
-			"are listed with their CPU, their allocations not traced\n",
-			(int)s->pid, tail - 1, pids, tail > 5 ? " ..." : "");
+			"tally: --inject: only process %d is injected; %d descendant%s running "
+			"now (%s%s): CPU only, allocations not traced\n",
+			(int)s->pid, tail - 1, tail > 2 ? "s" : "", pids, tail > 5 ? " ..." : "");
 	free(queue);
 }
 

@@ -257,15 +257,18 @@ static void why_alloc(struct figures_process *p, const struct model *m,
 		      const struct figures_sources *src, const struct tally_stats *st)
 {
 	if (src->late && !src->late_consistent)
-		add_why(p, FIGURES_WHY_ATTACH_MOVED, "the allocator's state moved while it was read at attach");
+		add_why(p, FIGURES_WHY_ATTACH_MOVED,
+			"the allocator's state moved while it was read at attach");
 	/* a target still running at the end: its own figures were read while
 	 * its threads ran; a heap caught in the middle of an operation makes
 	 * the two disagree, and then neither is exact */
 	if (src->have_final_inprocess && !src->final_consistent)
-		add_why(p, FIGURES_WHY_END_MOVED, "the allocator's state moved while it was read at the end");
+		add_why(p, FIGURES_WHY_END_MOVED,
+			"the allocator's state moved while it was read at the end");
 	else if (src->have_final_inprocess && memcmp(st, &src->final_inprocess, sizeof(*st)))
-		add_why(p, FIGURES_WHY_END_DIFFERS, "the target was running: tally's figures and the allocator's "
-				    "own, read as its threads ran, differ");
+		add_why(p, FIGURES_WHY_END_DIFFERS,
+			"the target was running: tally's figures and the allocator's "
+			"own, read as its threads ran, differ");
 	/* ended without the allocator's exit hand-over (killed, or _exit): what
 	 * its threads held and had not handed over may be missing */
 	if (src->gone && !m->have_inprocess)
@@ -311,7 +314,8 @@ static void build_gpu_why(struct figures_process *p, const struct model *m,
 			    "the CUDA driver's probes could not be attached", true);
 	/* lost messages: the process said so (build_why) */
 	if (c->untracked || src->lost_msgs || src->lost_words)
-		gpu_inexact(p, FIGURES_WHY_GPU_LOST, "GPU records lost: the ring or the driver probes' map was full",
+		gpu_inexact(p, FIGURES_WHY_GPU_LOST,
+			    "GPU records lost: the ring or the driver probes' map was full",
 			    c->untracked);
 	p->instance_exact = p->ninstance_why == 0;
 	p->have_device_memory_used = c->have_device_memory_used;
@@ -370,19 +374,25 @@ static void build_why(struct figures_process *p, const struct model *m,
 	/* a view's tick while threads run: one thread's records (a foreign
 	 * free) may be in before another's (the allocation) */
 	if (tally && !tally_stats_balanced(st))
-		add_why(p, FIGURES_WHY_UNBALANCED, "the identity does not balance at this moment: records of "
-				    "other threads still on their way");
+		add_why(p, FIGURES_WHY_UNBALANCED,
+			"the identity does not balance at this moment: records of "
+			"other threads still on their way");
 	if (src->procs_unfollowed)
-		add_why(p, FIGURES_WHY_UNFOLLOWED, "processes of the tree not followed: tally's map of processes "
-				    "was full");
+		add_why(p, FIGURES_WHY_UNFOLLOWED,
+			"processes of the tree not followed: tally's map of processes "
+			"was full");
 	if (src->cpu_lost)
-		add_why(p, FIGURES_WHY_CPU_LOST, "CPU not charged: tally's map of CPU per process was full");
+		add_why(p, FIGURES_WHY_CPU_LOST,
+			"CPU not charged: tally's map of CPU per process was full");
 	if (src->strays)
-		add_why(p, FIGURES_WHY_STRAYS, "messages of processes tally did not know were dropped");
+		add_why(p, FIGURES_WHY_STRAYS,
+			"messages of processes tally did not know were dropped");
 	if (src->not_read)
-		add_why(p, FIGURES_WHY_NOT_READ, "found running at attach: what it did before was not read");
+		add_why(p, FIGURES_WHY_NOT_READ,
+			"found running at attach: what it did before was not read");
 	if (src->held_unread)
-		add_why(p, FIGURES_WHY_HELD_UNREAD, "still running: records its threads held were not read");
+		add_why(p, FIGURES_WHY_HELD_UNREAD,
+			"still running: records its threads held were not read");
 	if (src->late && m->registry_threads_dropped)
 		add_why(p, FIGURES_WHY_REGISTRY, WHY_REGISTRY);
 	why_glibc(p, src);

@@ -196,7 +196,7 @@ struct figures_process {
 	struct figures_target target;
 	bool exact;
 	unsigned nwhy;
-	const char *why[FIGURES_MAX_WHY]; /* why not exact, in words */
+	const char *why[FIGURES_MAX_WHY];  /* why not exact, in words */
 	uint8_t why_code[FIGURES_MAX_WHY]; /* ... and as enum figures_why */
 	struct figures_events events;
 	struct figures_stats stats;

@@ -20,8 +20,16 @@ static void instance_add(struct figures_instance *to, const struct figures_insta
 
 /* The counters below are each a count or a sum of bytes: none is signed. */
 #define LIFE_FIELDS(X)                                                                             \
-	X(cpu_ns) X(alloc_bytes) X(alloc_objs) X(dealloc_bytes) X(dealloc_objs)                    \
-		X(kernels_launched) X(graph_launches) X(received) X(records) X(in_place)
+	X(cpu_ns)                                                                                  \
+	X(alloc_bytes)                                                                             \
+	X(alloc_objs)                                                                              \
+	X(dealloc_bytes)                                                                           \
+	X(dealloc_objs)                                                                            \
+	X(kernels_launched)                                                                        \
+	X(graph_launches)                                                                          \
+	X(received)                                                                                \
+	X(records)                                                                                 \
+	X(in_place)
 
 void figures_life_add(struct figures_lifetime *to, const struct figures_lifetime *what)
 {

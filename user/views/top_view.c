@@ -185,8 +185,8 @@ static void draw_header(const struct top_frame *f, const struct top_ui *ui)
 	x = put(1, x, h->exact ? A_NORMAL : warn, "%s", h->exact ? "exact" : "NOT exact");
 	/* which process and why, as a code (README lists them): one line */
 	if (!h->exact && h->why_code)
-		x = put(1, x, warn, ": %s (pid %d %s%s)", h->why_code, (int)h->why_pid,
-			h->why_comm, h->why_more || h->why_procs ? ", more" : "");
+		x = put(1, x, warn, ": %s (pid %d %s%s)", h->why_code, (int)h->why_pid, h->why_comm,
+			h->why_more || h->why_procs ? ", more" : "");
 	put(1, x, A_NORMAL, "  processes %u (%u running)  view %s", h->procs, h->running,
 	    top_mode_names[f->mode]);
 }
