@@ -225,7 +225,7 @@ $(BUILD)/tests/test_cli: $(BUILD)/tests/san/tests/test_cli.o $(BUILD)/tests/san/
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # /proc and ELF parsing, against this test's own process, its libc, and files it writes.
 $(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/tests/san/user/core/target.o \
-		$(BUILD)/tests/san/user/core/target_ns.o
+		$(BUILD)/tests/san/user/core/target_ns.o $(BUILD)/tests/san/user/core/target_cmdline.o
 	$(CC) $(SAN) -pthread -o $@ $^ -lelf $(CMOCKA_LIBS)
 # Namespaces and cgroups: crafted files, and containers built with unshare.
 $(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \

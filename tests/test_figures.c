@@ -403,9 +403,11 @@ static void document__tally_mode__every_field_in_order(void **state)
 	src.ppid = 1;
 	strcpy(src.cgroup, "/system.slice/docker-" ID64 ".scope");
 	strcpy(src.container, ID64);
+	strcpy(src.cmdline, "app --serve \\x09 \"q\"");
 	char *doc = document();
 	const char *want =
 		"\"target\":{\"pid\":42,\"ns_pid\":7,\"ppid\":1,\"comm\":\"app\","
+		"\"cmdline\":\"app --serve \\\\x09 \\\"q\\\"\","
 		"\"allocator\":\"tally\",\"cuda\":\"none\",\"attach\":\"start\",\"exit_code\":0,"
 		"\"signal\":null,\"cgroup\":\"/system.slice/docker-" ID64 ".scope\","
 		"\"container\":\"" ID64 "\",\"born_s\":null,\"lifetime_s\":null},"
@@ -455,7 +457,7 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 	char *doc = document();
 	const char *want =
 		"\"target\":{\"pid\":42,\"ns_pid\":42,\"ppid\":0,\"comm\":\"app\","
-		"\"allocator\":\"glibc\",\"cuda\":\"none\",\"attach\":\"running\","
+		"\"cmdline\":null,\"allocator\":\"glibc\",\"cuda\":\"none\",\"attach\":\"running\","
 		"\"exit_code\":null,\"signal\":\"SIGKILL\",\"cgroup\":null,\"container\":null,"
 		"\"born_s\":null,\"lifetime_s\":null},"
 		"\"exact\":false,\"inexact_why\":[\"glibc mode: not every call was seen\"],"

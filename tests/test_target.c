@@ -366,6 +366,37 @@ static void comm_and_alive__own_process_with_an_odd_name(void **state)
 	assert_int_equal(prctl(PR_SET_NAME, old), 0);
 }
 
+/* ps's rendering of /proc/PID/cmdline: arguments joined, a title padded
+ * with NULs (PostgreSQL) trimmed, odd bytes and the backslash as \xNN, cut
+ * with "..." where a whole byte's rendering ends. */
+static void cmdline_format__as_ps_shows_it(void **state)
+{
+	char out[32], big[300];
+	static const char pg[] = "postgres: bench db 127.0.0.1(5) idle\0\0\0\0";
+	static const char odd[] = "a\tb\\c\xff\0d\0";
+
+	(void)state;
+	target_cmdline_format(pg, sizeof(pg) - 1, big, sizeof(big));
+	assert_string_equal(big, "postgres: bench db 127.0.0.1(5) idle");
+	target_cmdline_format(odd, sizeof(odd) - 1, big, sizeof(big));
+	assert_string_equal(big, "a\\x09b\\x5cc\\xff d");
+	assert_int_equal(target_cmdline_format("", 0, big, sizeof(big)), 0);
+	assert_string_equal(big, "");
+	/* 40 bytes into 32: 28 of them and "..." */
+	assert_int_equal(target_cmdline_format("0123456789012345678901234567890123456789", 40, out,
+					       sizeof(out)),
+			 31);
+	assert_string_equal(out, "0123456789012345678901234567...");
+	/* an escape is never cut: "\x01" whole or not at all */
+	memset(big, 1, 40);
+	target_cmdline_format(big, 40, out, sizeof(out));
+	assert_string_equal(out, "\\x01\\x01\\x01\\x01\\x01\\x01\\x01...");
+	/* this process's own, as the kernel gives it */
+	assert_int_equal(target_cmdline(getpid(), big, sizeof(big)), 0);
+	assert_non_null(strstr(big, "test_target"));
+	assert_int_equal(target_cmdline(999999999, big, sizeof(big)), -ENOENT);
+}
+
 static void *thread_wait(void *arg)
 {
 	pthread_barrier_t *b = arg;
@@ -631,6 +662,7 @@ int main(void)
 		cmocka_unit_test(elf_symbol__plus_the_bias_is_the_running_address),
 		cmocka_unit_test(elf_symbol__broken_files_have_no_symbols),
 		cmocka_unit_test(comm_and_alive__own_process_with_an_odd_name),
+		cmocka_unit_test(cmdline_format__as_ps_shows_it),
 		cmocka_unit_test(threads__own_threads_and_their_names),
 		cmocka_unit_test(a_process_that_is_gone__every_reader_says_so),
 		cmocka_unit_test(is_kthread__kthreadd),

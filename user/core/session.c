@@ -79,6 +79,7 @@ void session_deliver(struct session *s, const void *data, size_t len)
 		s->execed = true;
 		memcpy(s->comm, th->comm, sizeof(s->comm));
 		s->comm[sizeof(s->comm) - 1] = 0;
+		target_cmdline_keep(s->pid, s->cmdline, sizeof(s->cmdline));
 	}
 	if (s->observer)
 		s->observer(s->observer_ctx, data, len);
@@ -247,6 +248,9 @@ void session_refresh(struct session *s)
 	if (!s->gone) /* where it lives may change (a move to another cgroup) */
 		session_place(s);
 	memcpy(src->comm, s->comm, sizeof(src->comm));
+	if (!s->gone)
+		target_cmdline_keep(s->pid, s->cmdline, sizeof(s->cmdline));
+	memcpy(src->cmdline, s->cmdline, sizeof(src->cmdline));
 	src->late = s->late;
 	src->gone = s->gone;
 	src->have_exit = session_exit_status(s, &st);

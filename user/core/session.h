@@ -91,6 +91,7 @@ struct session {
 	bool gone;		 /* the target has exited */
 	int exit_status;	 /* a started command's wait status, when gone */
 	char comm[TALLY_COMM_LEN];
+	char cmdline[SOURCES_CMDLINE_MAX]; /* as last read */
 	char alloc_path[TARGET_PATH_MAX];
 	uint64_t heaps_addr; /* tally_heaps in the target, 0 if unknown */
 	char sdk_path[TARGET_PATH_MAX];

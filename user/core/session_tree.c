@@ -50,6 +50,9 @@ static void proc_sources(struct session *s, struct tree_proc *p, bool ending)
 			 p->container ? p->container : "");
 	}
 	memcpy(src->comm, p->comm, sizeof(src->comm));
+	if (!gone)
+		target_cmdline_keep(p->pid, p->cmdline, sizeof(p->cmdline));
+	memcpy(src->cmdline, p->cmdline, sizeof(src->cmdline));
 	/* one found running at attach (-f): its state read then, or unknown */
 	src->late = s->late && !p->born_ns;
 	src->not_read = src->late && !p->read;
@@ -131,6 +134,9 @@ static bool fork_msg(struct session *s, const struct tally_msg_thread *th)
 	 * count what it does from here */
 	if (parent)
 		figures_life_of_model(&c->base, parent);
+	/* its argv is its parent's until it execs or writes its own title
+	 * (a PostgreSQL backend): read now, as it may be gone by the next tick */
+	target_cmdline_keep(c->pid, c->cmdline, sizeof(c->cmdline));
 	/* born where its parent lives (each tick looks again while it runs) */
 	if (parent == &s->model)
 		tree_place(c, s->src.cgroup, s->src.container);
@@ -256,6 +262,7 @@ bool session_deliver_tree(struct session *s, const void *data, size_t len)
 		memcpy(p->comm, th->comm, sizeof(p->comm));
 		p->comm[sizeof(p->comm) - 1] = 0;
 		p->shared_vm = false;
+		target_cmdline_keep(p->pid, p->cmdline, sizeof(p->cmdline));
 	}
 	if (p->m->nrules && (h->kind == TALLY_MSG_THREAD_NEW || h->kind == TALLY_MSG_THREAD_NAME)) {
 		struct model_thread *t = model_thread(p->m, h->tid, false);
@@ -413,6 +420,7 @@ int session_figures(struct session *s, struct figures *f)
 			names_of_model(slot, p->m);
 		/* s->psrc is every process's in turn: the strings are the tree's */
 		slot->target.comm = p->comm;
+		slot->target.cmdline = p->cmdline;
 		slot->target.cgroup = p->cgroup;
 		slot->target.container = p->container;
 	}

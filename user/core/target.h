@@ -56,6 +56,18 @@ int target_maps_find_lib(const char *maps, const char *name, char *path, size_t 
 			 uint64_t *bias);
 int target_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 
+/* target_cmdline.c: its command line as ps shows it, arguments joined by
+ * spaces, bytes other than printable ASCII (and the backslash) as \xNN, cut
+ * to size - 1 bytes with "..." at the end; "" for a kernel thread. 0 or
+ * -errno. TARGET_CMDLINE_READ: what is read of /proc/PID/cmdline. */
+#define TARGET_CMDLINE_READ 4096
+int target_cmdline(pid_t pid, char *out, size_t size);
+/* The same from n bytes of /proc/PID/cmdline's format: the length written. */
+size_t target_cmdline_format(const char *raw, size_t n, char *out, size_t size);
+/* target_cmdline into out only where it reads one (a process past its exit
+ * reads ""): out keeps what it showed last. */
+int target_cmdline_keep(pid_t pid, char *out, size_t size);
+
 /* target_ns.c: where the target lives. */
 /* The target sees the files tally sees (one mount namespace). */
 bool target_same_mount_ns(pid_t pid);

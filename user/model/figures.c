@@ -111,6 +111,7 @@ static void build_target(struct figures_target *t, const struct model *m,
 	t->ns_pid = src->ns_pid ? src->ns_pid : src->pid;
 	t->ppid = src->ppid;
 	t->comm = src->comm;
+	t->cmdline = src->cmdline;
 	t->cgroup = src->cgroup[0] ? src->cgroup : NULL;
 	t->container = src->container[0] ? src->container : NULL;
 	t->allocator = src->allocator;
@@ -489,7 +490,8 @@ int figures_keep(struct figures_process *out, const struct figures_process *p)
 		strs += p->groups[i].name ? strlen(p->groups[i].name) + 1 : 0;
 	strs += (t->comm ? strlen(t->comm) : 0) + (t->cgroup ? strlen(t->cgroup) : 0) +
 		(t->container ? strlen(t->container) : 0) +
-		(t->cuda_why ? strlen(t->cuda_why) : 0) + 4;
+		(t->cuda_why ? strlen(t->cuda_why) : 0) + 4 +
+		(t->cmdline ? strlen(t->cmdline) + 1 : 0);
 	/* one block: the groups, then their names and the target's strings */
 	struct figures_group *g = malloc(p->ngroups * sizeof(*g) + strs);
 	if (!g)
@@ -504,6 +506,7 @@ int figures_keep(struct figures_process *out, const struct figures_process *p)
 		g[i].name = keep_str(&at, p->groups[i].name);
 	}
 	out->target.comm = keep_str(&at, t->comm);
+	out->target.cmdline = keep_str(&at, t->cmdline);
 	out->target.cgroup = keep_str(&at, t->cgroup);
 	out->target.container = keep_str(&at, t->container);
 	out->target.cuda_why = keep_str(&at, t->cuda_why);

@@ -91,6 +91,7 @@ struct figures_target {
 	pid_t ns_pid; /* in its own PID namespace */
 	pid_t ppid;
 	const char *comm;      /* from the target: unescaped */
+	const char *cmdline;   /* as ps shows it: escaped, cut; "" or NULL: not known */
 	const char *cgroup;    /* its cgroup v2 path, or NULL */
 	const char *container; /* the container id its cgroup names, or NULL */
 	enum figures_allocator allocator;

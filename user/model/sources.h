@@ -65,6 +65,8 @@ enum figures_allocator { FIGURES_ALLOC_TALLY, FIGURES_ALLOC_GLIBC, FIGURES_ALLOC
 /* A cgroup path, and a container id (64 hex digits). */
 #define SOURCES_CGROUP_MAX 4096
 #define SOURCES_CONTAINER_MAX 65
+/* A command line as ps shows it, escaped and cut (target_cmdline). */
+#define SOURCES_CMDLINE_MAX 256
 
 struct figures_sources {
 	/* the target */
@@ -74,6 +76,7 @@ struct figures_sources {
 	char cgroup[SOURCES_CGROUP_MAX];       /* its cgroup v2 path, or "" */
 	char container[SOURCES_CONTAINER_MAX]; /* the id its cgroup names, or "" */
 	char comm[TALLY_COMM_LEN];
+	char cmdline[SOURCES_CMDLINE_MAX]; /* as last read, or "" */
 	bool late;	   /* attached to a running process */
 	bool gone;	   /* it has exited */
 	bool have_exit;	   /* ... and how is known: */

@@ -28,6 +28,7 @@ struct tree_proc {
 	pid_t pid, ppid;
 	pid_t ns_pid; /* in its own PID namespace, as at its fork (0: not known) */
 	char comm[TALLY_COMM_LEN];
+	char cmdline[SOURCES_CMDLINE_MAX]; /* as last read ("": not yet) */
 	uint64_t born_ns, ended_ns; /* CLOCK_MONOTONIC; 0: before the attach, running */
 	bool shared_vm;		    /* vfork: its parent's memory until it execs */
 	bool ended;		    /* its last thread is gone: `kept` holds its figures */

@@ -263,15 +263,27 @@ static void place_labels(FILE *f, const struct figures_target *t)
 	fputs("\"} 1\n", f);
 }
 
+/* The command line as ps shows it (cut at 255 bytes): on the info series
+ * alone, where every PostgreSQL backend's comm is "postgres". */
+static void cmdline_label(FILE *f, const struct figures_target *t)
+{
+	const char *c = t->cmdline ? t->cmdline : "";
+
+	fputs("\",cmdline=\"", f);
+	prom_escape(f, c, strnlen(c, SOURCES_CMDLINE_MAX), true);
+}
+
 static void render_info(FILE *f, const struct figures_target *t)
 {
 	const char *alloc = figures_allocator_name(t->allocator);
 	const char *cuda = figures_cuda_name(t->cuda);
 
 	family(f, "tally_info", "gauge",
-	       "The traced process, its cgroup v2 path and container id; the value is always 1");
+	       "The traced process, its command line, cgroup v2 path and container id; the value is "
+	       "always 1");
 	fprintf(f, "tally_info{pid=\"%u\",comm=\"", (unsigned)t->pid);
 	prom_escape(f, t->comm, strnlen(t->comm, TALLY_COMM_LEN), true);
+	cmdline_label(f, t);
 	fputs("\",allocator=\"", f);
 	prom_escape(f, alloc, strlen(alloc), true);
 	fputs("\",cuda=\"", f);
@@ -351,13 +363,14 @@ static int cmp_live(const void *a, const void *b)
 static void render_process_info(FILE *f, const struct figures_process *const *ps, unsigned n)
 {
 	family(f, "tally_process_info", "gauge",
-	       "A process of the traced tree: its parent, allocator, cgroup v2 path and container "
-	       "id; the value is always 1");
+	       "A process of the traced tree: its command line, parent, allocator, cgroup v2 path "
+	       "and container id; the value is always 1");
 	for (unsigned i = 0; i < n; i++) {
 		const struct figures_target *t = &ps[i]->target;
 		const char *alloc = figures_allocator_name(t->allocator);
 		fprintf(f, "tally_process_info{pid=\"%u\",comm=\"", (unsigned)t->pid);
 		prom_escape(f, t->comm, strnlen(t->comm, TALLY_COMM_LEN), true);
+		cmdline_label(f, t);
 		fprintf(f, "\",ppid=\"%d\",allocator=\"%s", (int)t->ppid, alloc);
 		place_labels(f, t);
 	}

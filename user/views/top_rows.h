@@ -24,6 +24,10 @@
 #define TOP_COMM_MAX (4 * TALLY_COMM_LEN + 1)
 #define TOP_TERMS 8
 #define TOP_CONTAINER_MAX 13 /* a container's id as docker ps shows it */
+/* A command line (figures_target.cmdline: escaped already, cut at 255
+ * bytes); in the processes view's label, cut at 63 with "..." */
+#define TOP_CMDLINE_MAX SOURCES_CMDLINE_MAX
+#define TOP_CMDLINE_LABEL 64
 
 enum top_col {
 	TOP_COL_NAME,
@@ -134,6 +138,7 @@ struct top_row {
 struct top_proc {
 	pid_t pid;
 	char comm[TOP_COMM_MAX]; /* sanitized */
+	char cmdline[TOP_CMDLINE_MAX]; /* as ps shows it, or "" */
 	bool gone;
 	int exit_code; /* 128 + the signal when killed; -1 not known */
 };

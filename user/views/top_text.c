@@ -132,11 +132,15 @@ static void print_proc_line(FILE *out, const struct top_proc *p)
 {
 	fprintf(out, "process %d %s: ", (int)p->pid, p->comm);
 	if (!p->gone)
-		fprintf(out, "running\n");
+		fprintf(out, "running");
 	else if (p->exit_code >= 0)
-		fprintf(out, "exited (status %d)\n", p->exit_code);
+		fprintf(out, "exited (status %d)", p->exit_code);
 	else
-		fprintf(out, "exited\n");
+		fprintf(out, "exited");
+	/* last, as it may hold anything printable: ", cmd: postgres: bench ... idle" */
+	if (p->cmdline[0])
+		fprintf(out, ", cmd: %s", p->cmdline);
+	fputc('\n', out);
 }
 
 static void print_row(FILE *out, const struct top_frame *f, const struct top_row *r, int nw)

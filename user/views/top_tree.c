@@ -183,12 +183,30 @@ static int collect_groups(const struct row_ctx *c, const struct figures *fig)
 	return 0;
 }
 
-static void proc_label(char *buf, size_t size, const struct figures_process *p)
+/* The command line, printable ASCII already (target_cmdline): anything
+ * else would be a bug upstream, shown as '?' rather than sent to a terminal. */
+static void cmdline_copy(char *out, size_t size, const char *in)
 {
-	char comm[TOP_COMM_MAX];
+	size_t i = 0;
+
+	for (; in && in[i] && i + 1 < size; i++)
+		out[i] = in[i] >= 0x20 && in[i] < 0x7f ? in[i] : '?';
+	if (size)
+		out[i] = 0;
+	if (in && in[i] && size > 4)
+		memcpy(out + size - 4, "...", 4);
+}
+
+/* "COMM[PID]"; with_cmdline: and its command line, as ps shows it (every
+ * PostgreSQL backend's comm is "postgres") */
+static void proc_label(char *buf, size_t size, const struct figures_process *p,
+		       bool with_cmdline)
+{
+	char comm[TOP_COMM_MAX], cmd[TOP_CMDLINE_LABEL];
 
 	top_sanitize(comm, sizeof(comm), p->target.comm ? p->target.comm : "", TALLY_COMM_LEN);
-	snprintf(buf, size, "%s[%d]", comm, (int)p->target.pid);
+	cmdline_copy(cmd, sizeof(cmd), with_cmdline ? p->target.cmdline : NULL);
+	snprintf(buf, size, "%s[%d]%s%s", comm, (int)p->target.pid, cmd[0] ? " " : "", cmd);
 }
 
 static int collect_procs(const struct row_ctx *c, const struct figures *fig, bool by_group)
@@ -208,7 +226,7 @@ static int collect_procs(const struct row_ctx *c, const struct figures *fig, boo
 			r->id = (uint32_t)p->target.pid;
 			r->pid = p->target.pid;
 			r->key = (uint64_t)(uint32_t)p->target.pid << 32 | 0xffffffffu;
-			proc_label(r->name, sizeof(r->name), p);
+			proc_label(r->name, sizeof(r->name), p, true);
 		}
 		for (unsigned g = 0; g < p->ngroups; g++) {
 			if (by_group) {
@@ -217,7 +235,7 @@ static int collect_procs(const struct row_ctx *c, const struct figures *fig, boo
 				r->id = p->groups[g].id;
 				r->pid = p->target.pid;
 				r->key = (uint64_t)(uint32_t)p->target.pid << 32 | p->groups[g].id;
-				proc_label(r->name, sizeof(r->name), p);
+				proc_label(r->name, sizeof(r->name), p, false);
 				group_name(name, sizeof(name), &p->groups[g]);
 				r->group_at = (unsigned)strlen(r->name) + 1;
 				snprintf(r->name + r->group_at - 1,
@@ -248,6 +266,7 @@ static int list_procs(struct top_frame *f, const struct figures *fig, const stru
 		struct top_proc *o = &f->procs[f->nprocs++];
 		o->pid = t->pid;
 		top_sanitize(o->comm, sizeof(o->comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
+		cmdline_copy(o->cmdline, sizeof(o->cmdline), t->cmdline);
 		o->gone = t->gone;
 		o->exit_code = t->signal ? 128 + t->signal : t->exit_code;
 	}

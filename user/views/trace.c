@@ -23,6 +23,7 @@ struct trace {
 	int err;		 /* first write error, sticky */
 	bool nonempty;		 /* an event is written: the next needs a comma */
 	struct trace_threads tt; /* threads with slices open */
+	struct trace_threads names; /* by pid: the command line a track was named */
 	uint64_t open;		 /* sum of depths */
 	uint64_t last_lost_msgs, last_lost_words;
 	uint64_t samples, last_sample_ns; /* trace_sample's calls, and the last one's time */
@@ -170,20 +171,26 @@ void trace_free(struct trace *t)
 	if (!t)
 		return;
 	free(t->tt.threads);
+	free(t->names.threads);
 	free(t);
 }
 
 /* The track of the current process: its name (Perfetto shows "NAME PID"). */
-static void process_name(struct trace *t, const char *comm)
+static void process_name_n(struct trace *t, const char *name, size_t max)
 {
 	struct json_writer *w = ev_open(t, "M", "process_name", NULL, 0, 0);
 
 	json_key(w, "args");
 	json_begin_object(w);
 	json_key(w, "name");
-	json_string_n(w, comm, strnlen(comm, TALLY_COMM_LEN));
+	json_string_n(w, name, strnlen(name, max));
 	json_end_object(w);
 	ev_close(t);
+}
+
+static void process_name(struct trace *t, const char *comm)
+{
+	process_name_n(t, comm, TALLY_COMM_LEN);
 }
 
 /* A process of the tree began (its parent's pid) or ended (how): an instant
@@ -522,6 +529,10 @@ void trace_sample(struct trace *t, const struct figures *f, uint64_t now_ns)
 		t->cur_pid = i ? (uint32_t)p->target.pid : t->pid;
 		if (i && !t->samples && !p->born_ns)
 			adopted_names(t, p);
+		/* as ps shows it, again when it changes ("postgres: bench ... idle") */
+		if (p->target.cmdline && p->target.cmdline[0] &&
+		    trace_name_changed(&t->names, t->cur_pid, p->target.cmdline))
+			process_name_n(t, p->target.cmdline, SOURCES_CMDLINE_MAX);
 		proc_counters(t, p, ts);
 	}
 	t->cur_pid = t->pid;

@@ -89,3 +89,19 @@ void trace_thread_del(struct trace_threads *t, struct trace_thread *th)
 	t->threads[i].tid = 0;
 	t->n--;
 }
+
+bool trace_name_changed(struct trace_threads *t, uint32_t pid, const char *name)
+{
+	uint32_t h = 2166136261u; /* FNV-1a, never 0: 0 is an empty depth */
+	struct trace_thread *e = trace_thread_find(t, pid);
+
+	for (const char *s = name; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	h |= 1;
+	if (e && e->depth == h)
+		return false;
+	if (!e && !(e = trace_thread_add(t, pid)))
+		return false; /* without memory: named once more next time */
+	e->depth = h;
+	return true;
+}

@@ -7,6 +7,7 @@
 #ifndef TALLY_TRACE_THREADS_H
 #define TALLY_TRACE_THREADS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,5 +30,8 @@ struct trace_thread *trace_thread_find(struct trace_threads *t, uint32_t tid);
 struct trace_thread *trace_thread_add(struct trace_threads *t, uint32_t tid);
 /* th's entry goes (others may move into its slot). */
 void trace_thread_del(struct trace_threads *t, struct trace_thread *th);
+/* The same table by pid, depth a hash of the name its track was last given:
+ * whether `name` differs (and is now the one). */
+bool trace_name_changed(struct trace_threads *t, uint32_t pid, const char *name);
 
 #endif /* TALLY_TRACE_THREADS_H */
