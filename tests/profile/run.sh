@@ -177,6 +177,13 @@ for rings in off on off on off; do
 	check "late attach to a busy process (heap rings $rings): its frames are symbolized (churn)" \
 		$? "$(sed -n 5,9p "$tmp/busy.top"; cat "$tmp/busy.tally")"
 done
+# its snapshot lists the sites that allocated and hold nothing now (churn),
+# after those that hold bytes (it listed only "(allocated before attach)")
+"$TALLY" snapshot -p "$wl" -d 0.3 -o "$tmp/busy.json" 2>/dev/null
+jq -e '[.sites[] | select(.frames[0].function == "churn" and .alloc_bytes > 0 and
+	.inuse_bytes == 0)] | length > 0' "$tmp/busy.json" >/dev/null
+check "late snapshot of a busy process: its sites list churn (allocated, nothing in use)" $? \
+	"$(jq -c '[.sites[] | [.frames[0].function, .inuse_bytes, .alloc_bytes]]' "$tmp/busy.json" 2>&1 | head -c 400)"
 exec 7>&-
 wait "$wl"
 

@@ -322,10 +322,14 @@ int profile_build(struct session *s, struct profile *pr)
 	return 0;
 }
 
+/* Most bytes in use first; among equals (a server's sites hold nothing
+ * between its requests), most bytes allocated. */
 static int by_inuse(const void *a, const void *b)
 {
 	const struct prof_sample *x = a, *y = b;
-	return (x->inuse_space < y->inuse_space) - (x->inuse_space > y->inuse_space);
+	if (x->inuse_space != y->inuse_space)
+		return (x->inuse_space < y->inuse_space) - (x->inuse_space > y->inuse_space);
+	return (x->alloc_space < y->alloc_space) - (x->alloc_space > y->alloc_space);
 }
 
 void profile_sort_inuse(struct profile *pr)

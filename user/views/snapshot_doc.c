@@ -372,7 +372,10 @@ static void write_sites(struct json_writer *w, const struct prof *p)
 	json_begin_array(w);
 	for (size_t i = 0; p && i < p->nsamples && i < SNAPSHOT_SITES; i++) {
 		const struct prof_sample *s = &p->samples[i];
-		if (!s->inuse_space)
+		/* the sites that allocated and hold nothing now too: a server
+		 * under load frees each request's blocks, and its snapshot
+		 * showed only what was allocated before the attach */
+		if (!s->inuse_space && !s->alloc_space)
 			break;
 		json_begin_object(w);
 		json_key(w, "frames");
