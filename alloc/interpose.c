@@ -419,6 +419,10 @@ static void *flusher(void *arg)
 			detach();
 			break;
 		}
+		if (ip_cut_asked()) { /* tally's end: glibc's totals with the rest */
+			send_info();
+			ip_cut_take();
+		}
 		if (tally_batch_semaphore && tick % IP_INFO_TICKS == 0)
 			send_info();
 		ip_flush_all(false);
@@ -529,6 +533,7 @@ IP_API int tally_interpose_start(uint64_t sample_rate)
 	ip_start_ns = now_ns();
 	ip_table_reset();
 	ip_shadow_reset();
+	ip_batch_restart();
 	atomic_store(&ip_unseen, 0);
 	ip_sample_start(sample_rate);
 	usable_inline = ip_chunk_check(real.malloc, real.free, real.usable);

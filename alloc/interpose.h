@@ -123,6 +123,12 @@ void ip_flush_all(bool wait);
 int ip_batch_init(void);
 void ip_batch_child(bool drop);
 extern uint64_t ip_ring_key; /* a new one at each start: the rings announced again */
+/* The tracer's cut at its end (interpose_batch.c): whether tally asked for
+ * one; every thread's records up to one moment handed over, none after. */
+bool ip_cut_asked(void);
+void ip_cut_take(void);
+/* A start: what every thread's batch holds from an earlier tracer dropped. */
+void ip_batch_restart(void);
 
 /* interpose_table.c: the blocks allocated since the start, each with its
  * requested size (q; -1: none), glibc's usable size (0: not kept, when it

@@ -30,6 +30,22 @@ static pthread_key_t ip_key; /* the thread's exit: its batch handed over */
  * every ring announced again). */
 uint64_t ip_ring_key;
 
+/*
+ * The tracer's cut at its end (user/core/inject_cut.c). Records a thread
+ * still held when tally stopped reading were never handed over: a block one
+ * thread allocated and another freed in the last tick showed as a free
+ * without its allocation (python3 -m http.server under wrk: live -15040
+ * bytes, and exact). tally writes a new number to cut_req; the library's
+ * thread (ip_cut_take) stops every thread at its next record, hands over
+ * every batch, then drops whatever is recorded later under this start, and
+ * writes the number to cut_done: tally takes the ring up to there, a
+ * consistent moment (a free whose allocation came after the cut is after it
+ * too: its thread saw the claim first).
+ */
+IP_API _Atomic uint64_t tally_interpose_cut_req, tally_interpose_cut_done;
+static _Atomic uint64_t cut_key;  /* the start (ip_ring_key) cut: nothing more is handed over */
+static _Atomic uint8_t cutting;	  /* a thread new to the list waits while it is 1 */
+
 /* Hand the batch over: in the thread's shared ring once the tracer has
  * taken it, else through the probe. A thread whose batches fill (`full`)
  * gets a ring, announced in a batch of its own, as libtally_alloc's heaps
@@ -41,6 +57,12 @@ static void handover(struct ithread *t, bool full)
 
 	if (!b->count)
 		return;
+	if (unlikely(atomic_load_explicit(&cut_key, memory_order_relaxed) == key)) {
+		/* past the tracer's cut: it reads no more of this start */
+		t->seq += b->count;
+		b->count = 0;
+		return;
+	}
 	size_t bytes = tally_batch_seal(b, TALLY_SRC_INTERPOSE, t->tid, t->heap_id, t->seq);
 	if (probe_guard_ok() && !ring_put(&t->ring, key, b, bytes))
 		STAP_PROBE2(tally, batch, b, bytes);
@@ -89,6 +111,10 @@ static struct ithread *thread_get(void)
 		t->heap_id = atomic_fetch_add(&ip_heap_ids, 1) + 1;
 		t->next = atomic_load(&ip_threads);
 		while (!atomic_compare_exchange_weak(&ip_threads, &t->next, t))
+			;
+		/* linked before `cutting` is read (both seq_cst): either the cut's
+		 * walk claims it, or it waits for the cut, before its first record */
+		while (atomic_load(&cutting))
 			;
 	}
 	t->tid = (uint32_t)syscall(SYS_gettid);
@@ -243,4 +269,69 @@ void ip_batch_child(bool drop)
 		if (drop)
 			t->batch.count = 0;
 	}
+}
+
+bool ip_cut_asked(void)
+{
+	return atomic_load_explicit(&tally_interpose_cut_req, memory_order_acquire) !=
+	       atomic_load_explicit(&tally_interpose_cut_done, memory_order_relaxed);
+}
+
+static void release_all(void)
+{
+	for (struct ithread *t = atomic_load(&ip_threads); t; t = t->next)
+		atomic_store_explicit(&t->claimed, 0, memory_order_release);
+	atomic_store(&cutting, 0);
+}
+
+/* Every thread stopped at its next record: claimed (the lock, without
+ * membarrier), and with the barrier each owner either sees the claim or is
+ * seen busy and is waited for. 0, or -1 (none claimed) without the barrier. */
+static int claim_all(void)
+{
+	struct ithread *t;
+
+	atomic_store(&cutting, 1);
+	for (t = atomic_load(&ip_threads); t; t = t->next) {
+		if (ip_locking)
+			while (atomic_exchange_explicit(&t->claimed, 1, memory_order_acquire))
+				;
+		else
+			atomic_store_explicit(&t->claimed, 1, memory_order_relaxed);
+	}
+	if (!ip_locking && ip_barrier()) {
+		release_all();
+		return -1;
+	}
+	for (t = atomic_load(&ip_threads); t; t = t->next)
+		while (!ip_locking && atomic_load_explicit(&t->busy, memory_order_acquire))
+			;
+	return 0;
+}
+
+void ip_cut_take(void)
+{
+	uint64_t req = atomic_load_explicit(&tally_interpose_cut_req, memory_order_acquire);
+
+	/* no answer without the barrier: tally then says the end is not exact */
+	if (claim_all())
+		return;
+	for (struct ithread *t = atomic_load(&ip_threads); t; t = t->next)
+		handover(t, false);
+	atomic_store(&cut_key, __atomic_load_n(&ip_ring_key, __ATOMIC_RELAXED));
+	release_all();
+	atomic_store_explicit(&tally_interpose_cut_done, req, memory_order_release);
+}
+
+/* Records a batch still holds from an earlier tracer's time (after its cut,
+ * or after its last tick and before its detach) are not the new one's: a
+ * second injection took a previous one's last frees (python3's http.server
+ * injected again and again: live -2048 bytes). */
+void ip_batch_restart(void)
+{
+	if (claim_all())
+		return;
+	for (struct ithread *t = atomic_load(&ip_threads); t; t = t->next)
+		t->batch.count = 0;
+	release_all();
 }

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "inject_cut.h"
 #include "session.h"
 #include "symbols.h"
 #include "session_state.h"
@@ -273,6 +274,8 @@ void session_finish(struct session *s)
 	 * read and its figures cut there, as the root's below */
 	session_read_final_tree(s);
 	if (!s->gone && target_alive(s->pid)) {
+		if (s->injected)
+			session_inject_cut(s);
 		session_read_final(s);
 		/* batches handed over before the read, still in the ring */
 		session_poll(s, 0);

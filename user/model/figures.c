@@ -345,6 +345,16 @@ static void why_glibc(struct figures_process *p, const struct figures_sources *s
 			add_why(p, FIGURES_WHY_INJECT_EXEC,
 				"--inject: it exec'd another program since the injection, "
 				"whose calls are not seen");
+		if (src->inject_uncut)
+			add_why(p, FIGURES_WHY_INJECT_UNCUT,
+				"--inject: the interposer did not hand over its threads' last "
+				"records at the end");
+		/* a tick while threads run: a free handed over before its
+		 * allocation (the end has a cut of its own) */
+		if ((int64_t)src->glibc.live < 0 || (int64_t)src->glibc.rounding < 0)
+			add_why(p, FIGURES_WHY_INJECT_TORN,
+				"--inject: records of other threads still on their way at this "
+				"moment (live bytes below zero)");
 	} else if (src->allocator == FIGURES_ALLOC_GLIBC &&
 		   !(src->have_glibc && glibc_figures_exact(&src->glibc) && !src->late)) {
 		add_why(p, FIGURES_WHY_GLIBC_UNSEEN, "glibc mode: not every call was seen");

@@ -179,6 +179,8 @@ struct figures_lifetime {
 	X(INJECT_TABLE, "inject_table_full")                                                       \
 	X(INJECT_UNSEEN, "inject_frees_not_seen")                                                  \
 	X(INJECT_EXEC, "inject_exec")                                                              \
+	X(INJECT_UNCUT, "inject_end_uncut")                                                        \
+	X(INJECT_TORN, "inject_records_in_flight")                                                 \
 	X(GLIBC_UNSEEN, "glibc_calls_not_seen")                                                    \
 	X(GPU_BEFORE, "gpu_before_attach")                                                         \
 	X(GPU_LATE, "gpu_probes_late")                                                             \
