@@ -104,6 +104,8 @@ run profile 300 tests/profile/run.sh
 run container 120 tests/container/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
 run inject 300 tests/inject/run.sh
+run conformance 120 tests/conformance/run.sh
+run exit 120 tests/exit/run.sh
 run servers 600 tests/servers/run.sh
 run servers_chaos 300 tests/servers/chaos.sh
 
