@@ -110,6 +110,14 @@ static void snapshot_report_tree(const struct figures *f)
  * is not, and the document's top level is the master's. */
 #define REPORT_INEXACT_MAX 20
 
+/* The root's reasons said already, with advice (snapshot_report) or with
+ * the signal that killed it (session_report_end): not said twice. */
+static bool said_for_root(enum figures_why w)
+{
+	return w == FIGURES_WHY_LOST || w == FIGURES_WHY_NO_HANDOVER ||
+	       w == FIGURES_WHY_GROUP_COLLIDED || w == FIGURES_WHY_EXIT_HELD;
+}
+
 static void snapshot_report_inexact(const struct figures *f)
 {
 	unsigned said = 0;
@@ -117,15 +125,22 @@ static void snapshot_report_inexact(const struct figures *f)
 	for (unsigned i = 0; i < f->nprocs && said < REPORT_INEXACT_MAX; i++) {
 		const struct figures_process *p = &f->procs[i];
 		char comm[4 * TALLY_COMM_LEN + 1];
+		unsigned n = 0;
 		if (p->exact)
 			continue;
 		said++;
 		top_sanitize(comm, sizeof(comm), p->target.comm ? p->target.comm : "",
 			     TALLY_COMM_LEN);
-		fprintf(stderr, "tally: pid %d (%s): figures not exact:", (int)p->target.pid, comm);
-		for (unsigned k = 0; k < p->nwhy; k++)
-			fprintf(stderr, "%s %s", k ? ";" : "", p->why[k]);
-		fputc('\n', stderr);
+		for (unsigned k = 0; k < p->nwhy; k++) {
+			if (!i && said_for_root(p->why_code[k]))
+				continue;
+			if (!n++)
+				fprintf(stderr, "tally: pid %d (%s): figures not exact:",
+					(int)p->target.pid, comm);
+			fprintf(stderr, "%s %s", n > 1 ? ";" : "", p->why[k]);
+		}
+		if (n)
+			fputc('\n', stderr);
 	}
 	if (f->tree.inexact > said)
 		fprintf(stderr,
