@@ -149,4 +149,76 @@ check "exec of another program: its figures and its name" \
 	"$(own "$tmp/7b.json" && [ "$(jq -r .target.comm "$tmp/7b.json")" = sleep ]; echo $?)" \
 	"$(jq -c '{target, stats_inprocess}' "$tmp/7b.json" 2>&1 | head -c 500)"
 
+# 8. a process on a malloc tally cannot trace: named in the document and on
+#    stderr, its heap said to be untraced (no figure of it), no advice that
+#    cannot work, and --inject refused naming it. Redis as Debian ships it
+#    was "glibc" with 0 live bytes and advice to use --inject.
+foreign() { # NAME ALLOCATOR PID
+	local n=$1 a=$2 p=$3 rc
+	"$TALLY" snapshot -p "$p" -d 0.5 -o "$tmp/8$n.json" 2>"$tmp/8$n.err"
+	rc=$?
+	check "$n: attached, the document names $a and says its heap is not traced" \
+		"$([ $rc -eq 0 ] && jq -e --arg a "$a" '.target.allocator == $a and .exact == false and
+			.stats.live == null and any(.inexact_why[]; test("heap is not traced"))' \
+			"$tmp/8$n.json" >/dev/null; echo $?)" \
+		"rc=$rc $(jq -c '{a: .target.allocator, exact, inexact_why, live: .stats.live}' "$tmp/8$n.json" 2>&1)"
+	check "$n: stderr names $a, gives no --inject advice" \
+		"$(grep -q "allocates with $a .*not traced" "$tmp/8$n.err" && ! grep -q -- --inject "$tmp/8$n.err"; echo $?)" \
+		"$(cat "$tmp/8$n.err")"
+	"$TALLY" snapshot -p "$p" --inject -d 0.5 -o "$tmp/8$n.i.json" 2>"$tmp/8$n.i.err"
+	rc=$?
+	check "$n: --inject refused in one line naming $a, the process unharmed" \
+		"$([ $rc -ne 0 ] && [ "$(wc -l <"$tmp/8$n.i.err")" -eq 1 ] &&
+			grep -q "allocates with $a " "$tmp/8$n.i.err" && kill -0 "$p"; echo $?)" \
+		"rc=$rc $(cat "$tmp/8$n.i.err")"
+}
+if command -v redis-server >/dev/null && ldd "$(command -v redis-server)" | grep -q libjemalloc; then
+	redis-server --port 18203 --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" \
+		>"$tmp/redis.log" 2>&1 &
+	rp=$!
+	pids+=("$rp")
+	for _ in $(seq 100); do redis-cli -p 18203 ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
+	foreign redis jemalloc "$rp"
+	redis-cli -p 18203 shutdown nosave >/dev/null 2>&1
+	wait "$rp"
+else
+	echo "ok - redis-server on jemalloc: not installed, skipped"
+fi
+for lib in libtcmalloc_minimal.so.4:tcmalloc libmimalloc.so.2:mimalloc; do
+	path=$(ldconfig -p | awk -v l="${lib%%:*}" '$1 == l {print $NF; exit}')
+	if [ -z "$path" ]; then
+		echo "ok - ${lib%%:*}: not installed, skipped"
+		continue
+	fi
+	LD_PRELOAD=$path sleep 30 &
+	sp=$!
+	pids+=("$sp")
+	for _ in $(seq 100); do grep -q "${lib%%:*}" /proc/$sp/maps 2>/dev/null && break; sleep 0.05; done
+	foreign "${lib#*:}" "${lib#*:}" "$sp"
+	kill "$sp"
+done
+if printf 'int main(void){for(;;)__builtin_ia32_pause();}' |
+	cc -static -O2 -x c -o "$tmp/static" - 2>/dev/null; then
+	"$tmp/static" &
+	sp=$!
+	pids+=("$sp")
+	"$TALLY" snapshot -p "$sp" -d 0.5 -o "$tmp/8s.json" 2>"$tmp/8s.err"
+	check "a static program: its allocator \"static\", not traced, no --inject advice" \
+		"$(jq -e '.target.allocator == "static" and .exact == false' "$tmp/8s.json" >/dev/null &&
+			! grep -q -- --inject "$tmp/8s.err"; echo $?)" \
+		"$(jq -c '{a: .target.allocator, exact, inexact_why}' "$tmp/8s.json" 2>&1) $(cat "$tmp/8s.err")"
+	kill "$sp"
+fi
+# and glibc's malloc is still glibc mode, with its advice
+sleep 30 &
+sp=$!
+pids+=("$sp")
+sleep 0.2
+"$TALLY" snapshot -p "$sp" -d 0.5 -o "$tmp/8g.json" 2>"$tmp/8g.err"
+check "a process on glibc's malloc: glibc mode, as before" \
+	"$(jq -e '.target.allocator == "glibc"' "$tmp/8g.json" >/dev/null &&
+		grep -q 'glibc mode' "$tmp/8g.err"; echo $?)" \
+	"$(jq -c '.target' "$tmp/8g.json" 2>&1) $(cat "$tmp/8g.err")"
+kill "$sp"
+
 finish

@@ -34,6 +34,7 @@
 
 #include "inject.h"
 #include "target.h"
+#include "target_alloc.h"
 
 #define INTERPOSE_LIB "libtally_interpose.so"
 #define XSTATE_MAX 16384
@@ -125,12 +126,9 @@ static int check_namespaces(pid_t pid, const char *interposer, char *why, size_t
 /* Its program: not set-uid, on glibc's malloc. */
 static int check_program(pid_t pid, char *why, size_t len)
 {
-	static const char *const mallocs[] = { "libtally_alloc",      "libjemalloc", "libtcmalloc",
-					       "libtcmalloc_minimal", "libmimalloc", "libhoard",
-					       "libsnmalloc" };
 	char path[64], lib[TARGET_PATH_MAX];
+	const char *name = "glibc";
 	struct stat st;
-	uint64_t bias;
 
 	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
 	if (stat(path, &st))
@@ -141,17 +139,17 @@ static int check_program(pid_t pid, char *why, size_t len)
 			"process %d runs a set-user-ID or set-group-ID program: --inject refuses "
 			"it",
 			pid);
-	for (size_t i = 0; i < sizeof(mallocs) / sizeof(mallocs[0]); i++)
-		if (target_find_lib(pid, mallocs[i], lib, sizeof(lib), &bias) >= 0)
-			return say(why, len, -ENOTSUP,
-				   "process %d allocates with %s, not glibc's malloc: --inject is "
-				   "for glibc's",
-				   pid, lib);
-	if (target_find_lib(pid, "libc.so.6", lib, sizeof(lib), &bias) < 0)
+	target_allocator(pid, &name, lib, sizeof(lib));
+	if (!strcmp(name, "static") || !strcmp(name, "musl"))
 		return say(why, len, -ENOTSUP,
-			   "process %d has no glibc (statically linked, or another C library): "
-			   "--inject needs glibc's malloc and dlopen",
-			   pid);
+			   "process %d has no glibc (%s): --inject needs glibc's malloc and "
+			   "dlopen, and tally does not trace its heap",
+			   pid, name[0] == 's' ? "statically linked" : "musl's C library");
+	if (strcmp(name, "glibc"))
+		return say(why, len, -ENOTSUP,
+			   "process %d allocates with %s (%s), not glibc's malloc: --inject is "
+			   "for glibc's, and tally does not trace %s's heap",
+			   pid, name, lib, name);
 	return 0;
 }
 

@@ -234,10 +234,12 @@ void session_refresh(struct session *s)
 	if (!s->gone)
 		session_nvml(s, s->pid, &src->cuda);
 	src->allocator = s->model.saw_alloc	 ? FIGURES_ALLOC_TALLY :
+			 s->foreign_alloc	 ? FIGURES_ALLOC_NONE :
 			 s->glibc || s->injected ? FIGURES_ALLOC_GLIBC :
 						   FIGURES_ALLOC_NONE;
 	src->injected = s->injected;
 	src->injected_execed = s->injected && s->execed;
+	src->foreign_alloc = s->model.saw_alloc ? NULL : s->foreign_alloc;
 	if (s->injected) {
 		src->glibc = s->model.injected.f;
 		src->have_glibc = true;

@@ -85,6 +85,7 @@ struct session {
 	pid_t pid;
 	bool spawned;
 	bool injected; /* -p --inject: libtally_interpose.so loaded into it */
+	const char *foreign_alloc; /* the malloc it runs on, one tally cannot trace; or NULL */
 	struct target_child child;
 	int pidfd;
 	struct target_lock lock; /* one tally per target */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "inject.h"
+#include "target_alloc.h"
 #include "session.h"
 #include "session_state.h"
 #include "timing.h"
@@ -255,6 +256,25 @@ static int spawn(struct session *s, const struct session_opts *o)
 	return TALLY_EXIT_OK;
 }
 
+/* A process on a malloc tally cannot trace (jemalloc, tcmalloc, mimalloc,
+ * a static program's own): named, and glibc mode's probes left out (they
+ * would see nothing: redis-server on jemalloc showed as "glibc" with 0 live
+ * bytes, and advice to use --inject, which refuses it). */
+static bool foreign_malloc(struct session *s)
+{
+	char path[TARGET_PATH_MAX];
+	const char *name;
+
+	if (target_allocator(s->pid, &name, path, sizeof(path)) || target_allocator_traced(name))
+		return false;
+	s->foreign_alloc = name;
+	fprintf(stderr,
+		"tally: %d allocates with %s (%s): tally traces its own allocator and glibc's "
+		"malloc, not this one: its heap is not traced (CPU, groups and GPU are)\n",
+		s->pid, name, path);
+	return true;
+}
+
 static int find_running(struct session *s)
 {
 	uint64_t bias;
@@ -284,10 +304,12 @@ static int find_running(struct session *s)
 					    "%s", why);
 	} else if (err == -ENOENT) {
 		s->alloc_path[0] = 0;
-		fprintf(stderr,
-			"tally: %d does not use libtally_alloc: glibc mode (a probe per malloc "
-			"call: slow, and only what is allocated from now on; --inject is faster)\n",
-			s->pid);
+		if (!foreign_malloc(s))
+			fprintf(stderr,
+				"tally: %d does not use libtally_alloc: glibc mode (a probe per "
+				"malloc call: slow, and only what is allocated from now on; "
+				"--inject is faster)\n",
+				s->pid);
 	} else if (err == -EACCES || err == -EPERM) {
 		return session_fail(TALLY_EXIT_PERM,
 				    "no permission to read the memory map of process %d: %s",
@@ -413,7 +435,7 @@ static int attach_running(struct session *s, bool verbose)
 					    "--inject: %s", why);
 	}
 
-	if (!rc && !s->alloc_path[0])
+	if (!rc && !s->alloc_path[0] && !s->foreign_alloc)
 		rc = start_glibc(s);
 	if (!rc)
 		start_cuda(s, verbose);
@@ -457,7 +479,7 @@ int session_start(struct session *s, const struct session_opts *o)
 	 * does not use tally's allocator */
 	if (!rc)
 		rc = session_load(s, o, s->gpu_mode != GPU_OFF,
-				  s->spawned ? o->no_preload : !s->alloc_path[0]);
+				  s->spawned ? o->no_preload : !s->alloc_path[0] && !s->foreign_alloc);
 	if (!rc)
 		rc = s->spawned ? attach_spawned(s, o) : attach_running(s, o->verbose);
 	if (rc)

@@ -74,6 +74,11 @@ const char *figures_allocator_name(enum figures_allocator a)
 	return a <= FIGURES_ALLOC_NONE ? names[a] : "none";
 }
 
+const char *figures_target_allocator(const struct figures_target *t)
+{
+	return t->foreign_alloc ? t->foreign_alloc : figures_allocator_name(t->allocator);
+}
+
 const char *figures_cuda_name(enum figures_cuda c)
 {
 	static const char *const names[] = { "none", "driver", "cupti" };
@@ -122,6 +127,7 @@ static void build_target(struct figures_target *t, const struct model *m,
 		t->cuda_why = m->gpu.cupti_refused;
 	t->late = src->late;
 	t->injected = src->injected;
+	t->foreign_alloc = src->allocator == FIGURES_ALLOC_NONE ? src->foreign_alloc : NULL;
 	/* a late attach to a busy allocator may find heaps moving while it
 	 * reads them: then the figures are not exact, and this says why */
 	t->read_known = src->late && src->allocator == FIGURES_ALLOC_TALLY;
@@ -361,6 +367,11 @@ static void why_glibc(struct figures_process *p, const struct figures_sources *s
 	}
 }
 
+/* a malloc tally cannot trace (target_alloc.c) */
+#define WHY_FOREIGN                                                                                \
+	"its malloc is not tally's or glibc's (target.allocator names it): its heap is not "       \
+	"traced"
+
 /* Why the figures are not exact (none: they are), in the snapshot's order. */
 static void build_why(struct figures_process *p, const struct model *m,
 		      const struct figures_sources *src, const struct tally_stats *st)
@@ -406,6 +417,8 @@ static void build_why(struct figures_process *p, const struct model *m,
 			"still running: records its threads held were not read");
 	if (src->late && m->registry_threads_dropped)
 		add_why(p, FIGURES_WHY_REGISTRY, WHY_REGISTRY);
+	if (src->allocator == FIGURES_ALLOC_NONE && src->foreign_alloc)
+		add_why(p, FIGURES_WHY_ALLOC_UNTRACED, WHY_FOREIGN);
 	why_glibc(p, src);
 	build_gpu_why(p, m, src);
 	p->exact = p->nwhy == 0;

@@ -99,12 +99,17 @@ struct figures_target {
 	const char *cuda_why;  /* why not CUPTI, when it refused (NULL: it did not) */
 	bool late;	       /* attached to a running process */
 	bool injected;	       /* ... with --inject (libtally_interpose.so) */
+	const char *foreign_alloc; /* allocator none: the malloc it runs on, untraced, or NULL */
 	bool read_known;       /* late, with libtally_alloc: its state was read... */
 	bool read_consistent;  /* ... while no heap moved */
 	bool gone;	       /* the target has exited */
 	bool ended;	       /* ... and how is known: */
 	int exit_code, signal; /* exit status or terminating signal (-1 / 0 when not) */
 };
+
+/* The allocator as the views name it: one tally cannot trace by its own
+ * name ("jemalloc", ...), else figures_allocator_name's. */
+const char *figures_target_allocator(const struct figures_target *t);
 
 struct figures_events {
 	uint64_t received, lost, lost_record_words, lost_outside_read, malformed, records;
@@ -182,6 +187,7 @@ struct figures_lifetime {
 	X(INJECT_UNCUT, "inject_end_uncut")                                                        \
 	X(INJECT_TORN, "inject_records_in_flight")                                                 \
 	X(GLIBC_UNSEEN, "glibc_calls_not_seen")                                                    \
+	X(ALLOC_UNTRACED, "allocator_not_traced")                                                  \
 	X(GPU_BEFORE, "gpu_before_attach")                                                         \
 	X(GPU_LATE, "gpu_probes_late")                                                             \
 	X(GPU_FAILED, "gpu_probes_failed")                                                         \

@@ -109,6 +109,7 @@ struct figures_sources {
 	struct glibc_figures glibc;
 	bool injected;	      /* -p --inject: glibc's figures come from libtally_interpose.so */
 	bool injected_execed; /* ... and it exec'd since: the new program is not injected */
+	const char *foreign_alloc; /* FIGURES_ALLOC_NONE: the malloc it runs on, untraced */
 	bool inject_uncut;    /* ... the interposer did not answer the cut at the end */
 	bool uninjected;      /* -p --inject -f: a descendant the injection did not reach */
 	/* the allocator's state read from the target's memory */

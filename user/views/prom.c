@@ -275,7 +275,7 @@ static void cmdline_label(FILE *f, const struct figures_target *t)
 
 static void render_info(FILE *f, const struct figures_target *t)
 {
-	const char *alloc = figures_allocator_name(t->allocator);
+	const char *alloc = figures_target_allocator(t);
 	const char *cuda = figures_cuda_name(t->cuda);
 
 	family(f, "tally_info", "gauge",
@@ -367,7 +367,7 @@ static void render_process_info(FILE *f, const struct figures_process *const *ps
 	       "and container id; the value is always 1");
 	for (unsigned i = 0; i < n; i++) {
 		const struct figures_target *t = &ps[i]->target;
-		const char *alloc = figures_allocator_name(t->allocator);
+		const char *alloc = figures_target_allocator(t);
 		fprintf(f, "tally_process_info{pid=\"%u\",comm=\"", (unsigned)t->pid);
 		prom_escape(f, t->comm, strnlen(t->comm, TALLY_COMM_LEN), true);
 		cmdline_label(f, t);

@@ -158,7 +158,7 @@ static void write_target(struct json_writer *w, const struct figures_process *p)
 	json_kv_str(w, "comm", t->comm);
 	/* as ps shows it (escaped, cut at 255 bytes); null: not known */
 	json_kv_str(w, "cmdline", t->cmdline && t->cmdline[0] ? t->cmdline : NULL);
-	json_kv_str(w, "allocator", figures_allocator_name(t->allocator));
+	json_kv_str(w, "allocator", figures_target_allocator(t));
 	json_kv_str(w, "cuda", figures_cuda_name(t->cuda));
 	if (t->cuda_why) /* CUPTI refused tally: why, in its words */
 		json_kv_str(w, "cuda_why", t->cuda_why);

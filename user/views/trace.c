@@ -567,7 +567,7 @@ int trace_end(struct trace *t, const struct model *m, uint64_t now_ns, const str
 	json_kv_bool(w, "exact", p->exact);
 	json_kv_u64(w, "events_received", p->events.received);
 	json_kv_u64(w, "events_lost", p->events.lost);
-	json_kv_str(w, "allocator", figures_allocator_name(p->target.allocator));
+	json_kv_str(w, "allocator", figures_target_allocator(&p->target));
 	json_kv_str(w, "cuda", figures_cuda_name(p->target.cuda));
 	json_key(w, "stats_inprocess");
 	if (p->have_inprocess) {
