@@ -191,6 +191,7 @@ static inline bool ip_sample_due(size_t q)
 }
 void ip_sample_take(void *p, size_t q, uint16_t group);
 void ip_sample_free(void *p);
+void ip_sample_child(void); /* a forked child: the locks let go */
 
 /* interpose_got.c: point every GOT entry of `funcs` in every loaded object
  * (but this library's) at its wrapper, remembering what each held; objects

@@ -185,6 +185,7 @@ void ip_table_child(void)
 {
 	for (int i = 0; i < STRIPES; i++)
 		atomic_store(&stripes[i].lock, 0);
+	ip_sample_child(); /* the samples' ids and objects: their locks too */
 }
 
 uint64_t ip_table_bytes(void)

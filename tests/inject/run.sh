@@ -224,6 +224,19 @@ if cc -O2 -pthread -o "$tmp/pipeline" tests/inject/pipeline.c; then
 			rounding: .stats.rounding, objs: .groups[0].allocated_objects}' "$tmp/pl$i.json")"
 		wait_uninjected "$wp"
 	done
+	# every block sampled: its sites hold the live bytes (but a thread's
+	# first block since the start, never sampled: 128 bytes at most). With
+	# the blocks' addresses for sample ids, the consumer's frees matched the
+	# producer's next samples at those addresses: sites empty, live 640.
+	"$T" snapshot -p "$wp" --inject --rate 1 -d 2 -o "$tmp/pl3.json" 2>"$tmp/pl3.err"
+	trc=$?
+	[ "$trc" -eq 0 ] && jq -e '.exact and .stats.live > 0 and (.sites | length) > 0 and
+		(([.sites[].inuse_bytes] | add // 0) - .stats.live | fabs) <= 128' \
+		"$tmp/pl3.json" >/dev/null
+	check "two threads still running at the end, --rate 1: the sites hold the live bytes" $? \
+		"rc $trc: $(cat "$tmp/pl3.err") $(jq -c '{exact, live: .stats.live,
+		sites: [.sites[].inuse_bytes]}' "$tmp/pl3.json")"
+	wait_uninjected "$wp"
 	kill -TERM "$wp"
 	wait "$wp"
 	check "two threads still running at the end: the workload exits 0" $?
