@@ -198,7 +198,8 @@ ev = json.load(open(sys.argv[1]))["traceEvents"]
 names = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
 ends = {e["pid"]: e["args"] for e in ev if e.get("name") == "process exited"}
 starts = {e["pid"] for e in ev if e.get("name") == "process started"}
-ok = (len(names) == 3 and "tracer_workload" in names.values() and len(starts) == 2
+# each track's last name is its command line, as ps shows it
+ok = (len(names) == 3 and any(n.split(" ")[0].endswith("/tracer_workload") for n in names.values()) and len(starts) == 2
       and sorted(a.get("exit_code") for a in ends.values()) == [0, 3, 3])
 sys.exit(0 if ok else 1)
 EOF
