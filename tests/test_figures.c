@@ -139,6 +139,41 @@ static void no_allocator__nothing_known__nothing_made_up(void **state)
 	assert_string_equal(figures_allocator_name(p->target.allocator), "none");
 }
 
+/* --inject: a tick is no cut (only the end is): a free handed over before
+ * its allocation takes live below zero, which is said, never shown exact;
+ * and an end the interposer did not cut is said too. */
+static void inject__live_below_zero_or_no_cut__not_exact(void **state)
+{
+	(void)state;
+	src.allocator = FIGURES_ALLOC_GLIBC;
+	src.injected = true;
+	src.have_glibc = true;
+	src.glibc.live = (uint64_t)-15040;
+	src.glibc.rounding = 8;
+	const struct figures_process *p = build();
+	assert_false(p->exact);
+	assert_true(has_why(p, "--inject: records of other threads still on their way"));
+	src.glibc.live = 100;
+	assert_true(build()->exact);
+	src.inject_uncut = true;
+	p = build();
+	assert_false(p->exact);
+	assert_true(has_why(p, "--inject: the interposer did not hand over"));
+}
+
+/* A malloc tally cannot trace: named, nothing made up, not exact. */
+static void foreign_allocator__named_not_traced(void **state)
+{
+	(void)state;
+	src.allocator = FIGURES_ALLOC_NONE;
+	src.foreign_alloc = "jemalloc";
+	const struct figures_process *p = build();
+	assert_int_equal(p->stats.known, 0);
+	assert_false(p->exact);
+	assert_true(has_why(p, "its malloc is not tally's or glibc's"));
+	assert_string_equal(figures_target_allocator(&p->target), "jemalloc");
+}
+
 static void groups__shown_when_named_or_charged(void **state)
 {
 	(void)state;
@@ -546,6 +581,8 @@ int main(void)
 		T(tally_mode__every_term_known__identity_derived),
 		T(glibc_mode__live_rounding_large_only__groups_from_probes),
 		T(no_allocator__nothing_known__nothing_made_up),
+		T(inject__live_below_zero_or_no_cut__not_exact),
+		T(foreign_allocator__named_not_traced),
 		T(groups__shown_when_named_or_charged),
 		T(instance__process_is_the_sum_of_groups),
 		T(cuda__cupti_counts_over_the_driver),
