@@ -412,6 +412,8 @@ cp /bin/sleep "$tmp/suid_sleep" && chmod u+s "$tmp/suid_sleep"
 "$tmp/suid_sleep" 30 &
 sp=$!
 pids+=("$sp")
+# until the shell's child has exec'd it (over 0.5 s seen under load)
+for _ in $(seq 100); do [ "$(readlink /proc/"$sp"/exe)" = "$tmp/suid_sleep" ] && break; sleep 0.05; done
 refused "a set-user-ID program" "$sp" "set-user-ID"
 kill "$sp"
 
