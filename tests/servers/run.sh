@@ -186,12 +186,17 @@ if have_server redis; then
 		"$(jq -e '.target.allocator == "jemalloc" and .exact == false' "$tmp/rje.json" >/dev/null 2>&1 &&
 			grep -qi jemalloc "$tmp/rje.err" && ! grep -q -- '--inject' "$tmp/rje.err"; echo $?)" \
 		"$(jq -c '{target: .target.allocator, exact, inexact_why}' "$tmp/rje.json" 2>&1) $(head -c 300 "$tmp/rje.err")"
+	timeout 30 "$T" top -b -n 1 -p "$r" >"$tmp/rjetop.txt" 2>&1
+	check "redis on jemalloc: top's header names jemalloc, untraced, and the reason" \
+		"$(grep -q '^allocator: jemalloc (not traced' "$tmp/rjetop.txt" &&
+			grep -q 'NOT exact: .*\[allocator_not_traced\]' "$tmp/rjetop.txt"; echo $?)" \
+		"$(head -c 600 "$tmp/rjetop.txt")"
 	rows+=("redis on jemalloc|-|$(why rje)|$(rss rje)")
 	timeout 5 redis-cli -p 18021 shutdown nosave >/dev/null 2>&1
 	wait "$r"
 	check "redis on jemalloc: ends with status 0" $? ""
 else
-	skip redis 9
+	skip redis 10
 fi
 
 # ---------------------------------------------------------------- memcached

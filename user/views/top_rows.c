@@ -167,6 +167,7 @@ static void build_header(struct top_header *h, const struct figures *fig,
 	h->late = t->late;
 	h->injected = t->injected;
 	h->alloc = t->allocator;
+	h->foreign_alloc = t->foreign_alloc;
 	h->uptime_s = p->now_ns > p->start_ns ? (double)(p->now_ns - p->start_ns) / 1e9 : 0;
 	h->events_s = -1;
 	/* the tree's: a master that only waits receives nothing while its

@@ -86,6 +86,7 @@ struct top_header {
 	bool late;
 	bool injected; /* -p --inject */
 	enum figures_allocator alloc;
+	const char *foreign_alloc; /* alloc none: the malloc it runs on (jemalloc...), or NULL */
 	double uptime_s;
 	double events_s; /* messages a second since the last frame; < 0: not known yet */
 	uint64_t received, lost_msgs, lost_words;

@@ -49,10 +49,17 @@ static void print_header(FILE *out, const struct top_header *h)
 	fprintf(out, "processes: %u listed, %u running\n", h->procs, h->running);
 }
 
-static void print_identity(FILE *out, const struct top_identity *id, enum figures_allocator a)
+static void print_identity(FILE *out, const struct top_identity *id, enum figures_allocator a,
+			   const char *foreign)
 {
 	unsigned cells[TOP_TERMS], total = 0;
 
+	if (a == FIGURES_ALLOC_NONE && foreign) {
+		fprintf(out, "allocator: %s (not traced: tally traces its own and glibc's)\n",
+			foreign);
+		fprintf(out, "identity: - (its heap is not traced)\n");
+		return;
+	}
 	fprintf(out, "allocator: %s\n", figures_allocator_name(a));
 	if (a == FIGURES_ALLOC_NONE) {
 		fprintf(out, "identity: - (no allocator figures yet)\n");
@@ -246,7 +253,7 @@ int top_text_frame(FILE *out, const struct top_frame *f, unsigned long k, bool t
 	errno = 0; /* what a failed write leaves is then this frame's */
 	fprintf(out, "--- frame %lu ---\n", k);
 	print_header(out, &f->hdr);
-	print_identity(out, &f->id, f->hdr.alloc);
+	print_identity(out, &f->id, f->hdr.alloc, f->hdr.foreign_alloc);
 	if (f->mode == TOP_MODE_SITES)
 		print_sites(out, f);
 	else

@@ -200,6 +200,11 @@ static int draw_identity(const struct top_frame *f, int y)
 	unsigned cells[TOP_TERMS];
 	int x;
 
+	if (f->hdr.alloc == FIGURES_ALLOC_NONE && f->hdr.foreign_alloc) {
+		put(y, 0, A_NORMAL, "allocator: %s (not traced: its heap has no figures)",
+		    f->hdr.foreign_alloc);
+		return y + 2;
+	}
 	if (f->hdr.alloc == FIGURES_ALLOC_NONE) {
 		put(y, 0, A_NORMAL, "allocator: none seen yet (no allocator figures)");
 		return y + 2;
