@@ -7,9 +7,12 @@
  * --inject, which then refused it.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "target.h"
 #include "target_alloc.h"
@@ -46,6 +49,29 @@ static const char *program_malloc(const char *exe, bool has_libc)
 	return addr[0] ? "own" : NULL;
 }
 
+/* Whether the program asks for a dynamic loader (PT_INTERP): such a process
+ * maps its C library in a moment, and one caught in between (its exec done,
+ * ld.so not yet through) is no static program. */
+static bool exe_dynamic(const char *exe)
+{
+	bool interp = false;
+	size_t n = 0;
+	GElf_Phdr ph;
+	int fd;
+	Elf *elf;
+
+	if (elf_version(EV_CURRENT) == EV_NONE || (fd = open(exe, O_RDONLY | O_CLOEXEC)) < 0)
+		return true; /* not known: not said static */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_getphdrnum(elf, &n))
+		interp = true;
+	for (size_t i = 0; !interp && i < n; i++)
+		interp = gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_INTERP;
+	elf_end(elf);
+	close(fd);
+	return interp;
+}
+
 int target_allocator(pid_t pid, const char **name, char *path, size_t len)
 {
 	char exe[64];
@@ -65,6 +91,12 @@ int target_allocator(pid_t pid, const char **name, char *path, size_t len)
 	bool has_libc = target_find_lib(pid, "libc.so.6", path, len, &bias) >= 0;
 	if (!has_libc && target_find_lib(pid, "ld-musl-x86_64", path, len, &bias) >= 0) {
 		*name = "musl";
+		return 0;
+	}
+	/* a dynamic program whose libc is not mapped yet: just exec'd (seen
+	 * as "static" when tally came a moment after the target started) */
+	if (!has_libc && exe_dynamic(exe)) {
+		*name = "glibc";
 		return 0;
 	}
 	const char *own = program_malloc(exe, has_libc);
