@@ -191,7 +191,7 @@ check "heap rings off (TALLY_HEAP_RINGS=off): every batch through the BPF ring, 
 timeout 120 "$TALLY" snapshot -- env LD_PRELOAD="$ALLOC" "$PWD/$BUILD/alloc_bench" -q forks 4 >"$tmp/r3.json" 2>"$tmp/r3.err"
 rc=$?
 check "heap rings across forks: 5 processes, each exact and equal to its allocator's own, batches read in place" \
-	"$([ $rc -eq 0 ] && jq -e "(.processes | length) == 5 and .events.batches_in_place > 10 and ([.processes[] | select(.target.comm == \"alloc_bench\") | .exact and (($STATS11) == .stats_inprocess)] | length == 5 and all)" "$tmp/r3.json" >/dev/null; echo $?)" \
+	"$([ $rc -eq 0 ] && jq -e "(.processes | length) == 5 and .tree.lifetime.batches_in_place > 10 and ([.processes[] | select(.target.comm == \"alloc_bench\") | .exact and (($STATS11) == .stats_inprocess)] | length == 5 and all)" "$tmp/r3.json" >/dev/null; echo $?)" \
 	"rc=$rc $(jq -c '[.events, [.processes[] | [.target.comm, .exact, .inexact_why]]]' "$tmp/r3.json" 2>&1 | head -c 900)"
 # a late attach to a busy thread: its ring is made and taken then; kill -9
 # of tally while the thread writes it leaves the target running
