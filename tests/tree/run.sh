@@ -208,10 +208,11 @@ EOF
 # 7. serve: process series labelled pid and comm, 50 of them at most
 port=$((20000 + RANDOM % 20000))
 timeout 60 "$TALLY" serve --listen "127.0.0.1:$port" -i 200 -- \
-	bash -c 'for i in $(seq 60); do sleep 4 & done; wait' >/dev/null 2>"$tmp/s.err" &
+	bash -c 'for i in $(seq 60); do sleep 30 & done; wait' >/dev/null 2>"$tmp/s.err" &
 spid=$!
 pids+=("$spid")
-for _ in $(seq 50); do
+# (30 s at most: a loaded machine took over 10 s to show the 61)
+for _ in $(seq 150); do
 	curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/m.txt" 2>/dev/null &&
 		grep -q '^tally_processes 61$' "$tmp/m.txt" && break
 	sleep 0.2
