@@ -251,9 +251,12 @@ if have_server postgres; then
 	n=$(jq '[.traceEvents[] | select(.ph == "C") | .pid] | unique | length' "$tmp/prec.json" 2>/dev/null)
 	check "postgres: record -p POSTMASTER -f: counters for the backends too, not only the root" \
 		"$([ $rc -eq 0 ] && [ "${n:-0}" -gt 1 ]; echo $?)" "rc=$rc, counters for $n processes"
-	runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$d/data" stop -m fast >/dev/null 2>&1
+	runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$d/data" stop -m fast >"$tmp/pgstop.log" 2>&1
+	rc=$?
+	for _ in $(seq 100); do alive "$pm" || break; sleep 0.1; done
 	check "postgres: no backend died; stopped cleanly" \
-		"$([ -z "$(pg_died "$d")" ] && ! kill -0 "$pm" 2>/dev/null; echo $?)" "$(pg_died "$d")"
+		"$([ $rc -eq 0 ] && [ -z "$(pg_died "$d")" ] && ! alive "$pm"; echo $?)" \
+		"pg_ctl rc=$rc $(cat "$tmp/pgstop.log") $(pg_died "$d") $(tail -n 3 "$d/postgres.log")"
 else
 	skip postgres 8
 fi
