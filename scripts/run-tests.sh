@@ -110,7 +110,7 @@ run cmdline 120 tests/cmdline/run.sh
 run conformance 120 tests/conformance/run.sh
 run exit 120 tests/exit/run.sh
 run servers 600 tests/servers/run.sh
-run servers_chaos 300 tests/servers/chaos.sh
+run servers_chaos 600 tests/servers/chaos.sh
 
 echo
 [ ${#broken[@]} -gt 0 ] && echo "suites that exited abnormally: ${broken[*]}"
