@@ -23,9 +23,9 @@ ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.
 	alloc/mallinfo.c
 SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
 # what `--inject` loads into a process on glibc's malloc
-INTERPOSE_SRCS := alloc/interpose.c alloc/interpose_batch.c alloc/interpose_table.c alloc/interpose_shadow.c \
-	alloc/interpose_got.c alloc/interpose_sample.c alloc/sample_util.c alloc/ring.c \
-	alloc/probe_guard.c
+INTERPOSE_SRCS := alloc/interpose.c alloc/interpose_thread.c alloc/interpose_batch.c \
+	alloc/interpose_table.c alloc/interpose_shadow.c alloc/interpose_got.c \
+	alloc/interpose_sample.c alloc/sample_util.c alloc/ring.c alloc/probe_guard.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
 # the probe-cost benchmark), one that hands every batch to a test sink (the
@@ -53,7 +53,8 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target $(BUILD)/tests/inject_workload $(BUILD)/tests/inject_workload_cxx \
-	$(BUILD)/tests/libinject_lib.so $(BUILD)/tests/inject_groups
+	$(BUILD)/tests/libinject_lib.so $(BUILD)/tests/inject_groups $(BUILD)/tests/inject_chaos \
+	$(BUILD)/tests/inject_chaos_kill
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
@@ -327,6 +328,16 @@ $(BUILD)/tests/inject_groups: tests/inject/groups.c $(BUILD)/libtally.so
 $(BUILD)/tests/libinject_lib.so: tests/inject/lib.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fPIC -shared -fno-builtin -o $@ $<
+# tests/inject/chaos.sh: a target that checks its own integrity, and what
+# kills its injector at random points (inject_load itself, without BPF)
+$(BUILD)/tests/inject_chaos: tests/inject/chaos.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
+$(BUILD)/tests/inject_chaos_kill: tests/inject/chaos_kill.c $(BUILD)/user/user/core/inject.o \
+		$(BUILD)/user/user/core/inject_call.o $(BUILD)/user/user/core/target.o \
+		$(BUILD)/user/user/core/target_ns.o $(BUILD)/user/user/core/target_alloc.o
+	@mkdir -p $(dir $@)
+	$(CC) $(USER_CFLAGS) -o $@ $< $(filter %.o,$^) -lelf -lz
 $(BUILD)/tests/inject_workload_cxx: tests/inject/workload.c
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -Wall -Wextra -Werror -Wno-mismatched-new-delete -Wno-mismatched-dealloc -D_GNU_SOURCE -DCXX -fno-builtin -x c++ -o $@ $< -ldl

@@ -2,7 +2,7 @@
 /*
  * libtally_interpose.so: what `tally ... -p PID --inject` loads into a
  * running process that allocates with glibc's malloc (user/core/inject.c
- * makes the process dlopen it, then call tally_interpose_start). The
+ * makes the process dlopen it, then call tally_interpose_begin). The
  * process's GOT entries for the malloc family then lead here
  * (interpose_got.c); each wrapper calls glibc's own function and, while a
  * tracer is attached, records the call in the thread's batch, handed over
@@ -17,12 +17,14 @@
  *
  * The tracer's lifetime is the probe's semaphore: the kernel raises it
  * while tally's probe is attached (before the injection: tally attaches
- * first) and lowers it when tally detaches or dies, kill -9 included. A
- * thread of the library's own ("tally-inject") hands over the batches of
- * threads that went quiet, sends glibc's own totals (mallinfo2), patches
- * objects loaded behind the wrappers' back, and, once the semaphore falls,
- * puts every GOT entry back and ends: the wrappers stay mapped (a thread
- * may be in one, or hold its address) and pass every call straight on.
+ * first: a start that finds it down does nothing) and lowers it when tally
+ * detaches or dies, kill -9 included. A thread of the library's own
+ * ("tally-inject", interpose_thread.c) hands over the batches of threads
+ * that went quiet, sends glibc's own totals (mallinfo2), patches objects
+ * loaded behind the wrappers' back, and, within a tick of the semaphore's
+ * fall, puts every GOT entry back and ends: the wrappers stay mapped (a
+ * thread may be in one, or hold its address) and pass every call straight
+ * on.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -40,6 +42,7 @@
 
 #include "../bpf/tally_events.h"
 #include "interpose.h"
+#include "interpose_abi.h"
 #include "probes.h"
 
 /* ---- glibc's own functions ---- */
@@ -61,31 +64,11 @@ static struct {
 
 /* ---- state ---- */
 
-enum ip_state {
-	IP_IDLE = 0,	 /* loaded, nothing patched */
-	IP_TRACING = 1,	 /* patched; recording while the semaphore is up */
-	IP_GONE = 2,	 /* the tracer left: entries put back, every call passed on */
-	IP_PATCHING = 3, /* being patched: nothing recorded until every object is */
-};
-static _Atomic int ip_state;
-static bool ip_seen_tracer; /* the semaphore was up once since the start */
-static uint64_t ip_start_ns;
+_Atomic int ip_state;		      /* enum ip_state */
 static __thread int ip_depth;	      /* inside a wrapper: glibc calling back in is passed on */
 static _Atomic uint64_t ip_untracked; /* calls not recorded (the table could not grow) */
 static _Atomic uint64_t ip_unseen;    /* blocks given again whose free was not seen */
-static pthread_mutex_t ip_lock = PTHREAD_MUTEX_INITIALIZER; /* patching, thread list */
-/* a tracer that never raised the semaphore after the start (tally died
- * between the injection and its probe) is given this long */
-#define IP_TRACER_WAIT_NS (10ULL * 1000000000ULL)
-#define IP_TICK_NS (20ULL * 1000000ULL) /* the flusher's period */
-#define IP_INFO_TICKS 5			/* mallinfo2 every 100 ms */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
+pthread_mutex_t ip_lock = PTHREAD_MUTEX_INITIALIZER; /* patching, thread list */
 
 /* ---- recording ---- */
 
@@ -371,9 +354,19 @@ static const struct ip_func funcs[] = {
 };
 static const size_t nfuncs = sizeof(funcs) / sizeof(funcs[0]);
 
-/* ---- the library's thread ---- */
+int ip_patch_all(void)
+{
+	return ip_got_patch(funcs, nfuncs);
+}
 
-static void send_info(void)
+void ip_depth_add(int d)
+{
+	ip_depth += d;
+}
+
+/* ---- the library's thread's (interpose_thread.c) ---- */
+
+void ip_send_info(void)
 {
 	struct mallinfo2 mi = real.mallinfo2();
 	uint64_t table = ip_table_bytes() + ip_shadow_bytes();
@@ -383,62 +376,6 @@ static void send_info(void)
 	uint64_t w[TALLY_GLIBC_INFO_WORDS] = { mi.arena,    mi.hblkhd,	 mi.uordblks,
 					       mi.fordblks, mi.keepcost, atomic_load(&ip_unseen) };
 	ip_put_ev(&e, w, TALLY_GLIBC_INFO_WORDS);
-}
-
-static void detach(void)
-{
-	pthread_mutex_lock(&ip_lock);
-	if (atomic_load(&ip_state) == IP_TRACING) {
-		atomic_store(&ip_state, IP_GONE);
-		ip_got_restore();
-	}
-	pthread_mutex_unlock(&ip_lock);
-}
-
-/* glibc's count of objects ever loaded, from the first object's entry */
-static int read_adds(struct dl_phdr_info *info, size_t size, void *data)
-{
-	if (size >= offsetof(struct dl_phdr_info, dlpi_subs))
-		*(unsigned long *)data = (unsigned long)info->dlpi_adds;
-	return 1;
-}
-
-static void *flusher(void *arg)
-{
-	unsigned long adds = 0;
-	(void)arg;
-
-	ip_depth = 1; /* its own calls pass on */
-	for (unsigned tick = 0; atomic_load(&ip_state) == IP_TRACING; tick++) {
-		struct timespec ts = { 0, (long)IP_TICK_NS };
-		nanosleep(&ts, NULL);
-		if (tally_batch_semaphore) {
-			ip_seen_tracer = true;
-		} else if (ip_seen_tracer || now_ns() - ip_start_ns > IP_TRACER_WAIT_NS) {
-			/* tally detached, died, or never came */
-			detach();
-			break;
-		}
-		if (ip_cut_asked()) { /* tally's end: glibc's totals with the rest */
-			send_info();
-			ip_cut_take();
-		}
-		if (tally_batch_semaphore && tick % IP_INFO_TICKS == 0)
-			send_info();
-		ip_flush_all(false);
-		/* objects loaded without the program's dlopen (glibc's own, for
-		 * NSS or iconv) */
-		unsigned long now_adds = 0;
-		dl_iterate_phdr(read_adds, &now_adds);
-		if (now_adds != adds) {
-			pthread_mutex_lock(&ip_lock);
-			if (atomic_load(&ip_state) == IP_TRACING)
-				ip_got_patch(funcs, nfuncs);
-			pthread_mutex_unlock(&ip_lock);
-			adds = now_adds;
-		}
-	}
-	return NULL;
 }
 
 /* ---- start, fork, exit ---- */
@@ -495,6 +432,7 @@ static void on_child(bool traced)
 	/* the child's only thread: a lock another thread of the parent held at
 	 * the fork would never be let go */
 	pthread_mutex_init(&ip_lock, NULL);
+	ip_thread_child();
 	ip_table_child();
 	ip_batch_child(!traced);
 	if (traced)
@@ -506,31 +444,20 @@ static void on_child(bool traced)
 	}
 }
 
-/*
- * Called by the injector in the stopped process's hijacked thread: patch,
- * start the library's thread. 0 or -errno: -EALREADY when tracing already
- * (another tally), -ENOENT without glibc's functions.
- */
-IP_API int tally_interpose_start(uint64_t sample_rate)
+/* Patch and start recording (under ip_lock): 0 or -errno. */
+static int start_locked(uint64_t sample_rate)
 {
-	int err = 0;
-
-	pthread_mutex_lock(&ip_lock);
-	if (atomic_load(&ip_state) == IP_TRACING) {
-		err = -EALREADY;
-		goto out;
-	}
-	if (!real.malloc && (err = resolve()))
-		goto out;
 	static bool once;
+	int err;
+
+	if (!real.malloc && (err = resolve()))
+		return err;
 	if (!once) {
 		if ((err = ip_batch_init()))
-			goto out;
+			return err;
 		probe_guard_init(on_child);
 		once = true;
 	}
-	ip_seen_tracer = false;
-	ip_start_ns = now_ns();
 	ip_table_reset();
 	ip_shadow_reset();
 	ip_batch_restart();
@@ -543,39 +470,50 @@ IP_API int tally_interpose_start(uint64_t sample_rate)
 	 * yet (another thread runs meanwhile) would stay live */
 	atomic_store(&ip_state, IP_PATCHING);
 	err = ip_got_patch(funcs, nfuncs);
-	if (err < 0)
-		goto undo;
-	atomic_store(&ip_state, IP_TRACING);
-	/* the thread takes none of the program's signals */
-	sigset_t all, old;
-	pthread_t th;
-	pthread_attr_t attr;
-	sigfillset(&all);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ip_depth++;
-	err = -pthread_create(&th, &attr, flusher, NULL);
-	ip_depth--;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (err)
-		goto undo;
-	pthread_setname_np(th, "tally-inject");
-	goto out;
-undo:
-	atomic_store(&ip_state, IP_GONE);
-	ip_got_restore();
-out:
-	pthread_mutex_unlock(&ip_lock);
+	if (err >= 0) {
+		atomic_store(&ip_state, IP_TRACING);
+		err = ip_thread_start();
+	}
+	if (err < 0) {
+		atomic_store(&ip_state, IP_GONE);
+		ip_got_restore();
+	}
 	return err < 0 ? err : 0;
+}
+
+IP_API _Atomic uint64_t tally_interpose_outcome; /* interpose_abi.h */
+
+/*
+ * Called by the injector in the process's hijacked thread (interpose_abi.h):
+ * patch, start the library's thread; the outcome, 0 or -errno, in
+ * tally_interpose_outcome beside the injector's token: -ENOTCONN when
+ * tally's probe is not there (the semaphore is down: the tally that
+ * injected died before this ran), -EALREADY when another tally records
+ * already (unless TALLY_INTERPOSE_TAKEOVER), -ENOENT without glibc's
+ * functions.
+ */
+IP_API void tally_interpose_begin(uint64_t sample_rate, uint64_t flags, uint32_t token)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&ip_lock);
+	if (!tally_batch_semaphore)
+		err = -ENOTCONN;
+	else if (atomic_load(&ip_state) == IP_TRACING && !(flags & TALLY_INTERPOSE_TAKEOVER))
+		err = -EALREADY;
+	else if (atomic_load(&ip_state) == IP_TRACING)
+		ip_take_over();
+	if (!err)
+		err = start_locked(sample_rate);
+	pthread_mutex_unlock(&ip_lock);
+	atomic_store(&tally_interpose_outcome, (uint64_t)token << 32 | (uint32_t)err);
 }
 
 __attribute__((destructor)) static void ip_fini(void)
 {
 	if (atomic_load(&ip_state) == IP_TRACING && tally_batch_semaphore) {
 		ip_depth++;
-		send_info();
+		ip_send_info();
 		ip_depth--;
 		ip_flush_all(true);
 	}

@@ -2,7 +2,8 @@
 /*
  * libtally_interpose.so, what `tally -p PID --inject` loads into a process
  * that runs on glibc's malloc: what its files share. interpose.c has the
- * wrappers, the start and the library's thread; interpose_batch.c the
+ * wrappers and the start (interpose_abi.h: what the injector and the start
+ * agree on), interpose_thread.c the library's thread, interpose_batch.c the
  * records' batches, interpose_table.c the blocks since the start,
  * interpose_sample.c the heap profiles, interpose_got.c the process's GOT
  * entries pointed at the wrappers and back.
@@ -11,6 +12,7 @@
 #define TALLY_ALLOC_INTERPOSE_H
 
 #include <stdbool.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -25,6 +27,24 @@
 /* the tally:batch probe's semaphore (interpose_batch.c) */
 extern unsigned short tally_batch_semaphore;
 
+/* interpose.c's state, which its thread (interpose_thread.c) shares */
+enum ip_state {
+	IP_IDLE = 0,	 /* loaded, nothing patched */
+	IP_TRACING = 1,	 /* patched; recording while the semaphore is up */
+	IP_GONE = 2,	 /* the tracer left: entries put back, every call passed on */
+	IP_PATCHING = 3, /* being patched: nothing recorded until every object is */
+};
+extern _Atomic int ip_state;
+extern pthread_mutex_t ip_lock; /* patching, thread list */
+void ip_send_info(void);	/* glibc's own totals, in a record */
+int ip_patch_all(void);		/* every object's entries: ip_got_patch */
+void ip_depth_add(int d);	/* the calling thread's calls passed on (d > 0) or not */
+/* interpose_thread.c: the library's thread, started under ip_lock; a start
+ * that takes over from a dead tally; a forked child's */
+int ip_thread_start(void);
+void ip_take_over(void);
+void ip_thread_child(void);
+
 /* One function of the family: the name its GOT entries are bound to, the
  * wrapper they are pointed at. */
 struct ip_func {
@@ -32,11 +52,13 @@ struct ip_func {
 	void *wrapper;
 };
 
-/* interpose.c, what the injector calls in the process (user/core/inject.c):
- * start recording, sampling for heap profiles one block per sample_rate
- * bytes on average (0: none): 0, -EALREADY while a tracer records already,
- * or -errno. */
-IP_API int tally_interpose_start(uint64_t sample_rate);
+/* interpose.c, what the injector calls in the process (user/core/inject.c,
+ * interpose_abi.h): start recording, sampling for heap profiles one block
+ * per sample_rate bytes on average (0: none); the outcome in
+ * tally_interpose_outcome: 0, -EALREADY while a tracer records already,
+ * -ENOTCONN without one, or -errno. */
+IP_API void tally_interpose_begin(uint64_t sample_rate, uint64_t flags, uint32_t token);
+extern IP_API _Atomic uint64_t tally_interpose_outcome;
 
 /*
  * Dekker's two flags with the fence paid on one side: the frequent side

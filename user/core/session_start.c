@@ -428,7 +428,10 @@ static int attach_running(struct session *s, bool verbose)
 	rc = attach_libs(s);
 	if (!rc && s->injected) {
 		char why[512];
-		int err = inject_load(s->pid, s->alloc_path, s->sample_rate, why, sizeof(why));
+		/* holding the target's lock, a recording found there is a dead
+		 * tally's: taken over */
+		int err = inject_load(s->pid, s->alloc_path, s->sample_rate, s->lock.fd >= 0, why,
+				      sizeof(why));
 		timing_mark("inject: libtally_interpose.so loaded and started");
 		if (err)
 			return session_fail(err == -ESRCH ? TALLY_EXIT_NO_PROCESS : TALLY_EXIT_FAIL,
