@@ -104,6 +104,7 @@ run profile 300 tests/profile/run.sh
 run container 120 tests/container/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
 run inject 300 tests/inject/run.sh
+run inject_chaos 400 tests/inject/chaos.sh
 run cpu 60 tests/cpu/run.sh
 run outfile 60 tests/outfile/run.sh
 run cmdline 120 tests/cmdline/run.sh
