@@ -11,8 +11,10 @@
 #ifndef TALLY_ALLOC_INTERPOSE_H
 #define TALLY_ALLOC_INTERPOSE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -188,6 +190,19 @@ static inline bool ip_chunk_mapped(const void *p)
 	return ((const size_t *)p)[-1] & 2;
 }
 bool ip_chunk_check(void *(*m)(size_t), void (*f)(void *), size_t (*usable)(void *));
+
+/* Zeroed anonymous memory for the interposer's own tables, NULL when there
+ * is none; errno as the program's malloc left it, whether or not the
+ * mapping succeeded (a malloc that succeeds leaves errno alone, and the
+ * program's may have been the call that came here). */
+static inline void *ip_map(size_t bytes)
+{
+	int saved = errno;
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	errno = saved;
+	return p == MAP_FAILED ? NULL : p;
+}
 
 /* interpose_shadow.c: the blocks of glibc's arenas allocated since the start
  * (the rest go to the table). put: 0, -EXDEV (not a block for the shadow:

@@ -103,9 +103,8 @@ static struct ithread *thread_get(void)
 			break;
 	}
 	if (!t) {
-		t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-			 0);
-		if (t == MAP_FAILED)
+		t = ip_map(sizeof(*t));
+		if (!t)
 			return NULL;
 		t->used = 1;
 		t->heap_id = atomic_fetch_add(&ip_heap_ids, 1) + 1;

@@ -54,9 +54,9 @@ static int grow(void **v, size_t *cap, size_t used, size_t size)
 	if (used < *cap)
 		return 0;
 	size_t ncap = *cap ? *cap * 2 : 4096 / size;
-	void *n =
-		mmap(NULL, ncap * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (n == MAP_FAILED)
+	void *n = ip_map(ncap * size);
+
+	if (!n)
 		return -ENOMEM;
 	if (*v) {
 		memcpy(n, *v, used * size);

@@ -71,12 +71,9 @@ static size_t ids_home(uintptr_t p, size_t cap)
 static int ids_grow(void)
 {
 	size_t ncap = ids.cap ? ids.cap * 2 : 256;
-	int saved = errno; /* a malloc that succeeds leaves errno alone */
-	struct sid *n = mmap(NULL, ncap * sizeof(*n), PROT_READ | PROT_WRITE,
-			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct sid *n = ip_map(ncap * sizeof(*n));
 
-	errno = saved;
-	if (n == MAP_FAILED)
+	if (!n)
 		return -ENOMEM;
 	for (size_t i = 0; i < ids.cap; i++) {
 		size_t j = ids.v[i].p ? ids_home(ids.v[i].p, ncap) : 0;

@@ -43,11 +43,9 @@ static _Atomic uint64_t mapped_bytes;
 
 static void *map(size_t bytes)
 {
-	int saved = errno; /* a malloc that succeeds leaves errno alone */
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p = ip_map(bytes);
 
-	errno = saved;
-	if (p == MAP_FAILED)
+	if (!p)
 		return NULL;
 	atomic_fetch_add_explicit(&mapped_bytes, bytes, memory_order_relaxed);
 	return p;

@@ -87,11 +87,9 @@ static int stripe_grow(struct stripe *s)
 {
 	uint64_t ncap = s->cap ? s->cap * 2 : STRIPE_MIN;
 	struct stripe grown = { .bits = (unsigned)__builtin_ctzll(ncap) };
-	int saved = errno; /* a malloc that succeeds leaves errno alone */
-	struct tent *n = mmap(NULL, ncap * sizeof(*n), PROT_READ | PROT_WRITE,
-			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	errno = saved;
-	if (n == MAP_FAILED)
+	struct tent *n = ip_map(ncap * sizeof(*n));
+
+	if (!n)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < s->cap; i++) {
 		if (!s->v[i].p)
