@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Run every test suite, print each suite's own summary, then one line with the
-# totals: "N passed, M failed, K skipped", after the names of the suites that
-# could not run here (not root; no CUDA toolkit). Exit non-zero when anything
-# failed or a suite crashed. Called by `make test` after the build; BUILD may
-# point elsewhere.
+# totals, "N passed, M failed, K skipped", naming every skip. Called by `make
+# test` after the build; BUILD may point elsewhere. The rules (docs/TESTING.md):
+# - the suites test tally against the kernel (BPF, uprobes, ptrace): not root,
+#   they cannot test what they exist for, and this refuses to start;
+# - a suite that ends without its summary line, or with a status other than 0
+#   and no failure counted, is one failure (it crashed, hung or said nothing);
+# - a skip is counted and named ("skip - NAME: WHY", cmocka's "[  SKIPPED ]
+#   NAME"); skips without a name are a failure; under CI (CI=true) a skip of
+#   anything a CI machine has is a failure where it happens (tests/lib.sh,
+#   tests/test_skip.h).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -12,7 +18,13 @@ passed=0
 failed=0
 skipped=0
 broken=()
-skipped_suites=()
+skip_names=()
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "make test: the suites run tally's BPF programs, uprobes and ptrace on real processes" \
+		"and need root; run it as root (sudo make test)" >&2
+	exit 1
+fi
 
 # run NAME TIMEOUT CMD...: counts cmocka's "[  PASSED  ] N" / "[  FAILED  ] N" /
 # "[  SKIPPED ] N" lines, or a plain "N passed, M failed[, K skipped]" line.
@@ -25,24 +37,34 @@ run() {
 	timeout "$limit" "$@" >"$log" 2>&1
 	local rc=$?
 	grep -vE '^\[ +(RUN|OK) +\]' "$log"
-	local p f
+	local p f k
 	p=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) test.*/\1/p; s/^([0-9]+) passed, [0-9]+ failed.*/\1/p' "$log" | tail -n1)
 	f=$(sed -nE 's/^\[  FAILED  \] ([0-9]+) test.*/\1/p; s/^[0-9]+ passed, ([0-9]+) failed.*/\1/p' "$log" | tail -n1)
-	local k
 	k=$(sed -nE 's/^\[  SKIPPED \] ([0-9]+) test.*/\1/p; s/^[0-9]+ passed, [0-9]+ failed, ([0-9]+) skipped.*/\1/p' "$log" | tail -n1)
-	p=${p:-0}
-	f=${f:-0}
-	k=${k:-0}
-	if [ "$k" -gt 0 ] && [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
-		skipped_suites+=("$name")
-	fi
-	skipped=$((skipped + k))
-	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+	if [ -z "$p" ] && [ -z "$f" ]; then
+		echo "--- $name ended (status $rc) without its summary line: one failure"
+		f=1
+		broken+=("$name")
+	elif [ "$rc" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then
 		# crashed, hung or failed without saying how many: count it as one
 		echo "--- $name exited with status $rc"
 		f=1
 		broken+=("$name")
 	fi
+	p=${p:-0}
+	f=${f:-0}
+	k=${k:-0}
+	local names
+	names=$(sed -nE 's/^skip - (.*)/\1/p; /^\[  SKIPPED \] [0-9]+ test/d; s/^\[  SKIPPED \] (.+)/\1/p' "$log" | sort -u)
+	if [ "$k" -gt 0 ] && [ -z "$names" ]; then
+		echo "--- $name: $k skipped without a name: one failure"
+		f=$((f + 1))
+		broken+=("$name")
+	fi
+	while IFS= read -r n; do
+		[ -n "$n" ] && skip_names+=("$name: $n")
+	done <<<"$names"
+	skipped=$((skipped + k))
 	passed=$((passed + p))
 	failed=$((failed + f))
 	rm -f "$log"
@@ -115,10 +137,11 @@ run servers_chaos 600 tests/servers/chaos.sh
 
 echo
 [ ${#broken[@]} -gt 0 ] && echo "suites that exited abnormally: ${broken[*]}"
-if [ ${#skipped_suites[@]} -gt 0 ]; then
-	echo "SKIPPED, not run here: ${skipped_suites[*]}"
-	[ "$(id -u)" -ne 0 ] &&
-		echo "(the kernel-facing suites need root: run make test as root)"
+for n in "${skip_names[@]}"; do echo "skipped: $n"; done
+if [ ${#skip_names[@]} -gt 0 ]; then
+	names=$(printf '%s; ' "${skip_names[@]}")
+	echo "$passed passed, $failed failed, $skipped skipped (${names%; })"
+else
+	echo "$passed passed, $failed failed, $skipped skipped"
 fi
-echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -17,7 +17,7 @@ pkgs=(
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
 	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux libncurses-dev libmicrohttpd-dev curl
 	sqlite3 strace time libdw-dev golang-go golang-github-google-pprof-dev
-	nginx-light wrk redis-server memcached postgresql
+	nginx-light wrk redis-server memcached postgresql locales
 )
 # The tracers tally is compared with (`make bench-trace`), only when asked:
 # `scripts/setup.sh --bench`. bcc compiles its programs against kernel
@@ -33,7 +33,12 @@ for p in "${pkgs[@]}"; do
 	fi
 done
 
-[ ${#missing[@]} -eq 0 ] && exit 0
+# A locale whose decimal separator is a comma (tests/test_json.c: numbers
+# must not follow LC_NUMERIC), made from the locales package's sources.
+want_locale=0
+locale -a 2>/dev/null | grep -qix 'de_DE.utf8' || want_locale=1
+
+[ ${#missing[@]} -eq 0 ] && [ $want_locale -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
 	if command -v sudo >/dev/null 2>&1; then
@@ -46,9 +51,9 @@ else
 	SUDO=
 fi
 
-echo "setup: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-if ! $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/tally-setup.log 2>&1; then
+[ ${#missing[@]} -gt 0 ] && echo "setup: installing ${missing[*]}" >&2
+if [ ${#missing[@]} -gt 0 ] && ! $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/tally-setup.log 2>&1; then
 	# The package lists may be stale or absent on a fresh machine.
 	$SUDO apt-get update -q >>/tmp/tally-setup.log 2>&1 || true
 	if ! $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >>/tmp/tally-setup.log 2>&1; then
@@ -56,4 +61,8 @@ if ! $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/t
 		tail -n 20 /tmp/tally-setup.log >&2
 		exit 1
 	fi
+fi
+if [ $want_locale -eq 1 ] && ! $SUDO localedef -i de_DE -f UTF-8 de_DE.UTF-8 >>/tmp/tally-setup.log 2>&1; then
+	echo "setup: localedef de_DE.UTF-8 failed; see /tmp/tally-setup.log" >&2
+	exit 1
 fi

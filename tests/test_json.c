@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_skip.h"
 
 #include "../user/views/json.h"
 
@@ -353,7 +354,7 @@ static void json__double__decimal_comma_locale_still_writes_a_point(void **state
 	locale_t old;
 
 	if (de == (locale_t)0)
-		skip(); /* the locale is not installed here */
+		skip_because("the de_DE.UTF-8 locale is not installed (scripts/setup.sh makes it)");
 	old = uselocale(de);
 	json_begin_array(&s->w);
 	json_double(&s->w, 0.5);
@@ -495,7 +496,7 @@ static void json__error__eio_when_unbuffered_write_fails(void **state)
 
 	(void)state;
 	if (!f)
-		skip();
+		skip_because("no /dev/full");
 	assert_int_equal(setvbuf(f, NULL, _IONBF, 0), 0);
 	json_init(&w, f, false);
 	json_begin_object(&w);
@@ -514,7 +515,7 @@ static void json__finish__eio_when_flush_fails(void **state)
 
 	(void)state;
 	if (!f)
-		skip();
+		skip_because("no /dev/full");
 	json_init(&w, f, true);
 	json_begin_array(&w);
 	json_string(&w, "buffered until the flush");

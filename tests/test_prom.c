@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_skip.h"
 
 #include "../user/views/prom.h"
 
@@ -475,7 +476,7 @@ static void prom__write_error__reported(void **state)
 	(void)state;
 	if (!f) {
 		free(p);
-		skip();
+		skip_because("no /dev/full");
 	}
 	setvbuf(f, NULL, _IONBF, 0); /* every write reaches the device */
 	struct figures fig = { .nprocs = 1, .cap = 1, .procs = p };

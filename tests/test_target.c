@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_skip.h"
 
 #include "../user/core/target.h"
 
@@ -479,7 +480,7 @@ static void is_kthread__kthreadd(void **state)
 
 	(void)state;
 	if (target_comm(2, 2, buf, sizeof(buf)) || strcmp(buf, "kthreadd"))
-		skip(); /* in a PID namespace of its own */
+		skip_because("PID 2 is not kthreadd: in a PID namespace of its own");
 	assert_true(target_is_kthread(2));
 	assert_true(target_alive(2));
 }

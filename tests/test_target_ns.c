@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_skip.h"
 
 #include "../user/core/target.h"
 
@@ -125,7 +126,7 @@ static void namespaced_process__reached_through_proc_root(void **state)
 	pid_t pid, inner;
 	(void)state;
 	if (geteuid())
-		skip();
+		skip_because("needs root (namespaces)");
 	assert_int_equal(pipe(up), 0);
 	assert_int_equal(pipe(hold), 0);
 	pid = fork();

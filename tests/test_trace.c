@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include "test_skip.h"
 
 #include "../user/views/trace.h"
 
@@ -629,7 +630,7 @@ static void trace__write_error__reported_at_the_end(void **state)
 
 	(void)state;
 	if (!f)
-		skip();
+		skip_because("no /dev/full");
 	model_init(&m);
 	assert_int_equal(trace_new(&t, f, 1, START), 0);
 	trace_begin(t, &m, "x");

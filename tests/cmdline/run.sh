@@ -92,6 +92,6 @@ if [ -x "$PG/initdb" ] && id postgres >/dev/null 2>&1 && command -v psql >/dev/n
 			any(. == "postgres: checkpointer")' "$tmp/pg.json" >/dev/null; echo $?)" \
 		"$(jq -c '[.processes[].target | [.comm, .cmdline]]' "$tmp/pg.json" 2>&1 | head -c 600) $(head -c 200 "$tmp/pgs.err")"
 else
-	echo "PostgreSQL not installed: its check skipped"
+	skip "PostgreSQL: a backend says its role, database, client and state" "PostgreSQL (initdb, psql, the postgres user) is not installed: scripts/setup.sh installs it"
 fi
 finish

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "../test_skip.h"
 #include <fatbinary_section.h>
 
 #include "../../bpf/image_format.h"
@@ -898,7 +899,7 @@ static void image__nvcc_fixtures__load_and_unload_each_entry_point(void **state)
 {
 #ifndef TALLY_CUPTI_FIXTURES
 	(void)state;
-	skip(); /* built without nvcc */
+	skip_because("built without nvcc (no CUDA toolkit)");
 #else
 	size_t ptx_size, cubin_size, fatbin_size;
 	unsigned char *ptx = fixture_bufs[0] = fixture("k.ptx", &ptx_size);
@@ -911,7 +912,7 @@ static void image__nvcc_fixtures__load_and_unload_each_entry_point(void **state)
 
 	(void)state;
 	if (!ptx || !cubin || !fatbin)
-		skip();
+		skip_because("the nvcc fixtures were not built");
 	snprintf(cubin_path, sizeof(cubin_path), "%s/k.cubin", TALLY_CUPTI_FIXTURES);
 	/* the formats, straight */
 	assert_int_equal(tally_cupti_image_size(ptx), ptx_size);

@@ -73,7 +73,7 @@ if command -v memcached >/dev/null; then
 	same_as_own "$tmp/mc.json"
 	check memcached-exact $? "$(show "$tmp/mc.json") $(tail -c 300 "$tmp/mc.out")"
 else
-	echo "# memcached missing: its 2 checks skipped"
+	skip "memcached-load, memcached-exact" "memcached is not installed: scripts/setup.sh installs it" 2
 fi
 
 "$TALLY" snapshot -o "$tmp/sh.json" -- sh -c 'x=$(seq 1 300); y=${#x}; echo $y >/dev/null' \

@@ -16,9 +16,9 @@ TARGETS=(remote decoder)
 
 rt="$(clang -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-$(uname -m).a"
 if [ ! -f "$rt" ]; then
-	echo "fuzz: clang's libFuzzer is not installed (libclang-rt-14-dev; scripts/setup.sh): skipped"
-	echo "0 passed, 0 failed, ${#TARGETS[@]} skipped"
-	exit 0
+	skip "fuzz ${TARGETS[*]}" "clang's libFuzzer is not installed (libclang-rt-14-dev; scripts/setup.sh installs it)" ${#TARGETS[@]}
+	finish
+	exit
 fi
 
 artifacts=$BUILD/tests/fuzz/artifacts

@@ -18,9 +18,9 @@ HERE=$PWD/tests/programs
 need_root programs
 for t in jq strace sqlite3 python3 gcc make; do
 	if ! command -v "$t" >/dev/null; then
-		echo "programs: $t is missing (scripts/setup.sh installs it): skipped"
-		echo "0 passed, 0 failed"
-		exit 0
+		skip "programs (every one)" "$t is missing: scripts/setup.sh installs it"
+		finish
+		exit
 	fi
 done
 # a make above us (make test) must not hand this suite its jobserver or level

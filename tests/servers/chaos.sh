@@ -21,9 +21,9 @@ KILLS=${CHAOS_KILLS:-200}
 need_root chaos
 chmod 755 "$tmp"
 if ! have_server nginx || ! have_server python; then
-	echo "SKIP - chaos: nginx, wrk or python3 not installed (scripts/setup.sh installs them)"
-	echo "0 passed, 0 failed, 6 skipped"
-	exit 0
+	skip "chaos (6 checks)" "nginx, wrk or python3 not installed (scripts/setup.sh installs them)" 6
+	finish
+	exit
 fi
 
 nginx_start "$tmp/ng" 18060 1 || { echo "nginx did not start"; exit 1; }
