@@ -155,10 +155,17 @@ timeout 10 "$TALLY" snapshot -f --no-follow -p 1 >/dev/null 2>"$tmp/ff.err"
 check "-f and --no-follow together: a usage error" \
 	"$([ $? -eq 2 ] && grep -q 'exclude each other' "$tmp/ff.err"; echo $?)" "$(cat "$tmp/ff.err")"
 
-# 5. top -b: the workload's groups in every frame, under its process line
-timeout 60 "$TALLY" top -b -n 3 -i 400 -- sh -c "$WL wait $tmp/t.expect & wait" \
-	>"$tmp/t.txt" 2>"$tmp/t.err"
+# 5. top -b: the workload's groups in every frame, under its process line.
+# Attached (-p -f) once the workload says its groups are filled, so that
+# frame 1 cannot come before them (started by top, a loaded machine's
+# workload could miss the first 400 ms)
+LD_PRELOAD=$PWD/$BUILD/libtally_alloc.so sh -c "$WL wait $tmp/t.expect & wait" &
+tsh=$!
+pids+=("$tsh")
+wait_file "$tmp/t.expect"
 tpid=$(jq -r .pid "$tmp/t.expect" 2>/dev/null)
+pids+=("${tpid:-0}")
+timeout 60 "$TALLY" top -b -n 3 -i 400 -p "$tsh" -f >"$tmp/t.txt" 2>"$tmp/t.err"
 [ -n "$tpid" ] && kill "$tpid" 2>/dev/null
 frames=$(awk -v p="$tpid" '/^--- frame/ { k = $3 } $1 == "process" && $2 == p { inw = 1; next }
 	$1 == "process" { inw = 0 } inw && $2 == "export" && NF == 11 { print k }' "$tmp/t.txt" |
@@ -282,6 +289,8 @@ if command -v unshare >/dev/null; then
 		"$(jq -e '[.processes[] | select(.target.comm == "tracer_workload")] | length == 1 and
 			(.[0] | .target.ns_pid == 2 and .exact and '"$STATS_OWN"')' "$tmp/u.json" >/dev/null
 			echo $?)" "$(jq -c '[.processes[] | {p: .target.pid, ns: .target.ns_pid, c: .target.comm, e: .exact}]' "$tmp/u.json" 2>&1 | head -c 400)"
+else # util-linux, an essential package
+	skip "unshare --pid: the workload, pid 2 in its namespace" "unshare not installed (util-linux)"
 fi
 
 # 13. children killed by a signal: listed with it, and one line on stderr
@@ -299,8 +308,13 @@ check "children killed by a signal: in processes with it, one line on stderr" \
 LD_PRELOAD=$PWD/$BUILD/libtally_alloc.so sh -c 'env -u LD_PRELOAD sleep 30 & wait' &
 npid=$!
 pids+=("$npid")
-sleep 0.5
-spid=$(cat /proc/"$npid"/task/*/children 2>/dev/null | tr -d ' ')
+# its child running sleep (exec'd)
+spid=
+for _ in $(seq 200); do
+	spid=$(cat /proc/"$npid"/task/*/children 2>/dev/null | tr -d ' ')
+	[ -n "$spid" ] && [ "$(cat /proc/"$spid"/comm 2>/dev/null)" = sleep ] && break
+	sleep 0.05
+done
 pids+=("${spid:-0}")
 timeout 60 "$TALLY" snapshot -p "$npid" -f -d 1 -o "$tmp/nr.json" 2>"$tmp/nr.err"
 check "-f, an unread descendant: tree.exact false with its pid and code, one stderr line" \
@@ -331,8 +345,12 @@ wait "$srv" 2>/dev/null
 sh -c 'sleep 30 & wait' &
 ipid=$!
 pids+=("$ipid")
-sleep 0.3
-ichild=$(cat /proc/"$ipid"/task/*/children 2>/dev/null | tr -d ' ')
+ichild=
+for _ in $(seq 200); do
+	ichild=$(cat /proc/"$ipid"/task/*/children 2>/dev/null | tr -d ' ')
+	[ -n "$ichild" ] && [ "$(cat /proc/"$ichild"/comm 2>/dev/null)" = sleep ] && break
+	sleep 0.05
+done
 pids+=("${ichild:-0}")
 timeout 60 "$TALLY" snapshot -p "$ipid" -f --inject -d 1 -o "$tmp/inj.json" 2>"$tmp/inj.err"
 check "-f --inject: only the root injected, said on stderr, the child flagged not_injected" \
@@ -346,7 +364,11 @@ kill "${ichild:-0}" "$ipid" 2>/dev/null
 script='bad=0; for i in $(seq 400); do x=$(echo $i); [ "$x" = "$i" ] || bad=$((bad+1)); done; echo bad=$bad >'"$tmp"'/k.out'
 "$TALLY" snapshot -o "$tmp/k.json" -- bash -c "$script" >/dev/null 2>&1 &
 kpid=$!
-sleep 1
+# mid-tree: once its subshells have begun (k.out is written at the end)
+for _ in $(seq 200); do
+	[ "$(pgrep -P "$(pgrep -P "$kpid" bash | head -1)" 2>/dev/null | wc -l)" -gt 0 ] && break
+	sleep 0.05
+done
 kill -9 "$kpid" 2>/dev/null
 wait "$kpid" 2>/dev/null
 for _ in $(seq 300); do [ -s "$tmp/k.out" ] && break; sleep 0.1; done
