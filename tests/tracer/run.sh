@@ -14,6 +14,57 @@ SDK=$PWD/$BUILD/libtally.so
 
 # the eleven Stats fields of a snapshot's "stats"
 STATS11='.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)'
+# where tally's figures and the allocator's own, read at the end, agree
+STATS_OWN="(($STATS11) == .stats_inprocess)"
+# each group's live_bytes equals the workload's own count (FILE's .groups)
+GROUPS_OWN='([.groups[] | select(.name != "root") | {(.name): .live_bytes}] | add) == $w[0].groups'
+
+wait_comm() { # PID COMM: until PID has exec'd COMM (a target attached before its exec is another program)
+	for _ in $(seq 200); do [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ] && return 0; sleep 0.05; done
+	return 1
+}
+
+# One round on a busy workload (steady or churn with FILE, pid PID): tally
+# attaches while the threads run (HOW running) or while they are parked (HOW
+# parked: they run on once it is attached); then the threads park and a
+# SIGINT ends tally with nothing moving. The snapshot is OUT; the workload's
+# count FILE. The threads run on after. Returns tally's status.
+park_round() { # PID FILE OUT HOW
+	local pid=$1 f=$2 out=$3 t rc
+	if [ "$4" = parked ]; then
+		rm -f "$f" && kill -USR1 "$pid" && wait_file "$f" || return 90
+	fi
+	"$TALLY" snapshot -p "$pid" -v >"$out" 2>"$out.err" &
+	t=$!
+	pids+=("$t")
+	if wait_attached "$out.err"; then
+		if [ "$4" = parked ]; then
+			rm -f "$f.running" && kill -USR2 "$pid" && wait_file "$f.running"
+		fi
+		rm -f "$f" && kill -USR1 "$pid" && wait_file "$f"
+	fi
+	kill -INT "$t" 2>/dev/null
+	wait "$t"
+	rc=$?
+	rm -f "$f.running" && kill -USR2 "$pid" && wait_file "$f.running" || return 91
+	return $rc
+}
+
+# The verdict on a park_round snapshot OUT against the workload's FILE:
+# "exact" (exact, equal to the allocator's own, each group's live the
+# workload's), "moved" (flagged state_moved_at_attach, the one reason an
+# attach to running threads may legitimately give here, with what follows
+# from it), or "wrong".
+park_verdict() { # OUT FILE
+	if jq -e --slurpfile w "$2" ".exact and .events.lost == 0 and $STATS_OWN and $GROUPS_OWN" "$1" >/dev/null 2>&1; then
+		echo exact
+	elif jq -e '(.exact | not) and (.inexact_codes | index("state_moved_at_attach")) and
+		(.inexact_codes - ["state_moved_at_attach", "running_at_end_differs", "identity_unbalanced"] == [])' "$1" >/dev/null 2>&1; then
+		echo moved
+	else
+		echo wrong
+	fi
+}
 
 
 need_root tracer
@@ -65,19 +116,32 @@ want=$(jq -cS '.stats' "$tmp/wait.json" 2>/dev/null)
 got=$(jq -cS "$STATS11" "$tmp/s2.json" 2>/dev/null)
 check "late attach: -p PID -d 2 gives the workload's Stats exactly" \
 	"$([ $rc -eq 0 ] && [ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "rc=$rc want $want got $got $(head -c 200 "$tmp/s2.err")"
+# the allocator and tally's reader both derive the terms with alloc/stats_walk.h,
+# so the check above cannot see a wrong term: mapped against the kernel's sizes
+# of the allocator's mappings, the identity summed here, Rss against what is
+# never resident, measured_resident against Rss (the target is quiet)
+jq '.stats' "$tmp/s2.json" >"$tmp/s2.stats.json" 2>/dev/null
+truth=$(python3 tests/heap_truth.py "$wpid" "$tmp/s2.stats.json" 2>&1)
+check "late attach: the terms against the kernel's view of the allocator's mappings (tests/heap_truth.py)" \
+	"$([ $rc -eq 0 ] && [[ "$truth" == "heap truth: ok"* ]]; echo $?)" "$truth"
 want=$(jq -cS '.groups' "$tmp/wait.json" 2>/dev/null)
 got=$(jq -cS '[.groups[] | select(.name != "root") | {(.name): .live_bytes}] | add' "$tmp/s2.json" 2>/dev/null)
 check "late attach: each group's live_bytes" "$([ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "want $want got $got"
 check "late attach: detach leaves the target running" "$(kill -0 "$wpid" 2>/dev/null; echo $?)" "pid $wpid gone"
-# 2b. a second tally on the same PID
-timeout 30 "$TALLY" snapshot -p "$wpid" -d 3 >/dev/null 2>&1 &
+# 2b. a second tally on the same PID, while the first is attached (it ends
+#     by SIGINT once the second has answered)
+timeout 60 "$TALLY" snapshot -p "$wpid" -v >/dev/null 2>"$tmp/first.err" &
 first=$!
-sleep 1
+wait_attached "$tmp/first.err"
+att=$?
 timeout 30 "$TALLY" snapshot -p "$wpid" -d 1 >"$tmp/busy.out" 2>"$tmp/busy.err"
 rc=$?
-check "a second tally on the same PID: exit 6, one line, no JSON" \
-	"$([ $rc -eq 6 ] && [ "$(wc -l <"$tmp/busy.err")" -eq 1 ] && [ ! -s "$tmp/busy.out" ]; echo $?)" "rc=$rc $(cat "$tmp/busy.err")"
+kill -INT "$first" 2>/dev/null
 wait "$first"
+frc=$?
+check "a second tally on the same PID: exit 6, one line, no JSON" \
+	"$([ $att -eq 0 ] && [ $rc -eq 6 ] && [ "$(wc -l <"$tmp/busy.err")" -eq 1 ] && [ ! -s "$tmp/busy.out" ] && [ $frc -eq 0 ]; echo $?)" \
+	"first attached: $att (0 yes), first's status $frc; rc=$rc $(cat "$tmp/busy.err")"
 # the lock: in a directory only root writes, gone when tally ends, and
 # nothing a local user does in a world-writable place stops or misleads it
 mode=$(stat -c '%a %U' /run/tally 2>&1)
@@ -87,15 +151,22 @@ stale=4000000
 while kill -0 "$stale" 2>/dev/null; do stale=$((stale + 1)); done
 : >"/run/tally/$stale.lock"
 rm -f "/run/lock/tally.$wpid.lock"
-setpriv --reuid=65534 --regid=65534 --clear-groups flock /run/lock/tally.$wpid.lock sleep 20 &
+setpriv --reuid=65534 --regid=65534 --clear-groups flock /run/lock/tally.$wpid.lock sleep 120 &
 nob=$!
-for _ in $(seq 50); do [ "$(stat -c %U "/run/lock/tally.$wpid.lock" 2>/dev/null)" = nobody ] && break; sleep 0.1; done
+# held: flock has the file (lslocks' view of it: the kernel's lock list)
+held=1
+for _ in $(seq 200); do
+	ino=$(stat -c %i "/run/lock/tally.$wpid.lock" 2>/dev/null) &&
+		grep -q ":$ino " /proc/locks && { held=0; break; }
+	sleep 0.05
+done
 timeout 30 "$TALLY" snapshot -p "$wpid" -d 1 >/dev/null 2>"$tmp/lock.err"
 rc=$?
 setpriv --reuid=65534 --regid=65534 --clear-groups touch "/run/tally/$wpid.lock" 2>/dev/null
 urc=$?
 check "the lock: a user holding /run/lock/tally.PID.lock does not block root's tally, nor can write /run/tally" \
-	"$([ $rc -eq 0 ] && [ ! -s "$tmp/lock.err" ] && [ $urc -ne 0 ] && kill -0 $nob 2>/dev/null; echo $?)" "rc=$rc user touch rc=$urc $(head -c 300 "$tmp/lock.err")"
+	"$([ $held -eq 0 ] && [ $rc -eq 0 ] && [ ! -s "$tmp/lock.err" ] && [ $urc -ne 0 ] && kill -0 $nob 2>/dev/null; echo $?)" \
+	"the user's lock held: $held (0 yes); rc=$rc user touch rc=$urc $(head -c 300 "$tmp/lock.err")"
 check "the lock: a file left by a killed tally (PID gone) is removed at the next start" \
 	"$([ ! -e "/run/tally/$stale.lock" ]; echo $?)" "$(ls /run/tally 2>&1 | head -5)"
 kill "$nob" 2>/dev/null
@@ -111,20 +182,51 @@ rm -f "/run/lock/tally.$wpid.lock"
 kill "$wpid"
 wait "$wpid" 2>/dev/null
 
-# 2c. -d on a target still running (issue 12 item 6): every snapshot is
-#     exact and equal to the allocator's own figures, or flagged with why
-LD_PRELOAD="$ALLOC" "$WL" steady 30 &
+# 2c. a target still running (issue 12 item 6). Where nothing moves at the
+#     end (the threads parked at a safe point, then SIGINT) the figures must
+#     be exact, equal to the allocator's own and each group's live the
+#     workload's, though tally attached while they ran: the one legitimate
+#     flag is state_moved_at_attach (with what follows from it). Measured on
+#     this 2-core VM, loaded by other suites (load 3-6): 2 such runs in 30,
+#     the rest exact; at most 3 of 6 allowed (4 or more: 1 in 4000 at that
+#     rate; an attach that always says so would flag all 6). A replay that loses records is
+#     flagged running_at_end_differs alone: "wrong".
+LD_PRELOAD="$ALLOC" "$WL" steady 120 "$tmp/st" &
 sp=$!
 pids+=("$sp")
-sleep 0.5
+wait_file "$tmp/st.running"
+wrong=0 moved=0
+for i in 1 2 3 4 5 6; do
+	park_round "$sp" "$tmp/st" "$tmp/st.json" running
+	rc=$?
+	v=$(park_verdict "$tmp/st.json" "$tmp/st")
+	[ $rc -ne 0 ] && v=wrong
+	case $v in
+	exact) ;;
+	moved) moved=$((moved + 1)) ;;
+	*) wrong=$((wrong + 1)) && cp "$tmp/st.json" "$tmp/st.bad.json" && cp "$tmp/st" "$tmp/st.bad" ;;
+	esac
+done
+check "running target, ended parked: exact, the allocator's own, each group's live the workload's; else state_moved_at_attach, at most 3 of 6 ($moved)" \
+	"$([ $wrong -eq 0 ] && [ $moved -le 3 ]; echo $?)" \
+	"$wrong wrong: $(jq -c '{exact, inexact_codes, s: .stats.live, own: .stats_inprocess.live, g: [.groups[] | [.name, .live_bytes]]}' "$tmp/st.bad.json" 2>&1) workload: $(cat "$tmp/st.bad" 2>&1)"
+# -d ending while the threads run: the allocator's own figures, read then, may
+# catch a heap in the middle of an operation (state_moved_at_end), or the two
+# reads may disagree (running_at_end_differs); measured in 30 runs of
+# -d 0.5 here (load 3-6): 25 exact, 3 running_at_end_differs, 1
+# state_moved_at_end, 1 state_moved_at_attach with running_at_end_differs and
+# identity_unbalanced. Any other reason is wrong, and one run of 6 at least
+# must be exact (all 6 flagged: 1 in 46000 at that rate; a replay that loses
+# records flags every one). The parked runs above are the exact test.
 wrong=0 flagged=0
 for i in 1 2 3 4 5 6; do
 	timeout 30 "$TALLY" snapshot -p "$sp" -d 0.5 >"$tmp/st.json" 2>/dev/null
-	if jq -e '.exact' "$tmp/st.json" >/dev/null 2>&1; then
-		jq -e '(.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)) == .stats_inprocess' \
-			"$tmp/st.json" >/dev/null 2>&1 || { wrong=$((wrong + 1)); cp "$tmp/st.json" "$tmp/st.bad.json"; }
-	elif jq -e '.inexact_why | length > 0' "$tmp/st.json" >/dev/null 2>&1; then
+	if jq -e ".exact and .events.lost == 0 and $STATS_OWN" "$tmp/st.json" >/dev/null 2>&1; then
+		:
+	elif jq -e '(.exact | not) and (.inexact_codes | length > 0) and (.inexact_codes - ["state_moved_at_attach",
+		"state_moved_at_end", "running_at_end_differs", "identity_unbalanced", "lost_events"] == [])' "$tmp/st.json" >/dev/null 2>&1; then
 		flagged=$((flagged + 1))
+		cp "$tmp/st.json" "$tmp/st.flag.json"
 	else
 		wrong=$((wrong + 1))
 		cp "$tmp/st.json" "$tmp/st.bad.json"
@@ -132,36 +234,58 @@ for i in 1 2 3 4 5 6; do
 done
 kill "$sp" 2>/dev/null
 wait "$sp" 2>/dev/null # gone before the CPU test below, which measures a thread against tally
-check "-d on a running target: exact and equal to the allocator's own, or flagged with why (6 runs, $flagged flagged)" \
-	"$([ $wrong -eq 0 ]; echo $?)" "$(jq -c '{exact, inexact_why, s: .stats.live, own: .stats_inprocess.live}' "$tmp/st.bad.json" 2>&1)"
+check "-d ending on running threads: exact and the allocator's own, or flagged for the running end, 5 of 6 at most ($flagged)" \
+	"$([ $wrong -eq 0 ] && [ $flagged -le 5 ]; echo $?)" \
+	"$wrong wrong: $(jq -c '{exact, inexact_codes, s: .stats.live, own: .stats_inprocess.live}' "$tmp/st.bad.json" "$tmp/st.flag.json" 2>&1)"
 
 # 2d. attaching to a busy target (issue 12 item 1): two threads allocating flat out. It took
 #     35-65 s and up to 10 GB, ignoring -d and SIGINT; now the attach is bounded in time and
 #     memory (the ring, and what comes during one try of the read: 64 MiB at most), and the
 #     figures are exact or say why not, with nothing lost past the state read
-LD_PRELOAD="$ALLOC" "$WL" churn 2 &
+LD_PRELOAD="$ALLOC" "$WL" churn 2 "$tmp/bt" &
 bp=$!
 pids+=("$bp")
-sleep 0.5
+wait_file "$tmp/bt.running"
 /usr/bin/time -f "%e %M" -o "$tmp/busy.time" timeout 30 "$TALLY" snapshot -p "$bp" -d 1 >"$tmp/busy.json" 2>"$tmp/busy2.err"
 rc=$?
 read -r wall rss <"$tmp/busy.time" 2>/dev/null
 check "busy target: -p PID -d 1 ends within 10 s, under 400 MB, with JSON (${wall:-?} s, ${rss:-?} kB)" \
 	"$([ $rc -eq 0 ] && awk -v w="${wall:-99}" -v r="${rss:-0}" 'BEGIN { exit !(w < 10 && r > 0 && r < 400000) }' && jq -e . "$tmp/busy.json" >/dev/null; echo $?)" \
 	"rc=$rc $(head -c 300 "$tmp/busy2.err")"
-check "busy target: exact, or inexact with the reasons" \
-	"$(jq -e '.exact or (.inexact_why | length > 0)' "$tmp/busy.json" >/dev/null; echo $?)" "$(jq -c '[.exact, .inexact_why]' "$tmp/busy.json" 2>&1)"
-"$TALLY" snapshot -p "$bp" >"$tmp/busy3.json" 2>"$tmp/busy3.err" &
+# measured in 15 runs each of -d 1 on 2 and 1 churning threads (load 3-6):
+# 20 exact, 4 state_moved_at_end, 5 running_at_end_differs, 1 with
+# lost_events too. One run: its reasons only; the parked runs below are exact
+check "busy target: exact and the allocator's own, or flagged for an end on running threads" \
+	"$(jq -e "(.exact and $STATS_OWN) or ((.exact | not) and (.inexact_codes | length > 0) and (.inexact_codes - [\"state_moved_at_attach\",
+		\"state_moved_at_end\", \"running_at_end_differs\", \"identity_unbalanced\", \"lost_events\"] == []))" "$tmp/busy.json" >/dev/null; echo $?)" \
+	"$(jq -c '[.exact, .inexact_codes]' "$tmp/busy.json" 2>&1)"
+"$TALLY" snapshot -p "$bp" -v >"$tmp/busy3.json" 2>"$tmp/busy3.err" &
 tp=$!
-sleep 1.5
+wait_attached "$tmp/busy3.err"
+att=$?
 kill -INT "$tp" 2>/dev/null
 for _ in $(seq 50); do kill -0 "$tp" 2>/dev/null || break; sleep 0.1; done
 alive=$(kill -0 "$tp" 2>/dev/null && echo yes || echo no)
 [ "$alive" = yes ] && kill -9 "$tp" 2>/dev/null
 wait "$tp" 2>/dev/null
 check "busy target: SIGINT ends the trace within 5 s, with the snapshot" \
-	"$([ "$alive" = no ] && jq -e '.target.pid' "$tmp/busy3.json" >/dev/null; echo $?)" "alive=$alive $(head -c 200 "$tmp/busy3.err")"
+	"$([ $att -eq 0 ] && [ "$alive" = no ] && jq -e '.target.pid' "$tmp/busy3.json" >/dev/null; echo $?)" "attached: $att (0 yes) alive=$alive $(head -c 200 "$tmp/busy3.err")"
 check "busy target: the target runs on after both" "$(kill -0 "$bp" 2>/dev/null; echo $?)" "pid $bp gone"
+# attached while the threads are parked, then they churn and park again: no
+# reason for anything but exact (an attach to churning threads may miss that
+# the state moved, and then says running_at_end_differs: not a test of the
+# replay). Measured: 30 of 30 exact on 2 threads, 15 of 15 on 1.
+nbad=0
+for i in 1 2 3; do
+	park_round "$bp" "$tmp/bt" "$tmp/bt.json" parked
+	rc=$?
+	if [ $rc -ne 0 ] || [ "$(park_verdict "$tmp/bt.json" "$tmp/bt")" != exact ]; then
+		nbad=$((nbad + 1))
+		cp "$tmp/bt.json" "$tmp/bt.bad.json"
+	fi
+done
+check "busy target, attached parked, churning, ended parked: exact, the allocator's own, the group's live the workload's (3 runs)" \
+	"$([ $nbad -eq 0 ]; echo $?)" "$nbad bad: $(jq -c '{exact, inexact_codes, events, s: .stats.live, own: .stats_inprocess.live, g: [.groups[] | [.name, .live_bytes]]}' "$tmp/bt.bad.json" 2>&1)"
 kill "$bp" 2>/dev/null
 wait "$bp" 2>/dev/null
 
@@ -195,26 +319,42 @@ check "heap rings across forks: 5 processes, each exact and equal to its allocat
 	"rc=$rc $(jq -c '[.events, [.processes[] | [.target.comm, .exact, .inexact_why]]]' "$tmp/r3.json" 2>&1 | head -c 900)"
 # a late attach to a busy thread: its ring is made and taken then; kill -9
 # of tally while the thread writes it leaves the target running
-LD_PRELOAD="$ALLOC" "$WL" churn 1 &
+LD_PRELOAD="$ALLOC" "$WL" churn 1 "$tmp/ch" &
 bp=$!
 pids+=("$bp")
-sleep 0.3
+wait_file "$tmp/ch.running"
 timeout 30 "$TALLY" snapshot -p "$bp" -d 1 >"$tmp/r4.json" 2>"$tmp/r4.err"
 rc=$?
-check "heap rings, late attach to a busy thread: batches read in place, exact or the reasons" \
-	"$([ $rc -eq 0 ] && jq -e '.events.batches_in_place > 10 and (.exact or (.inexact_why | length > 0))' "$tmp/r4.json" >/dev/null; echo $?)" \
-	"rc=$rc $(jq -c '[.exact, .events, .inexact_why]' "$tmp/r4.json" 2>&1) $(head -c 300 "$tmp/r4.err")"
-"$TALLY" snapshot -p "$bp" >/dev/null 2>&1 &
+# the reasons an end on a running thread may give (measured: 2c and 2d)
+check "heap rings, late attach to a busy thread: batches read in place, exact or flagged for the running end" \
+	"$([ $rc -eq 0 ] && jq -e ".events.batches_in_place > 10 and ((.exact and $STATS_OWN) or ((.exact | not) and (.inexact_codes | length > 0) and
+		(.inexact_codes - [\"state_moved_at_attach\", \"state_moved_at_end\", \"running_at_end_differs\", \"identity_unbalanced\", \"lost_events\"] == [])))" \
+		"$tmp/r4.json" >/dev/null; echo $?)" \
+	"rc=$rc $(jq -c '[.exact, .events, .inexact_codes]' "$tmp/r4.json" 2>&1) $(head -c 300 "$tmp/r4.err")"
+# its ring made at an attach to the parked thread, then written as it churns
+park_round "$bp" "$tmp/ch" "$tmp/r4p.json" parked
+rc=$?
+# (how many of its batches are read in place varies: 0 to 2919 in 15 runs)
+check "heap rings, attached to a parked thread that then churns, ended parked: exact, the allocator's own, the group's live" \
+	"$([ $rc -eq 0 ] && [ "$(park_verdict "$tmp/r4p.json" "$tmp/ch")" = exact ]; echo $?)" \
+	"rc=$rc $(jq -c '{exact, inexact_codes, events, s: .stats.live, own: .stats_inprocess.live, g: [.groups[] | [.name, .live_bytes]]}' "$tmp/r4p.json" 2>&1) workload: $(cat "$tmp/ch")"
+"$TALLY" snapshot -p "$bp" -v >/dev/null 2>"$tmp/r5.err" &
 tp=$!
-sleep 1.5
+wait_attached "$tmp/r5.err"
+att=$?
 kill -9 "$tp" 2>/dev/null
 wait "$tp" 2>/dev/null
-sleep 0.5
+# the thread churns on past tally's death: it parks once more, after
+# 20000 calls more (the workload's PARK_OPS), and says so
+rm -f "$tmp/ch"
+kill -USR1 "$bp"
+wait_file "$tmp/ch"
+parked=$?
 kill -TERM "$bp" 2>/dev/null
 wait "$bp"
 st=$?
 check "heap rings: kill -9 of tally while a thread writes its ring, the target runs on and ends by the SIGTERM sent" \
-	"$([ $st -eq 143 ]; echo $?)" "exit status $st (143: SIGTERM)"
+	"$([ $att -eq 0 ] && [ $parked -eq 0 ] && [ $st -eq 143 ]; echo $?)" "attached: $att, parked after: $parked (0 yes), exit status $st (143: SIGTERM)"
 
 # 4. drops: a 4 KiB ring under a burst (every batch through it: the heaps'
 #    shared rings, which would carry most of them, off)
@@ -260,6 +400,8 @@ bad "a kernel thread (-p 2)" 5 "$TALLY" snapshot -p 2 -d 1
 check "a kernel thread: the message says so" "$(grep -q 'kernel thread' "$tmp/bad.err"; echo $?)" "$(cat "$tmp/bad.err")"
 if ! cat /proc/1/maps >/dev/null 2>&1; then # where even root may not read init's map
 	bad "-p 1 whose map root may not read" 3 "$TALLY" snapshot -p 1 -d 1
+else # the case exists only where root cannot read it (a kernel or LSM that says so)
+	skip_absent "-p 1 whose map root may not read" "root reads /proc/1/maps here"
 fi
 # a target that exits while the probes attach: a snapshot (0) or status 5 in
 # one line, never libbpf's own lines
@@ -297,6 +439,7 @@ if command -v setpriv >/dev/null; then
 	setpriv --bounding-set=-all,+bpf,+perfmon sleep 30 &
 	gp=$!
 	pids+=("$gp")
+	wait_comm "$gp" sleep
 	timeout 30 setpriv --bounding-set=-all,+bpf,+perfmon "$TALLY" snapshot -p "$gp" -d 1 \
 		>"$tmp/gcaps.json" 2>"$tmp/gcaps.err"
 	rc=$?
@@ -324,7 +467,7 @@ if command -v setpriv >/dev/null; then
 	setpriv --reuid=65534 --regid=65534 --clear-groups env LD_PRELOAD="$libdir/libtally_alloc.so" sleep 30 &
 	np=$!
 	pids+=("$np")
-	sleep 0.5
+	wait_comm "$np" sleep
 	bad "-p of another user's process without CAP_SYS_PTRACE" 3 \
 		setpriv --bounding-set=-all,+bpf,+perfmon,+sys_admin "$TALLY" snapshot -p "$np" -d 1
 	check "... the message names CAP_SYS_PTRACE" "$(grep -q CAP_SYS_PTRACE "$tmp/bad.err"; echo $?)" "$(cat "$tmp/bad.err")"
@@ -335,34 +478,63 @@ if command -v setpriv >/dev/null; then
 	kill "$np" 2>/dev/null
 	wait "$np" 2>/dev/null
 	rm -rf "$libdir"
+else # the nine checks above
+	skip "capabilities and other users (setpriv)" "setpriv (util-linux) is not installed" 9
 fi
 
-# 6. a target that exits mid-trace: the snapshot comes when it goes
-LD_PRELOAD="$ALLOC" sleep 1.5 &
+# 6. a target that exits mid-trace: the snapshot comes when it goes (the
+#    workload's _exit on the SIGTERM sent once tally is attached)
+LD_PRELOAD="$ALLOC" TALLY_ALLOC_PURGE_MS=3600000 "$WL" wait "$tmp/w6.json" &
 spid=$!
 pids+=("$spid")
-sleep 0.3
-timeout 30 "$TALLY" snapshot -p "$spid" >"$tmp/s6.json" 2>"$tmp/s6.err"
+wait_file "$tmp/w6.json"
+timeout 30 "$TALLY" snapshot -p "$spid" -v >"$tmp/s6.json" 2>"$tmp/s6.err" &
+tp=$!
+wait_attached "$tmp/s6.err"
+att=$?
+kill -TERM "$spid"
+wait "$tp"
 rc=$?
-check "late attach to a process that exits mid-trace: a whole snapshot when it exits" \
-	"$([ $rc -eq 0 ] && jq -e '.stats.balanced' "$tmp/s6.json" >/dev/null; echo $?)" "rc=$rc $(head -c 300 "$tmp/s6.err")"
+check "late attach to a process that exits mid-trace: a whole snapshot when it exits, each group's live the workload's" \
+	"$([ $att -eq 0 ] && [ $rc -eq 0 ] && jq -e --slurpfile w "$tmp/w6.json" ".stats.balanced and $GROUPS_OWN" "$tmp/s6.json" >/dev/null; echo $?)" \
+	"attached: $att (0 yes) rc=$rc $(head -c 300 "$tmp/s6.err") $(jq -c '[.groups[] | [.name, .live_bytes]]' "$tmp/s6.json" 2>&1)"
 
-# 7. threads without the SDK, grouped by name
+# 7. threads without the SDK, grouped by name. burst N: two threads named
+#    "worker", each N mallocs of 16 + (i & 255) bytes (i = 0 .. N-1) and as
+#    many frees (64 of them at the end), nothing else once named: for N = 1e6,
+#    2000000 objects and 2 * 143493856 = 286987712 bytes each way
 timeout 60 "$TALLY" snapshot --group bursty='work*' -- "$WL" burst 1000000 >"$tmp/s7.json" 2>"$tmp/s7.err"
-check "--group NAME=GLOB names a group for threads matched by name" \
-	"$(jq -e '[.groups[] | select(.name == "bursty" and .allocated_objects >= 1500000 and .cpu_ns > 20000000)] | length == 1' "$tmp/s7.json" >/dev/null; echo $?)" \
-	"$(jq -c '[.groups[] | [.name, .allocated_objects, .cpu_ns]]' "$tmp/s7.json" 2>&1)"
+check "--group NAME=GLOB names a group for threads matched by name: the workload's exact counts" \
+	"$(jq -e '[.groups[] | select(.name == "bursty" and .allocated_objects == 2000000 and .deallocated_objects == 2000000 and
+		.allocated_bytes == 286987712 and .deallocated_bytes == 286987712 and .live_bytes == 0 and .cpu_ns > 20000000)] | length == 1' "$tmp/s7.json" >/dev/null; echo $?)" \
+	"$(jq -c '[.groups[] | [.name, .allocated_objects, .deallocated_objects, .allocated_bytes, .live_bytes, .cpu_ns]]' "$tmp/s7.json" 2>&1)"
 
-# 8. a process without libtally_alloc: glibc mode, said on stderr, unknown terms null
-sleep 5 &
+# 8. a process without libtally_alloc: glibc mode, said on stderr, unknown terms
+#    null. What it holds from before the attach cannot be known (no probe saw
+#    it); what it does after can: the workload's blocks made once tally is
+#    attached (1000 mallocs, 500 frees), their live bytes and their rounding
+#    by glibc's own malloc_usable_size
+"$WL" glibc "$tmp/g8" &
 gpid=$!
 pids+=("$gpid")
-sleep 0.2
-timeout 30 "$TALLY" snapshot -p "$gpid" -d 1 >"$tmp/s8.json" 2>"$tmp/s8.err"
+wait_file "$tmp/g8.ready"
+timeout 60 "$TALLY" snapshot -p "$gpid" -v >"$tmp/s8.json" 2>"$tmp/s8.err" &
+tp=$!
+wait_attached "$tmp/s8.err"
+att=$?
+kill -USR1 "$gpid"
+wait_file "$tmp/g8"
+kill -INT "$tp" 2>/dev/null
+wait "$tp"
 rc=$?
-check "a target without libtally_alloc: glibc mode, live known, the rest null" \
-	"$([ $rc -eq 0 ] && grep -q 'glibc mode' "$tmp/s8.err" && jq -e '.target.allocator == "glibc" and (.stats.live | type) == "number" and .stats.mapped == null and .stats.balanced == null and .stats_inprocess == null' "$tmp/s8.json" >/dev/null; echo $?)" \
-	"rc=$rc $(head -c 200 "$tmp/s8.err") $(jq -c '[.target, .stats]' "$tmp/s8.json" 2>&1)"
+check "a target without libtally_alloc: glibc mode, the rest null, live, rounding and calls since the attach the workload's" \
+	"$([ $att -eq 0 ] && [ $rc -eq 0 ] && grep -q 'glibc mode' "$tmp/s8.err" && jq -e --slurpfile w "$tmp/g8" '.target.allocator == "glibc" and
+		.stats.live == $w[0].live and .stats.rounding == $w[0].rounding and .stats.mapped == null and .stats.balanced == null and
+		.stats_inprocess == null and .inexact_codes == ["glibc_calls_not_seen"] and
+		([.groups[] | select(.name == "root") | .allocated_objects == $w[0].allocs and .deallocated_objects == $w[0].frees and
+		.allocated_bytes == $w[0].bytes] == [true])' "$tmp/s8.json" >/dev/null; echo $?)" \
+	"attached: $att (0 yes) rc=$rc workload $(cat "$tmp/g8" 2>&1) $(head -c 200 "$tmp/s8.err") $(jq -c '[.target.allocator, .stats, .inexact_codes, [.groups[] | [.name, .allocated_objects, .deallocated_objects, .allocated_bytes]]]' "$tmp/s8.json" 2>&1)"
 kill "$gpid" 2>/dev/null
+wait "$gpid" 2>/dev/null
 
 finish

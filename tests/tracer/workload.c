@@ -11,6 +11,10 @@
  *   spin FILE   one thread spins ~300 ms in group A, ~100 ms of it nested in
  *               group B; reports its CPU times
  *   burst N     N allocations and frees as fast as it can, on two threads
+ *   steady S | churn T [FILE]  2 threads allocating for S s | T threads
+ *               flat out; with FILE, in group "busy", parked on SIGUSR1 (busy)
+ *   glibc FILE  (without libtally_alloc) on SIGUSR1, known blocks through
+ *               glibc's malloc; FILE gets their counts, bytes and rounding
  * Nothing that allocates behind our back (stdio, thread creation) runs while
  * a thread is in a group, so that every group's bytes are the workload's.
  */
@@ -209,6 +213,21 @@ static void run_threads(void)
 	work(-1, 3, 42, 3, main_kept);
 }
 
+/* A file written with system calls only (no allocation while threads park). */
+static int write_text(const char *path, const char *text)
+{
+	char tmp[4096];
+	size_t n = strlen(text);
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		return -1;
+	if (write(fd, text, n) != (ssize_t)n || close(fd))
+		return -1;
+	return rename(tmp, path);
+}
+
 /* The figures, written with system calls from a static buffer: stdio would
  * allocate, and the allocator's state must stay as it was when read. */
 static char fig[4096];
@@ -217,8 +236,7 @@ static int write_figures(const char *path, bool with_stats)
 	int (*stats)(struct tally_stats *) =
 		(int (*)(struct tally_stats *))dlsym(RTLD_DEFAULT, "tally_alloc_stats");
 	struct tally_stats s;
-	char tmp[4096];
-	int n, fd;
+	int n;
 
 	n = snprintf(fig, sizeof(fig), "{\"pid\": %d, \"groups\": {", getpid());
 	for (int i = 0; i < NGROUPS; i++)
@@ -238,14 +256,8 @@ static int write_figures(const char *path, bool with_stats)
 			      (unsigned long long)s.segment_overhead,
 			      (unsigned long long)s.large_count,
 			      (unsigned long long)s.spans_assigned);
-	n += snprintf(fig + n, sizeof(fig) - (size_t)n, "}\n");
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0)
-		return -1;
-	if (write(fd, fig, (size_t)n) != n || close(fd))
-		return -1;
-	return rename(tmp, path);
+	snprintf(fig + n, sizeof(fig) - (size_t)n, "}\n");
+	return write_text(path, fig);
 }
 
 static double thread_cpu_s(void)
@@ -320,21 +332,79 @@ static void *dl_fail(void *arg)
 	return NULL;
 }
 
+/*
+ * Parking (steady and churn with FILE): SIGUSR1 asks every thread to stop at
+ * a safe point, between two calls, where it counts its live bytes; once all
+ * have, main writes FILE ("round" counts the parkings). SIGUSR2 lets them
+ * run on, and FILE.running says again when all do. A thread parks after
+ * PARK_OPS calls at least since it started or ran on: every round has calls
+ * for tally to see. A thread's count is its own (no lock on the hot path);
+ * main reads it once every thread has said, parked, that it saw this round
+ * asked (one that saw the round before may be about to leave).
+ */
+#define MAX_BUSY 8
+#define PARK_OPS 20000
+static volatile sig_atomic_t park_req, park_round;
+static int busy_running, busy_parked;
+static int64_t busy_live[MAX_BUSY];
+static int busy_seen[MAX_BUSY]; /* the round a parked thread has seen asked */
+static bool busy_grouped;
+static struct tally_group busy_group;
+
+static void on_usr1(int sig)
+{
+	park_req = sig == SIGUSR1;
+	if (park_req)
+		park_round++;
+}
+
+static void busy_start(void) /* in group "busy" for the thread's life */
+{
+	if (busy_grouped)
+		(void)tally_group_enter(busy_group);
+	__atomic_add_fetch(&busy_running, 1, __ATOMIC_RELEASE);
+}
+
+static void busy_park(int me, void *const *slots, const size_t *sizes, long *since)
+{
+	int64_t live = 0;
+
+	if (*since < PARK_OPS)
+		return;
+	*since = 0;
+	for (int i = 0; i < 64; i++)
+		live += slots[i] ? (int64_t)sizes[i] : 0;
+	busy_live[me] = live;
+	__atomic_add_fetch(&busy_parked, 1, __ATOMIC_RELEASE);
+	while (park_req) {
+		__atomic_store_n(&busy_seen[me], (int)park_round, __ATOMIC_RELEASE);
+		usleep(1000);
+	}
+	__atomic_sub_fetch(&busy_parked, 1, __ATOMIC_RELEASE);
+}
+
 /* Allocates for ever, keeping some blocks live (exit() while it runs). */
 static void *keep_allocating(void *arg)
 {
 	unsigned long seed = (unsigned long)(uintptr_t)arg;
 	void *slots[64] = { 0 };
+	size_t sizes[64] = { 0 };
+	long since = 0;
 
+	busy_start();
 	for (;;) {
+		since += 100;
 		for (int i = 0; i < 100; i++) {
 			seed = seed * 6364136223846793005UL + 1;
 			unsigned j = (seed >> 33) & 63;
 			free(slots[j]);
-			slots[j] = malloc(16 + ((seed >> 40) & 1023));
+			sizes[j] = 16 + ((seed >> 40) & 1023);
+			slots[j] = malloc(sizes[j]);
 			if (slots[j])
 				memset(slots[j], 1, 16);
 		}
+		if (park_req)
+			busy_park((int)(uintptr_t)arg - 1, slots, sizes, &since);
 		usleep(100);
 	}
 	return NULL;
@@ -345,20 +415,118 @@ static void *churn(void *arg)
 {
 	unsigned long seed = (unsigned long)(uintptr_t)arg;
 	void *slots[64] = { 0 };
+	size_t sizes[64] = { 0 };
+	long since = 0;
 
+	busy_start();
 	for (;;) {
+		since++;
 		seed = seed * 6364136223846793005UL + 1;
 		unsigned j = (seed >> 33) & 63;
 		free(slots[j]);
-		slots[j] = malloc(16 + ((seed >> 40) & 255));
+		sizes[j] = 16 + ((seed >> 40) & 255);
+		slots[j] = malloc(sizes[j]);
+		if (park_req)
+			busy_park((int)(uintptr_t)arg - 1, slots, sizes, &since);
 	}
 	return NULL;
+}
+
+/* THREADS of FN for SECS seconds, then _exit(0); with FILE, parking as above. */
+static int busy(void *(*fn)(void *), int threads, int secs, const char *file)
+{
+	char path[4096];
+	pthread_t t;
+	int said_round = 0, said_running = -1;
+
+	if (threads < 1 || threads > MAX_BUSY)
+		return 2;
+	if (file) {
+		busy_group = tally_group_register("busy");
+		busy_grouped = true;
+		signal(SIGUSR1, on_usr1);
+		signal(SIGUSR2, on_usr1);
+	}
+	for (uintptr_t i = 1; i <= (uintptr_t)threads; i++)
+		if (pthread_create(&t, NULL, fn, (void *)i))
+			return 1;
+	for (long ms = 0; ms < secs * 1000L; ms += 5) {
+		usleep(5000);
+		if (!file)
+			continue;
+		int round = park_round, seen = 0;
+		if (!park_req && said_running != round &&
+		    __atomic_load_n(&busy_running, __ATOMIC_ACQUIRE) == threads &&
+		    __atomic_load_n(&busy_parked, __ATOMIC_ACQUIRE) == 0) {
+			snprintf(path, sizeof(path), "%s.running", file);
+			snprintf(fig, sizeof(fig), "running after round %d\n", round);
+			if (write_text(path, fig))
+				_exit(1);
+			said_running = round;
+		}
+		for (int i = 0; i < threads; i++)
+			seen += __atomic_load_n(&busy_seen[i], __ATOMIC_ACQUIRE) == round;
+		if (park_req && round != said_round && seen == threads &&
+		    __atomic_load_n(&busy_parked, __ATOMIC_ACQUIRE) == threads) {
+			int64_t live = 0;
+			for (int i = 0; i < threads; i++)
+				live += busy_live[i];
+			snprintf(fig, sizeof(fig),
+				 "{\"pid\": %d, \"round\": %d, \"groups\": {\"busy\": %lld}}\n",
+				 getpid(), round, (long long)live);
+			if (write_text(file, fig))
+				_exit(1);
+			said_round = round;
+		}
+	}
+	_exit(0);
+}
+
+/* glibc mode's truth: after SIGUSR1 (tally attached), 1000 blocks of known
+ * sizes through glibc's malloc, the odd ones freed; FILE gets the bytes
+ * asked, those live and their rounding (glibc's usable size less the size
+ * asked); then it waits for SIGTERM. FILE.ready: the handlers are in place. */
+static int glibc_blocks(const char *file)
+{
+	char ready[4096];
+	int64_t live = 0, bytes = 0, rounding = 0;
+
+	signal(SIGUSR1, on_usr1);
+	signal(SIGTERM, on_term);
+	snprintf(ready, sizeof(ready), "%s.ready", file);
+	if (write_text(ready, "ready\n"))
+		return 1;
+	while (!park_req)
+		pause();
+	for (int i = 0; i < 1000; i++) {
+		size_t n = 24 + (size_t)i * 37 % 5000;
+		char *p = malloc(n);
+		if (!p)
+			return 1;
+		memset(p, 1, n);
+		bytes += (int64_t)n;
+		if (i % 2) {
+			free(p);
+			continue;
+		}
+		live += (int64_t)n;
+		rounding += (int64_t)(malloc_usable_size(p) - n);
+	}
+	snprintf(fig, sizeof(fig),
+		 "{\"allocs\": 1000, \"frees\": 500, \"bytes\": %lld, \"live\": %lld, "
+		 "\"rounding\": %lld}\n",
+		 (long long)bytes, (long long)live, (long long)rounding);
+	if (write_text(file, fig))
+		return 1;
+	for (;;)
+		pause();
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: workload run|wait|spin FILE | burst|churn|steady N\n");
+		fprintf(stderr,
+			"usage: workload run|wait|spin|glibc FILE | burst N | churn|steady N [FILE]\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "run") || !strcmp(argv[1], "wait")) {
@@ -390,22 +558,12 @@ int main(int argc, char **argv)
 		raise(SIGSEGV);
 		return 0;
 	}
-	if (!strcmp(argv[1], "steady")) { /* two threads allocating for N s, then exit 0 */
-		pthread_t t;
-		for (uintptr_t i = 1; i <= 2; i++)
-			if (pthread_create(&t, NULL, keep_allocating, (void *)i))
-				return 1;
-		sleep((unsigned)atoi(argv[2]));
-		_exit(0);
-	}
-	if (!strcmp(argv[1], "churn")) { /* THREADS allocating flat out for 60 s */
-		pthread_t t;
-		for (uintptr_t i = 1; i <= (uintptr_t)atoi(argv[2]); i++)
-			if (pthread_create(&t, NULL, churn, (void *)i))
-				return 1;
-		sleep(60);
-		_exit(0);
-	}
+	if (!strcmp(argv[1], "steady")) /* two threads allocating for N s, then exit 0 */
+		return busy(keep_allocating, 2, atoi(argv[2]), argc > 3 ? argv[3] : NULL);
+	if (!strcmp(argv[1], "churn")) /* THREADS allocating flat out for 60 s */
+		return busy(churn, atoi(argv[2]), 60, argc > 3 ? argv[3] : NULL);
+	if (!strcmp(argv[1], "glibc"))
+		return glibc_blocks(argv[2]);
 	if (!strcmp(argv[1], "exitrun")) { /* exit() after N ms, two threads allocating */
 		pthread_t t;
 		for (uintptr_t i = 1; i <= 2; i++)
