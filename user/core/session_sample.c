@@ -18,8 +18,10 @@ void session_sample_attach(const struct session *s, pid_t pid)
 	int err = target_lib_poke(pid, "libtally_alloc.so", names, v, 2);
 
 	/* an allocator older than sampling has neither: no sites, figures
-	 * whole; without the permission, the attach says so itself */
-	if (err && err != -ENOENT && err != -EPERM && err != -EACCES)
+	 * whole; without the permission, or with the target gone meanwhile
+	 * (ESRCH: it exited while the probes attached), the attach says so
+	 * itself, in its one line */
+	if (err && err != -ENOENT && err != -EPERM && err != -EACCES && err != -ESRCH)
 		fprintf(stderr, "tally: cannot set the sampling rate in %d: %s\n", pid,
 			strerror(-err));
 }
