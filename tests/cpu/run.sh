@@ -33,7 +33,18 @@ wait_attached "$tmp/err"
 b_srv=$(clock "$srv") b_cli=$(clock "${cli:-0}")
 echo go >"$tmp/go"
 wait_file "$tmp/done"
-sleep 0.2 # the client's close, then both asleep
+# the server writes DONE as the client has closed; then both go to their
+# long sleep: read the clocks once every thread of both is in it
+asleep() { # PID...: every thread blocked in nanosleep
+	local p w
+	for p in "$@"; do
+		for w in /proc/"$p"/task/*/wchan; do
+			grep -q nanosleep "$w" 2>/dev/null || return 1
+		done
+	done
+}
+slept="not both asleep in 10 s"
+for _ in $(seq 200); do asleep "$srv" "${cli:-0}" && slept="both asleep" && break; sleep 0.05; done
 a_srv=$(clock "$srv") a_cli=$(clock "${cli:-0}")
 kill -INT "$t"
 wait "$t"
@@ -47,6 +58,6 @@ for w in "srv $srv $b_srv $a_srv" "cli ${cli:-0} $b_cli $a_cli"; do
 	check "CPU of the echo $name is its threads' schedstat over the load" \
 		"$([ "$rc" -eq 0 ] && [ "$want" -gt 100000000 ] &&
 			awk -v g="${got:-0}" -v w="$want" 'BEGIN {d = g - w; exit !(d * 1000 <= w && -d * 1000 <= w)}'
-			echo $?)" "rc=$rc tally ${got:-none} ns, schedstat $want ns $(head -c 300 "$tmp/err")"
+			echo $?)" "rc=$rc tally ${got:-none} ns, schedstat $want ns ($slept) $(head -c 300 "$tmp/err")"
 done
 finish

@@ -228,7 +228,9 @@ wait_attached "$tmp/s13.err"
 tally_pid=$(pgrep -P "$tpid" -x tally)
 kill -STOP "$tally_pid"
 kill -USR1 "$dpid"
-sleep 0.3
+# the driver mapped: the loader's hook, and its hold (2 s, tally stopped),
+# come next; the kill lands there, not before the load began
+for _ in $(seq 200); do grep -q "$tmp/drv/libcuda.so" /proc/"$dpid"/maps 2>/dev/null && break; sleep 0.05; done
 kill -9 "$tally_pid"
 wait "$dpid"
 wrc=$?

@@ -146,7 +146,8 @@ wait_thread "$tp" tally-inject 1 10
 ft=$(grep -lx tally-inject /proc/"$tp"/task/*/comm | head -1 | cut -d/ -f5)
 "$K" --freeze "$ft" 4000 &
 fp=$!
-sleep 0.2
+# the thread held (ptrace stop: state t) before tally is killed
+for _ in $(seq 500); do grep -q '^State:[[:space:]]*t' /proc/"$tp"/task/"$ft"/status 2>/dev/null && break; sleep 0.02; done
 kill -9 "$ap"
 wait "$ap" 2>/dev/null
 "$T" snapshot -p "$tp" --inject -d 0.3 -o "$tmp/b.json" 2>"$tmp/b.err"
@@ -171,10 +172,12 @@ for _ in $(seq 100); do
 	curl -sf -o /dev/null "http://127.0.0.1:$PORT/f" && break
 	sleep 0.05
 done
+n0=$(grep -c 'GET /f' "$tmp/py.out")
 wrk -t1 -c4 -d60s "http://127.0.0.1:$PORT/f" >"$tmp/wrk.out" 2>&1 &
 wp=$!
 pids+=("$wp")
-sleep 0.5
+# wrk's first answers in the server's log: the load is on before the kills
+for _ in $(seq 200); do [ "$(grep -c 'GET /f' "$tmp/py.out")" -gt "$n0" ] && break; sleep 0.05; done
 : >"$tmp/py.deaths"
 for i in $(seq "$HTTP_KILLS"); do
 	out=$("$K" "$pp" 60000 "$i" -- "$T" snapshot -p "$pp" --inject -d 30 -o /dev/null \

@@ -96,9 +96,13 @@ if have_server nginx; then
 	"$T" serve -p "$m" -f --listen 127.0.0.1:18011 2>"$tmp/nserve.err" &
 	sp=$!
 	pids+=("$sp")
-	for _ in $(seq 50); do curl -sf -o "$tmp/nserve.txt" http://127.0.0.1:18011/metrics && break; sleep 0.2; done
-	sleep 1
-	curl -sf -o "$tmp/nserve.txt" http://127.0.0.1:18011/metrics
+	# until /metrics has the processes' figures (a first answer may come
+	# before serve has read them), 20 s at most
+	for _ in $(seq 100); do
+		curl -sf -o "$tmp/nserve.txt" http://127.0.0.1:18011/metrics &&
+			grep -q '^tally_process_live_bytes\|^tally_stats_live_bytes' "$tmp/nserve.txt" && break
+		sleep 0.2
+	done
 	check "nginx: serve -p MASTER -f: /metrics with every process's live bytes" \
 		"$([ "$(grep -c '^tally_process_live_bytes\|^tally_stats_live_bytes' "$tmp/nserve.txt")" -ge 1 ]; echo $?)" \
 		"$(head -c 300 "$tmp/nserve.txt") $(head -c 300 "$tmp/nserve.err")"
