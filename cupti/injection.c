@@ -7,7 +7,7 @@
  * (MODULE_LOADED), and hands batches over through the USDT probe
  * tally:batch(batch, bytes), which tally attaches to in this file by path.
  *
- * A guest (STYLE.md rule 6): nothing on stdout, never exits. If CUPTI
+ * A guest (docs/STYLE.md rule 6): nothing on stdout, never exits. If CUPTI
  * refuses the subscriber (another profiler holds CUPTI: Nsight, Kineto, a
  * second injection), the library stays inert and says why: to the tracer
  * in a record (whose driver probes then count), else in one line on stderr. While no

@@ -5,7 +5,7 @@
 #   2. user/views/ renders the model's figures: nothing of user/core or
 #      user/cmd, nor libbpf or a skeleton;
 #   3. no source file of the product (alloc, bpf, cupti, user, demo) over
-#      600 lines (STYLE.md: one concern per file);
+#      600 lines (docs/STYLE.md: one concern per file);
 #   4. no function of the product over 60 lines, but for the decode tables
 #      listed below.
 # Tests and benchmarks are collections of cases and workloads: not checked.

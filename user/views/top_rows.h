@@ -7,7 +7,7 @@
  *
  * Every string that comes from the target (its comm, group and thread names)
  * is sanitized here, once, so that neither view can pass a control byte to a
- * terminal (STYLE.md rule 10).
+ * terminal (docs/STYLE.md rule 10).
  */
 #ifndef TALLY_TOP_ROWS_H
 #define TALLY_TOP_ROWS_H

@@ -4,7 +4,7 @@
  * site, as rows of text and numbers in the frame (top_rows.h). Pure code: the
  * caller builds and symbolizes the profile, only for this view. Every string
  * of a site (its functions, its objects' paths, its group) comes from the
- * traced process and is sanitized here (STYLE.md rule 10).
+ * traced process and is sanitized here (docs/STYLE.md rule 10).
  */
 #ifndef TALLY_TOP_SITES_H
 #define TALLY_TOP_SITES_H
