@@ -207,7 +207,7 @@ $(BUILD)/tests/test_tree: $(BUILD)/tests/san/tests/test_tree.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
-# The figures of a tick, and the snapshot document of DESIGN.md §6 built from them.
+# The figures of a tick, and the snapshot document of docs/DESIGN.md §6 built from them.
 $(BUILD)/tests/test_figures: $(BUILD)/tests/san/tests/test_figures.o \
 		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)

@@ -2,8 +2,8 @@
 /*
  * Size classes: 16..512 B in steps of 16, then 8 classes per doubling up to
  * 32 KiB, so the rounding of any request above 128 B is under 12.5 % of its
- * slot. Two departures from DESIGN.md §2 (steps of 8 B to 128 B, then 8 per
- * doubling):
+ * slot. Two departures from the first plan (docs/DESIGN.md §2: steps of
+ * 8 B to 128 B, then 8 per doubling):
  * - no 8-byte steps: a 24-byte stride would leave every other slot only
  *   8-byte aligned, and x86-64 programs rely on 16 (clang marks operator
  *   new's result 16-aligned; glibc, jemalloc and mimalloc all give 16);

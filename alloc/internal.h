@@ -12,7 +12,7 @@
  *   debug.h    the debug build's invariant checks (span_check.c)
  *
  * and, here, large blocks (large.c) and the records handed to a tracer
- * (events.c). The identity these keep is DESIGN.md §2's.
+ * (events.c). The identity these keep is docs/DESIGN.md §2's.
  */
 #ifndef TALLY_ALLOC_INTERNAL_H
 #define TALLY_ALLOC_INTERNAL_H

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Heap profiles for an injected process (interpose.h), as libtally_alloc
- * samples (alloc/sample.c, DESIGN.md §7): each thread counts down the bytes
+ * samples (alloc/sample.c, docs/DESIGN.md §7): each thread counts down the bytes
  * it allocates, with exponential gaps of mean `rate`; a block that ends a
  * gap is sampled, its stack unwound here, and handed over in a
  * TALLY_EV_SAMPLE record, the objects of its frames announced once per

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The allocator's geometry, its size classes and the per-slot metadata that
- * ties a slot to the identity of DESIGN.md §2. One heap per thread owns
+ * ties a slot to the identity of docs/DESIGN.md §2. One heap per thread owns
  * segments; a segment is 64 spans of 64 KiB; span 0 of each segment is its
  * header; a span serves one size class of one resource group.
  *

@@ -22,7 +22,7 @@
  * every process and keeps the tree's; one that traces the parent alone
  * filters the child out and nothing is put in). The records its copy of the
  * heaps holds stay: they are numbered, and a tracer that follows the child
- * counts them once in each (DESIGN.md §5). Where the file cannot be mapped
+ * counts them once in each (docs/DESIGN.md §9). Where the file cannot be mapped
  * again (gone, replaced) every site goes back to its 5-byte nop: a child
  * nobody traces. glibc's fork does this in an atfork child handler, before
  * the child runs anything else. A child of a raw fork or clone system call

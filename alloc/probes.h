@@ -4,7 +4,7 @@
  *
  * Stock sys/sdt.h emits a 1-byte nop at each site, which the kernel must
  * single-step (about 20 us a hit here). A 5-byte nop is turned into a call
- * into the kernel instead (about 1.4 us, DESIGN.md §5), so redefine it.
+ * into the kernel instead (about 1.4 us, docs/DESIGN.md §5), so redefine it.
  * Each probe has a semaphore: the kernel raises it while a tracer is
  * attached, and untraced code tests it with one predictable branch.
  *

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Sampling for heap profiles (sample.h, DESIGN.md §7), as jemalloc, tcmalloc
+ * Sampling for heap profiles (sample.h, docs/DESIGN.md §7), as jemalloc, tcmalloc
  * and Go's runtime do: the gap between two samples is exponential with mean
  * RATE bytes, so that every allocated byte has the same chance, 1/RATE, to
  * end a gap; a block of S bytes is sampled with probability 1 - exp(-S/RATE),

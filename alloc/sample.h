@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Heap profiles by call site (sample.c, DESIGN.md §7): while a tracer is
+ * Heap profiles by call site (sample.c, docs/DESIGN.md §7): while a tracer is
  * attached, each heap counts down the bytes its thread allocates; when the
  * count goes below zero the block is sampled (its stack unwound and handed
  * over in a TALLY_EV_SAMPLE record) and the next gap is drawn from an

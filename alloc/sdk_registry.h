@@ -3,7 +3,7 @@
  * The SDK's state in process memory (libtally.so, symbol `tally_registry`):
  * group names, per-group yield and reject counters, and each thread's current
  * group. A tracer that attaches late reads it (process_vm_readv) and starts
- * from the true state (DESIGN.md §3, §5). Layout is part of the contract.
+ * from the true state (docs/DESIGN.md §3, §8). Layout is part of the contract.
  */
 #ifndef TALLY_SDK_REGISTRY_H
 #define TALLY_SDK_REGISTRY_H

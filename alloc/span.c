@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Spans: the life of a 64 KiB span from claim to retirement, and every move
- * of its bytes between the identity's terms (DESIGN.md §2). Only the owning
+ * of its bytes between the identity's terms (docs/DESIGN.md §2). Only the owning
  * heap's thread runs this code for a span (or a thread holding the heaps lock
  * for an orphaned heap, or the purger while the owner is kept out: purge.c).
  * The heap decides when a span changes state (heap.c); this file does it.

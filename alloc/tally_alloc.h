@@ -7,7 +7,7 @@
  *   mapped == live + rounding + cache + span_free + returned + virgin
  *             + hysteresis + segment_overhead
  *
- * (DESIGN.md §2). The identity holds exactly whenever no thread is inside
+ * (docs/DESIGN.md §2). The identity holds exactly whenever no thread is inside
  * the allocator.
  */
 #ifndef TALLY_ALLOC_H
@@ -77,7 +77,7 @@ static inline void tally_stats_from_array(struct tally_stats *s, const uint64_t 
 	__builtin_memcpy(s, v, sizeof(*s));
 }
 
-/* Per resource group, lifetime counters over requested sizes (DESIGN.md §3). */
+/* Per resource group, lifetime counters over requested sizes (docs/DESIGN.md §3). */
 struct tally_group_stats {
 	uint64_t allocated_bytes;
 	uint64_t allocated_objects;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The CUDA driver, probed for processes tally did not start with its CUPTI
- * library (DESIGN.md §4): entry and return uprobes on libcuda.so.1's entry
+ * library (docs/DESIGN.md §4): entry and return uprobes on libcuda.so.1's entry
  * points. The entry saves the arguments the return needs (out-pointers,
  * sizes, handles) per thread; the return reads the CUresult and the
  * out-parameters and emits one GPU record (TALLY_MSG_GPU) into tally.bpf.c's

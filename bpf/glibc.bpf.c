@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * glibc mode (DESIGN.md §1, "libc malloc (uprobes, fallback)"): for a target
+ * glibc mode (docs/DESIGN.md §1, "libc malloc (uprobes, fallback)"): for a target
  * that does not use libtally_alloc, a uprobe and a uretprobe on each public
  * entry of libc's malloc family, as bcc's memleak does. One hit per call, so
  * slow, and the CLI's help says so: a trap and the return's syscall, 5 to 10

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The size of a CUDA module image: what bytes_pinned counts (DESIGN.md §4),
+ * The size of a CUDA module image: what bytes_pinned counts (docs/DESIGN.md §4),
  * defined once for the driver probes (bpf/cuda.bpf.c, which read the traced
  * process's memory) and the CUPTI library (cupti/image_size.c, which reads
  * its own). The driver's load calls take a bare pointer, so the size comes

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * tally's kernel side for one traced tree of processes (DESIGN.md §3, §5):
+ * tally's kernel side for one traced tree of processes (docs/DESIGN.md §3, §5):
  * the root, and with `follow` every process it starts, in the map `procs`
  * (the probes sit on the libraries' files, for every process that maps
  * them, and keep what comes from the map's processes):
@@ -16,7 +16,7 @@
  *   runs), exit, rename and exec;
  * - tally:stats, the allocator's own figures handed over at exit.
  * Every message is submitted without a wakeup: the consumer polls on a short
- * timer (a wakeup costs about 4 us a message here, DESIGN.md §5).
+ * timer (a wakeup costs about 4 us a message here, docs/DESIGN.md §5).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

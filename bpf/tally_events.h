@@ -8,7 +8,7 @@
  * struct tally_ev records to its own buffer (struct tally_batch) and hands a
  * whole batch over through one USDT probe, tally:batch(batch, bytes).
  *
- * Every record is a transition of the byte identity of DESIGN.md §2:
+ * Every record is a transition of the byte identity of docs/DESIGN.md §2:
  *   mapped == live + rounding + cache + span_free + returned + virgin
  *             + hysteresis + segment_overhead
  * and says exactly how many bytes move between which terms, so the replay
@@ -83,7 +83,7 @@ enum tally_ev_type {
 	TALLY_EV_LARGE_FREE = 16,
 	/* a pooled large mapping unmapped: bytes hysteresis -> gone (mapped -) */
 	TALLY_EV_POOL_UNMAP = 17,
-	/* heap profiles (DESIGN.md §7), beside the identity (they move no
+	/* heap profiles (docs/DESIGN.md §7), beside the identity (they move no
 	 * byte): a sampled block, bytes = its sample id, group its group, n =
 	 * frames; then a word of its requested bytes, a word of the sampling
 	 * rate its gap was drawn with, and n words of return addresses, the
@@ -122,7 +122,7 @@ enum tally_ev_type {
 	TALLY_EV_GLIBC_INFO = 23,
 
 	/*
-	 * GPU records (DESIGN.md §4), from libtally_cupti.so's batches or, one
+	 * GPU records (docs/DESIGN.md §4), from libtally_cupti.so's batches or, one
 	 * at a time, from the driver uprobes (TALLY_MSG_GPU). group: the
 	 * launching or allocating thread's group; a free carries the group of
 	 * its allocation.
@@ -272,7 +272,7 @@ enum tally_batch_source {
 /*
  * A batch as it sits in the producer's memory. Records are numbered by the
  * word they start at: seq_first is the per-heap number of words[0], so a
- * tracer that read a heap's state at position S (late attach, DESIGN.md §5)
+ * tracer that read a heap's state at position S (late attach, docs/DESIGN.md §8)
  * applies only the records that start at S or later.
  */
 struct tally_batch {

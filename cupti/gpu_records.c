@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * GPU records leave the process the way the allocator's do (DESIGN.md §5,
+ * GPU records leave the process the way the allocator's do (docs/DESIGN.md §5,
  * alloc/events.c): each thread appends struct tally_ev records to its own
  * struct tally_batch, and a whole batch is handed over at once (the hooks'
  * sink: the USDT probe tally:batch in injection.c). A batch is handed over

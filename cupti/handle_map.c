@@ -3,7 +3,7 @@
  * What a free, an unpin or an unload gives back, and to which group: the
  * driver's release calls name only a handle, so each allocation, pin and
  * image is remembered by (kind, handle) -> {bytes, group} from its
- * successful return until its successful release (DESIGN.md §3: a free is
+ * successful return until its successful release (docs/DESIGN.md §3: a free is
  * charged to the group of its allocation, whichever thread frees it).
  *
  * An open-addressing table, linear probing, deletion by backward shift (no

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The size of a module image, which is what bytes_pinned counts (DESIGN.md
+ * The size of a module image, which is what bytes_pinned counts (docs/DESIGN.md
  * §4), as bpf/image_size.h defines it for the driver probes and for this
  * library alike: here the image is in our own memory.
  *

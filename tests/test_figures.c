@@ -4,7 +4,7 @@
  * hand: what each allocator mode knows, which groups are listed, the GPU
  * source that counts, every reason for "not exact" in its order, how the
  * target ended; then the snapshot document (user/views/snapshot_doc.c), the JSON
- * contract of DESIGN.md section 6, field by field and in order.
+ * contract of docs/DESIGN.md §6, field by field and in order.
  */
 #include <errno.h>
 #include <setjmp.h>

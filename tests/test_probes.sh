@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The guest libraries' probe sites and exports, checked on the built files:
 # - libtally_alloc.so has the USDT probe tally:batch with a semaphore, on a
-#   5-byte nop (a 1-byte nop costs a single-step trap per hit, DESIGN.md §5);
+#   5-byte nop (a 1-byte nop costs a single-step trap per hit, docs/DESIGN.md §5);
 # - libtally.so has the SDK probes, each with a semaphore and a 5-byte nop;
 # - the no-probes build has no probe at all;
 # - only the public symbols are exported.

@@ -65,7 +65,7 @@
  * First statement of every entry point: using the frame address makes the
  * compiler open the function with `push %rbp; mov %rsp,%rbp` even where it
  * needs no frame (leaf functions), so each probed instruction is one the
- * kernel emulates rather than single-steps (DESIGN.md §5). Built with
+ * kernel emulates rather than single-steps (docs/DESIGN.md §5). Built with
  * -fcf-protection=none so that no endbr64 comes before it.
  */
 #define FAKE_PROLOGUE() __asm__ volatile("" : : "r"(__builtin_frame_address(0)))

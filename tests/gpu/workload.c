@@ -3,7 +3,7 @@
  * The GPU tests' target, linked against the fake libcuda.so.1
  * (tests/fake_cuda) and libtally.so. It drives every driver entry point that
  * tally probes, counts for itself what each instance should show
- * (DESIGN.md §4), and writes that as JSON for the tests to compare with
+ * (docs/DESIGN.md §4), and writes that as JSON for the tests to compare with
  * tally's snapshot. Modes:
  *   run FILE    the work below; FILE; then frees and unloads everything
  *               (from the main thread, in root) and writes FILE.end; exits 0

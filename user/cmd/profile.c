@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * `tally profile`: trace until the end, then the heap profile by call site
- * (DESIGN.md §7) as pprof's gzip-compressed profile.proto, or as folded
+ * (docs/DESIGN.md §7) as pprof's gzip-compressed profile.proto, or as folded
  * stacks for flamegraph.pl and speedscope.
  */
 #include <errno.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * `tally top`: the live view (DESIGN.md §6). The session collects, figures.c
+ * `tally top`: the live view (docs/DESIGN.md §6). The session collects, figures.c
  * builds each tick's figures, top_rows.c turns them into frames (top_sites.c
  * the heap profile, for the sites view), and either top_view.c (curses) or
  * top_text.c (batch: plain text) shows them. This file holds the command line

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The tree's heap profile by call site, symbolized (DESIGN.md §7): every
+ * The tree's heap profile by call site, symbolized (docs/DESIGN.md §7): every
  * site of the root and of the processes still running, each frame looked up
  * in the objects its process announced, ready for the pprof and folded
  * writers (views/pprof.h), the snapshot's "sites" and top's sites view.

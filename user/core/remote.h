@@ -2,7 +2,7 @@
 /*
  * Reading a running target's allocator and SDK state from its memory
  * (process_vm_readv): the starting point of a late attach and the allocator's
- * own figures for a snapshot taken while the target runs (DESIGN.md §5).
+ * own figures for a snapshot taken while the target runs (docs/DESIGN.md §8).
  */
 #ifndef TALLY_REMOTE_H
 #define TALLY_REMOTE_H

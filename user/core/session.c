@@ -2,7 +2,7 @@
 /*
  * A tracing session (session.h) once started (session_start.c): the ring
  * taken into the model, the figures kept beside it read for each tick, and
- * the end. The order of the start matters (DESIGN.md §5): the scheduler
+ * the end. The order of the start matters (docs/DESIGN.md §8): the scheduler
  * programs and every probe are attached before a started command runs its
  * first instruction, and before a running target's state is read, so that
  * nothing happens unseen between the read and the first event.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The tree's other processes (DESIGN.md §5, §6): their messages into their
+ * The tree's other processes (docs/DESIGN.md §6, §9): their messages into their
  * own models, a fork's model cloned from its parent's, an ended process's
  * figures made final and kept small, and each one's sources (its CPU, where
  * it lives, how it ended) beside the root's for the figures of a tick.

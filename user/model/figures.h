@@ -23,7 +23,7 @@
 #include "sources.h"
 
 /*
- * The instance figures (DESIGN.md §4), written once:
+ * The instance figures (docs/DESIGN.md §4), written once:
  * X(field, type, kind, unit, metric, prom_type, trace_counter, help). The struct,
  * the snapshot's "instance" objects (in this order), the Prometheus families
  * ("tally_" metric for the process, "tally_group_" metric per group) and the

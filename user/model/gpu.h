@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * GPU figures per group (DESIGN.md §4), rebuilt from GPU records: from the
+ * GPU figures per group (docs/DESIGN.md §4), rebuilt from GPU records: from the
  * CUPTI library's batches or from the driver uprobes, kept apart so that a
  * process fed by both is not counted twice. Pure code.
  */

@@ -21,7 +21,7 @@ struct tally_replay {
 	struct {
 		int64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs;
 	} groups[TALLY_MAX_GROUPS];
-	/* sample records (heap profiles, DESIGN.md §7) go here, the words
+	/* sample records (heap profiles, docs/DESIGN.md §7) go here, the words
 	 * after the record's two with them; NULL: skipped. They move no byte
 	 * of the identity. Set by the caller before each use (the model sets
 	 * it to its own sites, models move). */

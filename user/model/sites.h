@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * A process's heap profile by call site (DESIGN.md §7), rebuilt from the
+ * A process's heap profile by call site (docs/DESIGN.md §7), rebuilt from the
  * allocator's sample records: stacks interned, and per site (a stack in a
  * resource group) the estimated bytes and objects allocated and still in
  * use. A sample of S bytes drawn at rate R stands for 1 / (1 - exp(-S/R))
@@ -74,7 +74,7 @@ struct sites {
 	char *names; /* the modules' paths, one after the other */
 	size_t nnames, cap_names;
 	/* a late attach: what each group had live then, which no sample
-	 * covers (DESIGN.md §7: one site, named for what it is); NULL: none
+	 * covers (docs/DESIGN.md §7: one site, named for what it is); NULL: none
 	 * (a process's model is copied at each fork: this stays small) */
 	struct sites_seed {
 		int64_t bytes, objects;

@@ -2,7 +2,7 @@
 /*
  * The processes of a traced tree other than its root (whose model is the
  * session's own): one model each while it runs, cloned from its parent's at
- * the fork (DESIGN.md §5: a child starts with a copy of its parent's heaps,
+ * the fork (docs/DESIGN.md §9: a child starts with a copy of its parent's heaps,
  * their pending records included), and once it has ended its final figures
  * alone, small (figures_keep), so that a tree of thousands of short-lived
  * processes costs tally a bounded amount of memory. Pure code.

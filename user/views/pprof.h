@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * A heap profile by call site, as the views write it (DESIGN.md §7): pprof's
+ * A heap profile by call site, as the views write it (docs/DESIGN.md §7): pprof's
  * profile.proto, gzip-compressed, hand-encoded as Go's runtime does; and the
  * folded text of flamegraph.pl and speedscope. The caller has symbolized
  * everything: this layer only encodes what it is given.

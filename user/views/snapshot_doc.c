@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The snapshot document of DESIGN.md §6 (snapshot_doc.h). It is built in
+ * The snapshot document of docs/DESIGN.md §6 (snapshot_doc.h). It is built in
  * memory and written in one piece, so that a failure never leaves half of
  * it on stdout.
  */
@@ -23,7 +23,7 @@ static void write_stats_terms(struct json_writer *w, const int64_t v[TALLY_STATS
 	}
 }
 
-/* The instance figures (DESIGN.md §4): the five of the contract, then
+/* The instance figures (docs/DESIGN.md §4): the five of the contract, then
  * tally's own. */
 static void write_instance(struct json_writer *w, const struct figures_instance *in)
 {
@@ -106,7 +106,7 @@ static void write_stats(struct json_writer *w, const struct figures_process *p)
 		write_glibc(w, p);
 }
 
-/* Whether the GPU figures are exact, and why not (DESIGN.md §5: work
+/* Whether the GPU figures are exact, and why not (docs/DESIGN.md §8: work
  * before an attach cannot be seen). */
 static void write_instance_exact(struct json_writer *w, const struct figures_process *p)
 {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* The snapshot JSON document (DESIGN.md §6) of one tick's figures. */
+/* The snapshot JSON document (docs/DESIGN.md §6) of one tick's figures. */
 #ifndef TALLY_SNAPSHOT_DOC_H
 #define TALLY_SNAPSHOT_DOC_H
 

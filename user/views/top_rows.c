@@ -111,7 +111,7 @@ static void identity_of(struct top_identity *id, const struct figures_stats *fs)
 
 /* The identity of the processes the frame sums: the root's alone, or the sum
  * over those whose allocator is tally's (a sum of balanced figures is
- * balanced, DESIGN.md §2). */
+ * balanced, docs/DESIGN.md §2). */
 static void build_identity(struct top_identity *id, const struct figures *fig)
 {
 	struct figures_stats sum = fig->procs[0].stats;

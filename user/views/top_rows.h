@@ -102,7 +102,7 @@ struct top_header {
 	unsigned procs, running; /* processes listed, and of them running */
 };
 
-/* The byte identity (DESIGN.md §2): mapped and its eight terms, in the order
+/* The byte identity (docs/DESIGN.md §2): mapped and its eight terms, in the order
  * of top_term_names. A figure whose known bit is clear is shown as "-". */
 struct top_identity {
 	bool mapped_known;
