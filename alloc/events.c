@@ -237,7 +237,8 @@ static bool exit_may(bool from_exit)
 	if ((!tally_stats_semaphore && !ev_tracing()) || !probe_guard_ok())
 		return false;
 	struct heap *self = tally_tls_heap;
-	if (from_exit && (syscall(SYS_getpid) != ev_pid || (self != &tally_heap_none && self->busy)))
+	if (from_exit &&
+	    (syscall(SYS_getpid) != ev_pid || (self != &tally_heap_none && self->busy)))
 		return false;
 	return !atomic_exchange(&exit_begun, true);
 }

@@ -43,8 +43,8 @@ uint64_t ip_ring_key;
  * too: its thread saw the claim first).
  */
 IP_API _Atomic uint64_t tally_interpose_cut_req, tally_interpose_cut_done;
-static _Atomic uint64_t cut_key;  /* the start (ip_ring_key) cut: nothing more is handed over */
-static _Atomic uint8_t cutting;	  /* a thread new to the list waits while it is 1 */
+static _Atomic uint64_t cut_key; /* the start (ip_ring_key) cut: nothing more is handed over */
+static _Atomic uint8_t cutting;	 /* a thread new to the list waits while it is 1 */
 
 /* Hand the batch over: in the thread's shared ring once the tracer has
  * taken it, else through the probe. A thread whose batches fill (`full`)

@@ -203,8 +203,8 @@ void *large_alloc_internal(struct heap *h, size_t q, size_t align)
 	pthread_mutex_lock(&large_lock);
 	void *p = ptr_table_reserve(&tab, h) ? NULL : large_map(len, align);
 	if (p) {
-		tab_put(&(struct large_ent){ .ptr = (uintptr_t)p, .len = len, .q = q,
-					     .group = LARGE_INTERNAL });
+		tab_put(&(struct large_ent){
+			.ptr = (uintptr_t)p, .len = len, .q = q, .group = LARGE_INTERNAL });
 		internal_account(h, len, true);
 	}
 	pthread_mutex_unlock(&large_lock);

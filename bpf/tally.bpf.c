@@ -293,8 +293,9 @@ int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_s
 	if (tgid_in_tree(next_pid)) {
 		__u32 tid = BPF_CORE_READ(next, pid);
 		__u64 rt = BPF_CORE_READ(next, se.sum_exec_runtime);
-		struct tally_bpf_thread fresh = { .last_ns = now, .pid = next_pid,
-						  .flags = TALLY_BPF_RT_KNOWN, .rt_mark = rt };
+		struct tally_bpf_thread fresh = {
+			.last_ns = now, .pid = next_pid, .flags = TALLY_BPF_RT_KNOWN, .rt_mark = rt
+		};
 		struct tally_bpf_thread *t = map_lookup_or_init(&threads, &tid, &fresh);
 		if (t) {
 			/* off CPU its clock stood still, unless a switch out
@@ -358,7 +359,8 @@ static __always_inline void proc_forked(struct task_struct *parent, struct task_
 	__u32 ptid = BPF_CORE_READ(parent, pid);
 	struct tally_bpf_thread *pt = bpf_map_lookup_elem(&threads, &ptid);
 	/* its clock starts at 0 (__sched_fork) */
-	struct tally_bpf_thread fresh = { .group = pt ? pt->group : 0, .pid = pid,
+	struct tally_bpf_thread fresh = { .group = pt ? pt->group : 0,
+					  .pid = pid,
 					  .flags = TALLY_BPF_RT_KNOWN };
 	bool shared = BPF_CORE_READ(child, mm) == BPF_CORE_READ(parent, mm);
 

@@ -1092,7 +1092,8 @@ static int write_fixture(int argc, char **argv)
 			perror(argv[i + 1]);
 			return 1;
 		}
-		err = !strcmp(argv[i], "--folded") ? folded_write(f, &p, FOLDED_INUSE, NULL) : pprof_write(f, &p);
+		err = !strcmp(argv[i], "--folded") ? folded_write(f, &p, FOLDED_INUSE, NULL) :
+						     pprof_write(f, &p);
 		if (fclose(f) || err) {
 			fprintf(stderr, "%s: %s\n", argv[i + 1], strerror(err ? -err : errno));
 			return 1;

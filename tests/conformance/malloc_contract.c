@@ -105,8 +105,9 @@ static void usable_kept(const char *name, int doubling)
 
 static void realloc_shrink(void)
 {
-	static const size_t pairs[][2] = { { 100, 10 },	     { 5000, 100 },	  { 40000, 1000 },
-					   { 1 << 20, 50000 }, { 1 << 20, 40000 }, { 300000, 200000 } };
+	static const size_t pairs[][2] = { { 100, 10 },	       { 5000, 100 },
+					   { 40000, 1000 },    { 1 << 20, 50000 },
+					   { 1 << 20, 40000 }, { 300000, 200000 } };
 	int bad = 0;
 	for (unsigned i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
 		unsigned char *p = malloc(pairs[i][0]);
@@ -129,8 +130,8 @@ static void realloc_shrink(void)
 static void realloc_edges(void)
 {
 	void *p = realloc(NULL, 100);
-	check("realloc-null-is-malloc", p && malloc_usable_size(p) >= 100, "realloc(NULL, 100) -> %p",
-	      p);
+	check("realloc-null-is-malloc", p && malloc_usable_size(p) >= 100,
+	      "realloc(NULL, 100) -> %p", p);
 	/* glibc (REALLOC_ZERO_BYTES_FREES): realloc(p, 0) frees p, returns NULL */
 	void *z = realloc(p, 0);
 	check("realloc-zero-frees", z == NULL, "realloc(p, 0) -> %p, glibc gives NULL", z);
@@ -227,7 +228,8 @@ static void aligned_forms(void)
 	void *p = (void *)1;
 	int e3 = posix_memalign(&p, 3, 64), e0 = posix_memalign(&p, 0, 64);
 	int e4 = posix_memalign(&p, 4, 64);
-	check("posix-memalign-einval", e3 == EINVAL && e0 == EINVAL && e4 == EINVAL && p == (void *)1,
+	check("posix-memalign-einval",
+	      e3 == EINVAL && e0 == EINVAL && e4 == EINVAL && p == (void *)1,
 	      "align 3 -> %d, 0 -> %d, 4 -> %d", e3, e0, e4);
 	int en = posix_memalign(&p, 64, huge - 8192);
 	check("posix-memalign-enomem", en == ENOMEM, "huge size -> %d", en);
@@ -315,7 +317,8 @@ static void sized_frees(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("# allocator: %s\n", dlsym(RTLD_DEFAULT, "tally_alloc_stats") ? "libtally_alloc" : "glibc");
+	printf("# allocator: %s\n",
+	       dlsym(RTLD_DEFAULT, "tally_alloc_stats") ? "libtally_alloc" : "glibc");
 	usable_kept("realloc-keeps-usable-plus1", 0);
 	usable_kept("realloc-keeps-usable-double", 1);
 	realloc_shrink();

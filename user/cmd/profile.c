@@ -64,7 +64,8 @@ static int write_profile(FILE *f, struct profile *pr, const struct profile_opts 
 	}
 	err = folded_write(f, &pr->p, po->value, &lines);
 	if (!err && !lines)
-		fprintf(stderr, "tally: %s is empty: %s\n", po->out ? po->out : "the profile on stdout",
+		fprintf(stderr, "tally: %s is empty: %s\n",
+			po->out ? po->out : "the profile on stdout",
 			po->value == FOLDED_INUSE ?
 				"no bytes in use at the end (try --value alloc)" :
 				"no allocation was sampled");

@@ -40,8 +40,8 @@ int session_inject_cut(struct session *s)
 				    &req_at);
 
 	if (!err)
-		err = target_lib_symbol(s->pid, LIB, "tally_interpose_cut_done", path,
-					sizeof(path), &done_at);
+		err = target_lib_symbol(s->pid, LIB, "tally_interpose_cut_done", path, sizeof(path),
+					&done_at);
 	if (!err)
 		err = mem(s->pid, done_at, &done, false);
 	want = done + 1;

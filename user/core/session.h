@@ -84,7 +84,7 @@ struct session {
 	int cuda_err, glibc_err;
 	pid_t pid;
 	bool spawned;
-	bool injected; /* -p --inject: libtally_interpose.so loaded into it */
+	bool injected;		   /* -p --inject: libtally_interpose.so loaded into it */
 	const char *foreign_alloc; /* the malloc it runs on, one tally cannot trace; or NULL */
 	struct target_child child;
 	int pidfd;

@@ -482,7 +482,8 @@ int session_start(struct session *s, const struct session_opts *o)
 	 * does not use tally's allocator */
 	if (!rc)
 		rc = session_load(s, o, s->gpu_mode != GPU_OFF,
-				  s->spawned ? o->no_preload : !s->alloc_path[0] && !s->foreign_alloc);
+				  s->spawned ? o->no_preload :
+					       !s->alloc_path[0] && !s->foreign_alloc);
 	if (!rc)
 		rc = s->spawned ? attach_spawned(s, o) : attach_running(s, o->verbose);
 	if (rc)

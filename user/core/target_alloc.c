@@ -22,11 +22,16 @@
 static const struct {
 	const char *lib, *name;
 } libs[] = {
-	{ "libtally_alloc", "tally" },	      { "libjemalloc", "jemalloc" },
-	{ "libtcmalloc_minimal", "tcmalloc" }, { "libtcmalloc", "tcmalloc" },
-	{ "libtcmalloc_and_profiler", "tcmalloc" }, { "libtcmalloc_debug", "tcmalloc" },
-	{ "libtcmalloc_minimal_debug", "tcmalloc" }, { "libmimalloc", "mimalloc" },
-	{ "libhoard", "hoard" },	      { "libsnmalloc", "snmalloc" },
+	{ "libtally_alloc", "tally" },
+	{ "libjemalloc", "jemalloc" },
+	{ "libtcmalloc_minimal", "tcmalloc" },
+	{ "libtcmalloc", "tcmalloc" },
+	{ "libtcmalloc_and_profiler", "tcmalloc" },
+	{ "libtcmalloc_debug", "tcmalloc" },
+	{ "libtcmalloc_minimal_debug", "tcmalloc" },
+	{ "libmimalloc", "mimalloc" },
+	{ "libhoard", "hoard" },
+	{ "libsnmalloc", "snmalloc" },
 };
 
 /* A malloc linked into the program: named by a function only it defines. */
@@ -34,8 +39,7 @@ static const char *program_malloc(const char *exe, bool has_libc)
 {
 	static const char *const syms[] = { "malloc", "mallctl", "je_mallctl", "mi_malloc",
 					    "tc_malloc" };
-	static const char *const names[] = { NULL, "jemalloc", "jemalloc", "mimalloc",
-					     "tcmalloc" };
+	static const char *const names[] = { NULL, "jemalloc", "jemalloc", "mimalloc", "tcmalloc" };
 	uint64_t addr[sizeof(syms) / sizeof(syms[0])] = { 0 };
 
 	if (target_elf_symbols(exe, syms, sizeof(syms) / sizeof(syms[0]), addr))

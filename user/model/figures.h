@@ -96,15 +96,15 @@ struct figures_target {
 	const char *container; /* the container id its cgroup names, or NULL */
 	enum figures_allocator allocator;
 	enum figures_cuda cuda;
-	const char *cuda_why;  /* why not CUPTI, when it refused (NULL: it did not) */
-	bool late;	       /* attached to a running process */
-	bool injected;	       /* ... with --inject (libtally_interpose.so) */
+	const char *cuda_why;	   /* why not CUPTI, when it refused (NULL: it did not) */
+	bool late;		   /* attached to a running process */
+	bool injected;		   /* ... with --inject (libtally_interpose.so) */
 	const char *foreign_alloc; /* allocator none: the malloc it runs on, untraced, or NULL */
-	bool read_known;       /* late, with libtally_alloc: its state was read... */
-	bool read_consistent;  /* ... while no heap moved */
-	bool gone;	       /* the target has exited */
-	bool ended;	       /* ... and how is known: */
-	int exit_code, signal; /* exit status or terminating signal (-1 / 0 when not) */
+	bool read_known;	   /* late, with libtally_alloc: its state was read... */
+	bool read_consistent;	   /* ... while no heap moved */
+	bool gone;		   /* the target has exited */
+	bool ended;		   /* ... and how is known: */
+	int exit_code, signal;	   /* exit status or terminating signal (-1 / 0 when not) */
 };
 
 /* The allocator as the views name it: one tally cannot trace by its own
@@ -264,7 +264,7 @@ struct figures {
 	uint64_t folded;
 	struct figures_lifetime folded_life; /* ... what they did */
 	uint64_t folded_inexact;	     /* ... and those not exact */
-	uint64_t strays; /* messages of processes the tree did not know */
+	uint64_t strays;		     /* messages of processes the tree did not know */
 };
 
 /* The group with this id, or NULL when the process lists none. */

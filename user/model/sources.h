@@ -77,12 +77,12 @@ struct figures_sources {
 	char container[SOURCES_CONTAINER_MAX]; /* the id its cgroup names, or "" */
 	char comm[TALLY_COMM_LEN];
 	char cmdline[SOURCES_CMDLINE_MAX]; /* as last read, or "" */
-	bool late;	   /* attached to a running process */
-	bool gone;	   /* it has exited */
-	bool have_exit;	   /* ... and how is known: */
-	int exit_status;   /* its wait status */
-	bool cupti;	   /* started with the CUPTI library injected */
-	uint64_t start_ns; /* CLOCK_MONOTONIC at attach */
+	bool late;			   /* attached to a running process */
+	bool gone;			   /* it has exited */
+	bool have_exit;			   /* ... and how is known: */
+	int exit_status;		   /* its wait status */
+	bool cupti;			   /* started with the CUPTI library injected */
+	uint64_t start_ns;		   /* CLOCK_MONOTONIC at attach */
 	uint64_t born_ns;  /* a process of the tree: its fork (0: before the attach) */
 	uint64_t ended_ns; /* ... and its end (0: running) */
 	uint64_t now_ns;   /* ... and at this tick */
@@ -110,8 +110,8 @@ struct figures_sources {
 	bool injected;	      /* -p --inject: glibc's figures come from libtally_interpose.so */
 	bool injected_execed; /* ... and it exec'd since: the new program is not injected */
 	const char *foreign_alloc; /* FIGURES_ALLOC_NONE: the malloc it runs on, untraced */
-	bool inject_uncut;    /* ... the interposer did not answer the cut at the end */
-	bool uninjected;      /* -p --inject -f: a descendant the injection did not reach */
+	bool inject_uncut;	   /* ... the interposer did not answer the cut at the end */
+	bool uninjected;	   /* -p --inject -f: a descendant the injection did not reach */
 	/* the allocator's state read from the target's memory */
 	bool late_consistent;	   /* at attach, no heap moved during the read */
 	bool have_final_inprocess; /* read from a target still running at the end */

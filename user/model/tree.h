@@ -29,34 +29,34 @@ struct tree_proc {
 	pid_t ns_pid; /* in its own PID namespace, as at its fork (0: not known) */
 	char comm[TALLY_COMM_LEN];
 	char cmdline[SOURCES_CMDLINE_MAX]; /* as last read ("": not yet) */
-	uint64_t born_ns, ended_ns; /* CLOCK_MONOTONIC; 0: before the attach, running */
-	bool shared_vm;		    /* vfork: its parent's memory until it execs */
-	bool ended;		    /* its last thread is gone: `kept` holds its figures */
-	bool listed;		    /* a view showed it ended (top keeps it one refresh) */
-	struct model *m;	    /* while it runs */
-	char *cgroup, *container;   /* where it was last seen (NULL: not known) */
+	uint64_t born_ns, ended_ns;	   /* CLOCK_MONOTONIC; 0: before the attach, running */
+	bool shared_vm;			   /* vfork: its parent's memory until it execs */
+	bool ended;			   /* its last thread is gone: `kept` holds its figures */
+	bool listed;			   /* a view showed it ended (top keeps it one refresh) */
+	struct model *m;		   /* while it runs */
+	char *cgroup, *container;	   /* where it was last seen (NULL: not known) */
 	uint64_t heaps_addr;	    /* its allocator's tally_heaps, once found (0: not yet) */
 	bool heaps_looked;	    /* ... looked for in this image */
 	bool read, read_consistent; /* -f at attach: its state read, while no heap moved */
 	bool have_final, final_consistent; /* running at the end: its state read then, */
 	struct tally_stats final;	   /* ... its allocator's own Stats */
-	bool gpu_said[2];	    /* session_gpu_news: CUPTI spoke, refused */
+	bool gpu_said[2];		   /* session_gpu_news: CUPTI spoke, refused */
 	struct figures_process kept;
 	struct figures_lifetime base; /* forked: what its counters inherited */
-	struct sites *sites; /* ended: its heap profile as at its end (NULL: none kept) */
+	struct sites *sites;	      /* ended: its heap profile as at its end (NULL: none kept) */
 };
 
 struct tree {
 	struct tree_proc *procs; /* by birth */
 	size_t n, cap;
-	size_t nended;		/* of procs */
-	uint64_t folded;	/* ended processes no longer kept one by one */
+	size_t nended;			     /* of procs */
+	uint64_t folded;		     /* ended processes no longer kept one by one */
 	struct figures_lifetime folded_life; /* ... what they did */
 	uint64_t folded_inexact;	     /* ... those whose figures were not exact */
-	uint64_t strays;	/* messages of a process the tree does not know */
-	uint64_t unfollowed;	/* forks whose parent the tree does not know */
-	size_t sites_bytes;	/* kept in ended processes' sites */
-	uint64_t sites_dropped; /* ended processes whose sites were over the budget */
+	uint64_t strays;		     /* messages of a process the tree does not know */
+	uint64_t unfollowed;		     /* forks whose parent the tree does not know */
+	size_t sites_bytes;		     /* kept in ended processes' sites */
+	uint64_t sites_dropped;		     /* ended processes whose sites were over the budget */
 };
 
 void tree_init(struct tree *t);

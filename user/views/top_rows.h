@@ -138,7 +138,7 @@ struct top_row {
  * since the last frame (shown once with how they ended). */
 struct top_proc {
 	pid_t pid;
-	char comm[TOP_COMM_MAX]; /* sanitized */
+	char comm[TOP_COMM_MAX];       /* sanitized */
 	char cmdline[TOP_CMDLINE_MAX]; /* as ps shows it, or "" */
 	bool gone;
 	int exit_code; /* 128 + the signal when killed; -1 not known */

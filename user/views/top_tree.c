@@ -199,8 +199,7 @@ static void cmdline_copy(char *out, size_t size, const char *in)
 
 /* "COMM[PID]"; with_cmdline: and its command line, as ps shows it (every
  * PostgreSQL backend's comm is "postgres") */
-static void proc_label(char *buf, size_t size, const struct figures_process *p,
-		       bool with_cmdline)
+static void proc_label(char *buf, size_t size, const struct figures_process *p, bool with_cmdline)
 {
 	char comm[TOP_COMM_MAX], cmd[TOP_CMDLINE_LABEL];
 

@@ -20,14 +20,14 @@ struct trace {
 	uint32_t pid;	  /* the root's: counters and the document's own figures */
 	uint32_t cur_pid; /* the process of the message being drawn */
 	uint64_t start_ns;
-	int err;		 /* first write error, sticky */
-	bool nonempty;		 /* an event is written: the next needs a comma */
-	struct trace_threads tt; /* threads with slices open */
+	int err;		    /* first write error, sticky */
+	bool nonempty;		    /* an event is written: the next needs a comma */
+	struct trace_threads tt;    /* threads with slices open */
 	struct trace_threads names; /* by pid: the command line a track was named */
-	uint64_t open;		 /* sum of depths */
+	uint64_t open;		    /* sum of depths */
 	uint64_t last_lost_msgs, last_lost_words;
 	uint64_t samples, last_sample_ns; /* trace_sample's calls, and the last one's time */
-	struct json_writer w; /* the current event's */
+	struct json_writer w;		  /* the current event's */
 };
 
 static void put(struct trace *t, const char *s)
