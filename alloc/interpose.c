@@ -44,6 +44,7 @@
 #include "interpose.h"
 #include "interpose_abi.h"
 #include "probes.h"
+#include "sdk_lookup.h"
 
 /* ---- glibc's own functions ---- */
 
@@ -93,10 +94,8 @@ static size_t usable_of(void *p)
  * family's. A thread's group before its first record comes from
  * tally_group_current.
  */
-static __thread int32_t ip_group = -1; /* -1: not known yet */
-static struct tally_group_id {
-	uint32_t id;
-} (*sdk_current)(void);
+static __thread int32_t ip_group = -1;		/* -1: not known yet */
+static struct tally_group (*sdk_current)(void); /* sdk_lookup.h */
 
 static void ip_set_group(uint32_t g)
 {
@@ -380,18 +379,6 @@ void ip_send_info(void)
 
 /* ---- start, fork, exit ---- */
 
-static int find_sdk(struct dl_phdr_info *info, size_t size, void *data)
-{
-	const char *base = strrchr(info->dlpi_name, '/');
-	(void)size;
-
-	if (base && !strcmp(base + 1, "libtally.so")) {
-		snprintf(data, 4096, "%s", info->dlpi_name);
-		return 1;
-	}
-	return 0;
-}
-
 static int resolve(void)
 {
 	void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
@@ -414,13 +401,8 @@ static int resolve(void)
 	R(mallinfo2, "mallinfo2");
 	R(dlopen, "dlopen");
 #undef R
-	/* the SDK's, when the process has it (looked for first: a failed
-	 * dlsym would leave the thread a dlerror message of ours) */
-	char sdk[4096] = "";
-	dl_iterate_phdr(find_sdk, sdk);
-	void *lib = sdk[0] ? dlopen(sdk, RTLD_NOLOAD | RTLD_LAZY) : NULL;
-	if (lib)
-		*(void **)&sdk_current = dlsym(lib, "tally_group_current");
+	/* the SDK's, when the process has it (without a dlerror message) */
+	sdk_current = sdk_lookup_group_current();
 	return 0;
 }
 

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "../alloc/sdk_lookup.h"
 
 #define SENT_SLOTS 1024 /* > names a batch can hold: each takes >= 5 words with its launch */
 /* Knuth's multiplicative hash (2^32 / the golden ratio): ids are small and
@@ -377,10 +378,9 @@ static pthread_once_t group_once = PTHREAD_ONCE_INIT;
 
 static void group_lookup(void)
 {
-	void *sym = dlsym(RTLD_DEFAULT, "tally_group_current");
-
-	/* a function pointer from dlsym: POSIX guarantees the conversion */
-	memcpy(&group_current, &sym, sizeof(sym));
+	/* a weak reference, no dlsym: no dlerror message left to a CUDA
+	 * program without the SDK (tests/cupti/test_nosdk.c) */
+	group_current = sdk_lookup_group_current();
 }
 
 uint32_t tally_cupti_group(void)

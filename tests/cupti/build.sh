@@ -110,9 +110,13 @@ cc_obj "$obj" tests/cupti/test_cupti.c "${CFLAGS[@]}" "${SAN[@]}" "${fixdef[@]}"
 tobjs+=("$obj")
 test_bin=$BUILD/tests/cupti/test_cupti
 echo "  LD $test_bin"
-# -rdynamic: the test's own tally_group_current is found by dlsym(RTLD_DEFAULT)
+# -rdynamic: the test's own tally_group_current binds the weak reference
 "$CC" "${SAN[@]}" -pthread -rdynamic -o "$test_bin" "${tobjs[@]}" \
 	$(pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) -ldl
+# ... and the group lookup in a process without any tally_group_current
+echo "  LD $BUILD/tests/cupti/test_nosdk"
+"$CC" "${CFLAGS[@]}" "${SAN[@]}" -pthread -o "$BUILD/tests/cupti/test_nosdk" \
+	tests/cupti/test_nosdk.c "$BUILD/tests/cupti/san/gpu_records.o" -ldl
 
 # A fake CUPTI under the real one's soname and version node, for the GPU
 # tests with the fake driver (tests/gpu/run.sh): build/tests/fake_cupti/.

@@ -13,15 +13,16 @@ passed=0
 failed=0
 skipped=0
 
-# cmocka BINARY: runs it, adds its summary lines to the totals
+# cmocka BINARY: runs it, adds its summary lines (cmocka's, or "N passed, M
+# failed") to the totals
 cmocka() {
 	local log rc p f k
 	log=$(mktemp)
 	"$1" >"$log" 2>&1
 	rc=$?
 	cat "$log"
-	p=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) test.*/\1/p' "$log" | tail -n1)
-	f=$(sed -nE 's/^\[  FAILED  \] ([0-9]+) test.*/\1/p' "$log" | tail -n1)
+	p=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) test.*/\1/p; s/^([0-9]+) passed, [0-9]+ failed.*/\1/p' "$log" | tail -n1)
+	f=$(sed -nE 's/^\[  FAILED  \] ([0-9]+) test.*/\1/p; s/^[0-9]+ passed, ([0-9]+) failed.*/\1/p' "$log" | tail -n1)
 	k=$(sed -nE 's/^\[  SKIPPED \] ([0-9]+) test.*/\1/p' "$log" | tail -n1)
 	rm -f "$log"
 	# crashed or failed without saying how many: one failure
@@ -45,12 +46,13 @@ if [ ! -f "$CUDA/include/cupti.h" ] || { [ ! -f "$CUDA/include/generated_cuda_me
 	# its tests, one T(name) line each; a toolkit is not a Debian package:
 	# a machine may lack it even under CI (tests/lib.sh's skip_absent)
 	echo "skip - cupti handler: no CUDA toolkit with CUPTI at $CUDA"
-	skipped=$((skipped + $(grep -cE '^[[:space:]]*T\(' tests/cupti/test_cupti.c)))
+	skipped=$((skipped + $(grep -cE '^[[:space:]]*T\(' tests/cupti/test_cupti.c) + 2)) # + test_nosdk's
 elif [ ! -x "$test_bin" ]; then
 	echo "cupti tests: $test_bin is not built (tests/cupti/build.sh)" >&2
 	failed=$((failed + 1))
 else
 	cmocka "$test_bin"
+	cmocka "$BUILD/tests/cupti/test_nosdk"
 fi
 
 echo "$passed passed, $failed failed, $skipped skipped"

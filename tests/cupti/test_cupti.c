@@ -30,8 +30,9 @@
 
 static uint32_t fake_group;
 
-/* Found by the library through dlsym(RTLD_DEFAULT): exported (the test links
- * -rdynamic, and is compiled with -fvisibility=hidden like the library). */
+/* Bound to the library's weak reference (alloc/sdk_lookup.h): exported (the
+ * test links -rdynamic, and is compiled with -fvisibility=hidden like the
+ * library). test_nosdk.c is the process without one. */
 __attribute__((visibility("default"))) struct tally_group tally_group_current(void);
 struct tally_group tally_group_current(void)
 {
