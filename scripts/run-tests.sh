@@ -71,6 +71,9 @@ run() {
 }
 
 run layout 60 scripts/check-layout.sh
+# docs/STYLE.md rule 2: every C file as .clang-format writes it
+run format 120 bash -c 'out=$(make -s format-check 2>&1); echo "$out" | tail -n 20
+	[ "$out" = "format: clean" ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"'
 run replay 60 "$BUILD/tests/test_replay"
 run alloc_unit 300 "$BUILD/tests/test_alloc_unit"
 run span 60 "$BUILD/tests/test_span"

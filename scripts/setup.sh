@@ -13,7 +13,7 @@ set -euo pipefail
 # nginx-light and wrk, redis-server (redis-benchmark, redis-cli), memcached,
 # postgresql (pgbench), python3 for memcached's client.
 pkgs=(
-	clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
+	clang clang-format llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
 	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux libncurses-dev libmicrohttpd-dev curl
 	sqlite3 strace time libdw-dev golang-go golang-github-google-pprof-dev
