@@ -85,12 +85,6 @@ int os_unmap(void *p, size_t len)
 	return munmap(p, len) ? -errno : 0;
 }
 
-/* Hand pages back; they read as zero when touched again (private anonymous). */
-void os_discard(void *p, size_t len)
-{
-	madvise(p, len, MADV_DONTNEED);
-}
-
 #ifndef SYS_process_madvise
 #define SYS_process_madvise 440
 #endif

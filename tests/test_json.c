@@ -2,7 +2,7 @@
 /*
  * The JSON writer against exact expected text: punctuation in both layouts,
  * every escape class and every kind of invalid UTF-8 (strings come from
- * traced processes, house rule 10), numbers at their limits, misuse that must
+ * traced processes, docs/STYLE.md rule 10), numbers at their limits, misuse that must
  * stop the output, and a FILE whose writes fail.
  */
 #include <errno.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * A target whose names are hostile (house rule 10): a thread named with a
+ * A target whose names are hostile (docs/STYLE.md rule 10): a thread named with a
  * terminal escape sequence, a double quote and a backslash (15 bytes at most,
  * the kernel's limit), and a resource group named likewise, entered and left
  * by that thread. tests/record/run.sh checks that the trace reads them back

@@ -228,10 +228,8 @@ static void ring_announced(struct heap_rings *r, uint32_t pid, const struct tall
 		return;
 	uint64_t key = __atomic_load_n(&map->announced, __ATOMIC_ACQUIRE), none = 0;
 	if (map->magic != TALLY_RING_MAGIC || map->version != TALLY_RING_VERSION ||
-	    map->slots != TALLY_RING_SLOTS || map->heap_id != b->heap_id || !key) {
-		munmap(map, TALLY_RING_BYTES);
-		return;
-	}
+	    map->slots != TALLY_RING_SLOTS || map->heap_id != b->heap_id || !key)
+		goto unmap;
 	/* an earlier ring of this heap (announced again to a new tracer, or
 	 * before an exec): what it holds first */
 	struct hring *old = ring_find(r, pid, b->heap_id);
@@ -249,8 +247,7 @@ static void ring_announced(struct heap_rings *r, uint32_t pid, const struct tall
 				pid);
 		r->warned = true;
 		r->missed++;
-		munmap(map, TALLY_RING_BYTES);
-		return;
+		goto unmap;
 	}
 	if (r->n == r->cap) {
 		size_t cap = r->cap ? r->cap * 2 : 8;
@@ -258,8 +255,7 @@ static void ring_announced(struct heap_rings *r, uint32_t pid, const struct tall
 		if (!v) {
 			/* taken, and never read: its batches are lost, and said so */
 			r->missed++;
-			munmap(map, TALLY_RING_BYTES);
-			return;
+			goto unmap;
 		}
 		r->v = v;
 		r->cap = cap;
@@ -269,6 +265,9 @@ static void ring_announced(struct heap_rings *r, uint32_t pid, const struct tall
 				       .map = map,
 				       .next_seq = b->seq_first + b->count,
 				       .key = key };
+	return;
+unmap:
+	munmap(map, TALLY_RING_BYTES);
 }
 
 /* What pid's rings hold from before upto_ns; gone: the process (or its

@@ -6,11 +6,11 @@
  * reads a struct figures and nothing else, so that no view decides on its
  * own what glibc mode knows, what is exact, or which GPU source counts.
  *
- * Pure code (house rule 5): no I/O. The figures hold pointers into the
+ * Pure code (docs/STYLE.md rule 8): no I/O. The figures hold pointers into the
  * model (names), valid while the model is unchanged.
  *
- * Shaped for what comes: `procs` is the processes of one tree, root first
- * (today only the root), and a group's figures are where its heap sites go.
+ * `procs` is the processes of one tree, root first (ended ones as their
+ * final figures), and a group's figures are where its heap sites go.
  */
 #ifndef TALLY_FIGURES_H
 #define TALLY_FIGURES_H

@@ -217,7 +217,8 @@ void model_release(struct model *m)
 
 /* Malloc's and free's one-word records, nearly all of them: applied
  * without decoding to struct tally_ev, so the consumer keeps up with a busy
- * target. Returns false for anything else. */
+ * target. A record it cannot decode counts as malformed and ends the
+ * batch. */
 void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
 			 const __u64 *words, uint32_t count)
 {

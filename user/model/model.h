@@ -3,7 +3,7 @@
  * What tally knows about its target, rebuilt from the ring buffer's messages:
  * the byte identity and per-group memory (through the replay), the groups'
  * names, yields, rejections and CPU, the threads and their groups, and how
- * much was received and lost. Pure code (house rule 5): messages in, numbers
+ * much was received and lost. Pure code (docs/STYLE.md rule 8): messages in, numbers
  * out; the loader and the views do the I/O.
  */
 #ifndef TALLY_MODEL_H

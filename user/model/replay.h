@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The replay: allocator records in, struct tally_stats and per-group counters
- * out. Pure code, no I/O (house rule 5): the same module rebuilds the figures
+ * out. Pure code, no I/O (docs/STYLE.md rule 8): the same module rebuilds the figures
  * in tally from the ring buffer and, in the tests, from the batches the
  * allocator hands to a sink, where it must equal the allocator's own figures.
  */

@@ -2,7 +2,7 @@
 /*
  * A streaming JSON writer to a FILE *: the CLI prints snapshot documents with
  * it and writes Chrome trace files incrementally, so nothing is built in
- * memory. Strings from traced processes are untrusted (house rule 10): every
+ * memory. Strings from traced processes are untrusted (docs/STYLE.md rule 10): every
  * string is escaped per RFC 8259 and invalid UTF-8 becomes U+FFFD, so the
  * output is always valid UTF-8 JSON whatever the input bytes.
  *

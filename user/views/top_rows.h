@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The figures of `tally top`, one frame at a time: pure code (house rule 5)
+ * The figures of `tally top`, one frame at a time: pure code (docs/STYLE.md rule 8)
  * from a tick's figures (figures.h) and the previous sample, to a header,
  * the byte identity split into its eight terms and one row per group with
  * rates. The two views (top_text.c, top_view.c) only lay it out.
