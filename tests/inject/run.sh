@@ -42,9 +42,12 @@ wait_line() { # FILE PATTERN
 inject_go() { # NAME PID [OPTION...]
 	local name=$1 pid=$2
 	shift 2
-	"$T" snapshot -p "$pid" --inject "$@" -o "$tmp/$name.json" 2>"$tmp/$name.err" &
+	"$T" snapshot -p "$pid" --inject -v "$@" -o "$tmp/$name.json" 2>"$tmp/$name.err" &
 	tp=$!
-	wait_injected "$pid"
+	# and until tally has attached (-v's line): the library's thread comes
+	# up before tally has read the state, and a workload sent on (or to its
+	# end) meanwhile was "exited during attach" (seen once in a CI run)
+	wait_injected "$pid" && wait_attached "$tmp/$name.err"
 }
 
 # Wait for PID and for tally ($tp), then check NAME: both exit 0 and the
