@@ -258,9 +258,13 @@ wait "$srv"
 grep -qE 'Py|_Py|json' "$tmp/py.top"
 check "python3: profiled, pprof shows CPython's functions" $? "$(head -14 "$tmp/py.top"; tail -3 "$tmp/py.err")"
 seq 200000 | sort -R >"$tmp/nums"
-"$TALLY" profile --rate 4096 --format folded -o "$tmp/sort.folded" -- sort -n "$tmp/nums" \
-	>/dev/null 2>"$tmp/sort.err"
-# (Debian's sort has no symbols of its own: its frames are sort+0xOFFSET)
+# --value alloc: what sort still holds at its exit is a few hundred bytes,
+# which a 4096-byte sampling rate can miss altogether (a CI run: the folded
+# file then empty, said on stderr); what it allocated is megabytes, sampled
+# every time. (Debian's sort has no symbols of its own: its frames are
+# sort+0xOFFSET)
+"$TALLY" profile --rate 4096 --format folded --value alloc -o "$tmp/sort.folded" -- \
+	sort -n "$tmp/nums" >/dev/null 2>"$tmp/sort.err"
 [ -s "$tmp/sort.folded" ] && grep -qE '^sort\+0x[0-9a-f]+;__libc_start_main' "$tmp/sort.folded"
 check "sort: profiled, folded stacks through libc's start" $? "$(head -3 "$tmp/sort.folded"; tail -3 "$tmp/sort.err")"
 
