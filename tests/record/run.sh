@@ -43,6 +43,15 @@ jqs() { # FILTER FILE [JQ-OPTION...]
 	[ -s "$file" ] && jq -ecS "$@" "$filter" "$file" 2>/dev/null
 }
 
+# NAME TRACE WAIT_JSON: each group's last live_bytes counter in the recording
+# TRACE is the workload's own count of its groups' live bytes in WAIT_JSON
+groups_match() {
+	local got want
+	got=$(jqs "$LAST_LIVE | del(.root)" "$2")
+	want=$(jqs '.groups' "$3")
+	check "$1" "$([ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "want ${want:-(none)} got ${got:-(none)}"
+}
+
 # the resident anonymous memory of PID in kB (its purge shows there)
 rss_anon() { awk '/^RssAnon:/ { print $2 }' /proc/"$1"/status 2>/dev/null; }
 
@@ -97,10 +106,8 @@ check "record, idle target, SIGINT: the last Stats counters equal the allocator'
 	"rc=$rc $(head -c 200 "$tmp/r2.err")
   record   ${got:-(none)}
   workload ${own:-(none)}"
-got=$(jqs "$LAST_LIVE | del(.root)" "$tmp/t2.json")
-want=$(jqs '.groups' "$tmp/wait.json")
-check "record, idle target, SIGINT: each group's last live_bytes equals the workload's own count" \
-	"$([ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "want ${want:-(none)} got ${got:-(none)}"
+groups_match "record, idle target, SIGINT: each group's last live_bytes equals the workload's own count" \
+	"$tmp/t2.json" "$tmp/wait.json"
 check "record, idle target, SIGINT: B/E balanced, the target still running" \
 	"$(jq -e "$BALANCED" "$tmp/t2.json" >/dev/null && kill -0 "${wpid:-0}" 2>/dev/null; echo $?)" "pid ${wpid:-?}"
 [ -n "$wpid" ] && kill "$wpid" 2>/dev/null
@@ -141,10 +148,8 @@ check "record, idle target purged while recorded: live and rounding as at idle, 
 	"rc=$rc $(head -c 200 "$tmp/r2b.err")
   idle     ${idle:-(none)}
   record   ${got:-(none)}"
-got=$(jqs "$LAST_LIVE | del(.root)" "$tmp/t2b.json")
-want=$(jqs '.groups' "$tmp/wait2b.json")
-check "record, idle target purged while recorded: each group's last live_bytes the workload's own count" \
-	"$([ -n "$want" ] && [ "$want" = "$got" ]; echo $?)" "want ${want:-(none)} got ${got:-(none)}"
+groups_match "record, idle target purged while recorded: each group's last live_bytes the workload's own count" \
+	"$tmp/t2b.json" "$tmp/wait2b.json"
 [ -n "$wpid" ] && kill "$wpid" 2>/dev/null
 
 # 3. SIGINT and SIGTERM in the middle of a long run: the file grows while

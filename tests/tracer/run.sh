@@ -482,16 +482,23 @@ else # the nine checks above
 	skip "capabilities and other users (setpriv)" "setpriv (util-linux) is not installed" 9
 fi
 
+# SECONDS PID OUT: tally snapshot -p PID -v in the background, its document
+# in OUT.json and stderr in OUT.err; sets tp (its pid) and att (0 once it
+# said it is attached)
+attach_bg() {
+	timeout "$1" "$TALLY" snapshot -p "$2" -v >"$3.json" 2>"$3.err" &
+	tp=$!
+	wait_attached "$3.err"
+	att=$?
+}
+
 # 6. a target that exits mid-trace: the snapshot comes when it goes (the
 #    workload's _exit on the SIGTERM sent once tally is attached)
 LD_PRELOAD="$ALLOC" TALLY_ALLOC_PURGE_MS=3600000 "$WL" wait "$tmp/w6.json" &
 spid=$!
 pids+=("$spid")
 wait_file "$tmp/w6.json"
-timeout 30 "$TALLY" snapshot -p "$spid" -v >"$tmp/s6.json" 2>"$tmp/s6.err" &
-tp=$!
-wait_attached "$tmp/s6.err"
-att=$?
+attach_bg 30 "$spid" "$tmp/s6"
 kill -TERM "$spid"
 wait "$tp"
 rc=$?
@@ -521,10 +528,7 @@ check "--group NAME=GLOB names a group for threads matched by name: the workload
 gpid=$!
 pids+=("$gpid")
 wait_file "$tmp/g8.ready"
-timeout 60 "$TALLY" snapshot -p "$gpid" -v >"$tmp/s8.json" 2>"$tmp/s8.err" &
-tp=$!
-wait_attached "$tmp/s8.err"
-att=$?
+attach_bg 60 "$gpid" "$tmp/s8"
 kill -USR1 "$gpid"
 wait_file "$tmp/g8"
 kill -INT "$tp" 2>/dev/null

@@ -301,6 +301,18 @@ check "children killed by a signal: in processes with it, one line on stderr" \
 		grep -qE '^tally: 2 processes of the tree killed by a signal: [0-9]+ \(sh, SIGSEGV\), [0-9]+ \(sh, SIGTERM\)$' "$tmp/sig.err"
 		echo $?)" "$(cat "$tmp/sig.err") $(jq -c '[.processes[].target.signal]' "$tmp/sig.json" 2>&1)"
 
+# PID COMM: prints PID's child once it runs COMM (10 s at most; else the
+# child seen last, or nothing)
+child_running() {
+	local c=
+	for _ in $(seq 200); do
+		c=$(cat /proc/"$1"/task/*/children 2>/dev/null | tr -d ' ')
+		[ -n "$c" ] && [ "$(cat /proc/"$c"/comm 2>/dev/null)" = "$2" ] && break
+		sleep 0.05
+	done
+	echo "$c"
+}
+
 # 14. -p PID -f with a descendant tally cannot read (no libtally_alloc):
 # the root exact, the descendant not; the document's tree, stderr, top's
 # header and serve each name it and why (top said "NOT exact", serve
@@ -309,12 +321,7 @@ LD_PRELOAD=$PWD/$BUILD/libtally_alloc.so sh -c 'env -u LD_PRELOAD sleep 30 & wai
 npid=$!
 pids+=("$npid")
 # its child running sleep (exec'd)
-spid=
-for _ in $(seq 200); do
-	spid=$(cat /proc/"$npid"/task/*/children 2>/dev/null | tr -d ' ')
-	[ -n "$spid" ] && [ "$(cat /proc/"$spid"/comm 2>/dev/null)" = sleep ] && break
-	sleep 0.05
-done
+spid=$(child_running "$npid" sleep)
 pids+=("${spid:-0}")
 timeout 60 "$TALLY" snapshot -p "$npid" -f -d 1 -o "$tmp/nr.json" 2>"$tmp/nr.err"
 check "-f, an unread descendant: tree.exact false with its pid and code, one stderr line" \
@@ -345,12 +352,7 @@ wait "$srv" 2>/dev/null
 sh -c 'sleep 30 & wait' &
 ipid=$!
 pids+=("$ipid")
-ichild=
-for _ in $(seq 200); do
-	ichild=$(cat /proc/"$ipid"/task/*/children 2>/dev/null | tr -d ' ')
-	[ -n "$ichild" ] && [ "$(cat /proc/"$ichild"/comm 2>/dev/null)" = sleep ] && break
-	sleep 0.05
-done
+ichild=$(child_running "$ipid" sleep)
 pids+=("${ichild:-0}")
 timeout 60 "$TALLY" snapshot -p "$ipid" -f --inject -d 1 -o "$tmp/inj.json" 2>"$tmp/inj.err"
 check "-f --inject: only the root injected, said on stderr, the child flagged not_injected" \
