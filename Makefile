@@ -19,13 +19,13 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.c alloc/heap.c \
 	alloc/large.c alloc/malloc.c alloc/free.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
-	alloc/ring.c alloc/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/sample_util.c alloc/ptr_table.c \
+	alloc/shared/ring.c alloc/shared/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/shared/sample_util.c alloc/ptr_table.c \
 	alloc/mallinfo.c
-SDK_SRCS := alloc/sdk.c alloc/probe_guard.c
+SDK_SRCS := alloc/sdk/sdk.c alloc/shared/probe_guard.c
 # what `--inject` loads into a process on glibc's malloc
-INTERPOSE_SRCS := alloc/interpose.c alloc/interpose_thread.c alloc/interpose_batch.c \
-	alloc/interpose_table.c alloc/interpose_shadow.c alloc/interpose_got.c \
-	alloc/interpose_sample.c alloc/sample_util.c alloc/ring.c alloc/probe_guard.c
+INTERPOSE_SRCS := alloc/interpose/interpose.c alloc/interpose/interpose_thread.c alloc/interpose/interpose_batch.c \
+	alloc/interpose/interpose_table.c alloc/interpose/interpose_shadow.c alloc/interpose/interpose_got.c \
+	alloc/interpose/interpose_sample.c alloc/shared/sample_util.c alloc/shared/ring.c alloc/shared/probe_guard.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
 # the probe-cost benchmark), one that hands every batch to a test sink (the
@@ -63,7 +63,7 @@ all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
 # CUPTI is at /usr/local/cuda (CUDA=... elsewhere); skipped with a message
 # otherwise. The script knows the toolkit's layouts.
 cupti:
-	@tests/cupti/build.sh $(BUILD)
+	@cupti/build.sh $(BUILD)
 
 setup:
 	@scripts/setup.sh
@@ -106,10 +106,12 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall -Werror -I$(BUILD
 	-I/usr/include/$(shell uname -m)-linux-gnu
 BPF_OBJS := tally glibc cuda
 SKELS := $(patsubst %,$(BUILD)/bpf/%.skel.h,$(BPF_OBJS))
-# user/ in layers (docs/ARCHITECTURE.md): cmd/ the commands, core/ the I/O
-# (session, loaders, /proc and ELF, the target's memory), model/ the pure
-# rebuild of the figures, views/ their renderings.
-USER_LAYERS := cmd core model views
+# user/ in layers (docs/ARCHITECTURE.md): cmd/ the commands, session/ one
+# trace from start to end, probes/ the BPF objects' loaders and the shared
+# rings, target/ the process as the OS shows it (/proc, ELF, its memory,
+# injection, symbols), model/ the pure rebuild of the figures, views/ their
+# renderings, util/ the clock and small helpers.
+USER_LAYERS := cmd session probes target model views util
 USER_SRCS := $(sort $(foreach d,$(USER_LAYERS),$(wildcard user/$(d)/*.c)))
 USER_OBJS := $(call obj,user,$(USER_SRCS)) $(BUILD)/user/stats_identity.o
 # -fwrapv: the model's figures are sums of 64-bit values a target hands over
@@ -183,12 +185,12 @@ $(BUILD)/tests/replay_plain.o: user/model/replay.c
 
 # The SDK alone under the sanitizers (with any allocator: here ASan's), and
 # with libtally_alloc, which charges allocations to the current group.
-$(BUILD)/tests/san/alloc/sdk.o $(BUILD)/tests/san/alloc/probe_guard.o: \
+$(BUILD)/tests/san/alloc/sdk/sdk.o $(BUILD)/tests/san/alloc/shared/probe_guard.o: \
 		$(BUILD)/tests/san/alloc/%.o: alloc/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) $(SAN) -fvisibility=hidden -c $< -o $@
-$(BUILD)/tests/test_sdk: $(BUILD)/tests/san/tests/test_sdk.o $(BUILD)/tests/san/alloc/sdk.o \
-		$(BUILD)/tests/san/alloc/probe_guard.o
+$(BUILD)/tests/test_sdk: $(BUILD)/tests/san/tests/test_sdk.o $(BUILD)/tests/san/alloc/sdk/sdk.o \
+		$(BUILD)/tests/san/alloc/shared/probe_guard.o
 	$(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/sdk_alloc/test_sdk.o: tests/test_sdk.c
 	@mkdir -p $(dir $@)
@@ -213,24 +215,24 @@ $(BUILD)/tests/test_figures: $(BUILD)/tests/san/tests/test_figures.o \
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The reader against fakes, and against this test's own process, whose
 # allocator (under tally_p_ names) it reads through process_vm_readv.
-$(BUILD)/tests/test_remote: $(BUILD)/tests/san/tests/test_remote.o $(BUILD)/tests/san/user/core/remote.o \
+$(BUILD)/tests/test_remote: $(BUILD)/tests/san/tests/test_remote.o $(BUILD)/tests/san/user/target/remote.o \
 		$(ALLOC_SAN_OBJS)
 	$(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
 # The shared rings' reader against a ring this test maps and fills itself.
 $(BUILD)/tests/test_heap_rings: $(BUILD)/tests/san/tests/test_heap_rings.o \
-		$(BUILD)/tests/san/user/core/heap_rings.o
+		$(BUILD)/tests/san/user/probes/heap_rings.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/views/json.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_cli: $(BUILD)/tests/san/tests/test_cli.o $(BUILD)/tests/san/user/cmd/cli_parse.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # /proc and ELF parsing, against this test's own process, its libc, and files it writes.
-$(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/tests/san/user/core/target.o \
-		$(BUILD)/tests/san/user/core/target_ns.o $(BUILD)/tests/san/user/core/target_cmdline.o
+$(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/tests/san/user/target/target.o \
+		$(BUILD)/tests/san/user/target/target_ns.o $(BUILD)/tests/san/user/target/target_cmdline.o
 	$(CC) $(SAN) -pthread -o $@ $^ -lelf $(CMOCKA_LIBS)
 # Namespaces and cgroups: crafted files, and containers built with unshare.
 $(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \
-		$(BUILD)/tests/san/user/core/target_ns.o $(BUILD)/tests/san/user/core/target.o
+		$(BUILD)/tests/san/user/target/target_ns.o $(BUILD)/tests/san/user/target/target.o
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
 		$(BUILD)/tests/san/user/views/trace_threads.o \
@@ -276,7 +278,7 @@ $(BUILD)/tests/fuzz/decoder/%.o: %.c
 	@echo "  FUZZCC $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -Wno-unknown-attributes \
 		-DTALLY_IDENTITY_API= -c $< -o $@
 $(BUILD)/tests/fuzz/fuzz_remote: $(BUILD)/tests/fuzz/remote/tests/fuzz/fuzz_remote.o \
-		$(BUILD)/tests/fuzz/remote/user/core/remote.o
+		$(BUILD)/tests/fuzz/remote/user/target/remote.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
 $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_decoder.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/model.o $(BUILD)/tests/fuzz/decoder/user/model/replay.o \
@@ -302,15 +304,15 @@ $(BUILD)/tests/fork_workload: tests/fork/workload.c
 
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
 # -z now keeps lazy binding out of the measured sequences.
-$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/core/glibc.o \
-		$(BUILD)/user/user/core/glibc_site.o $(BUILD)/user/user/core/uprobe_multi.o \
-		$(BUILD)/user/user/core/target.o \
-		$(BUILD)/user/user/core/target_ns.o | $(SKELS)
+$(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/probes/glibc.o \
+		$(BUILD)/user/user/probes/glibc_site.o $(BUILD)/user/user/probes/uprobe_multi.o \
+		$(BUILD)/user/user/target/target.o \
+		$(BUILD)/user/user/target/target_ns.o | $(SKELS)
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(filter %.o,$^) $(USER_LIBS) $(CMOCKA_LIBS)
 # Where glibc mode's probes go: the decoder alone, on byte sequences.
 $(BUILD)/tests/test_glibc_site: $(BUILD)/tests/san/tests/test_glibc_site.o \
-		$(BUILD)/tests/san/user/core/glibc_site.o
+		$(BUILD)/tests/san/user/probes/glibc_site.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 test-build: $(BUILD)/tests/test_glibc_site
 $(BUILD)/tests/glibc_workload: tests/glibc/workload.c
@@ -333,9 +335,9 @@ $(BUILD)/tests/libinject_lib.so: tests/inject/lib.c
 $(BUILD)/tests/inject_chaos: tests/inject/chaos.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
-$(BUILD)/tests/inject_chaos_kill: tests/inject/chaos_kill.c $(BUILD)/user/user/core/inject.o \
-		$(BUILD)/user/user/core/inject_call.o $(BUILD)/user/user/core/target.o \
-		$(BUILD)/user/user/core/target_ns.o $(BUILD)/user/user/core/target_alloc.o
+$(BUILD)/tests/inject_chaos_kill: tests/inject/chaos_kill.c $(BUILD)/user/user/target/inject.o \
+		$(BUILD)/user/user/target/inject_call.o $(BUILD)/user/user/target/target.o \
+		$(BUILD)/user/user/target/target_ns.o $(BUILD)/user/user/target/target_alloc.o
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(filter %.o,$^) -lelf -lz
 $(BUILD)/tests/inject_workload_cxx: tests/inject/workload.c
@@ -447,7 +449,7 @@ test-build: $(BUILD)/tests/test_image_size
 $(BUILD)/tests/gpu/.built: tests/gpu/image_workload.c tests/image_fixtures.c \
 	tests/image_fixtures.h bpf/image_format.h
 
-# Heap profiles: the symbolizer (user/core/symbols.c) and its fixtures, run by
+# Heap profiles: the symbolizer (user/target/symbols.c) and its fixtures, run by
 # its test: a C program built as a release build with debug information, the
 # same stripped, a C++ one (demangling); beside the first, the build ID
 # readelf finds in it, for the test to compare with the symbolizer's.
@@ -463,15 +465,15 @@ $(BUILD)/tests/symbols/fixture_cxx: tests/symbols/fixture_cxx.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -o $@ $<
 $(BUILD)/tests/test_symbols: $(BUILD)/tests/san/tests/test_symbols.o \
-		$(BUILD)/tests/san/user/core/symbols.o $(BUILD)/tests/san/user/core/symbols_maps.o \
+		$(BUILD)/tests/san/user/target/symbols.o $(BUILD)/tests/san/user/target/symbols_maps.o \
 		| $(SYM_FIXTURES)
 	$(CC) $(SAN) -o $@ $^ -ldw -lelf -lstdc++ $(CMOCKA_LIBS)
 test-build: $(BUILD)/tests/test_symbols $(SYM_FIXTURES)
 
-# USDT sites read from ELF notes for uprobe_multi links (user/core/usdt.c): the
+# USDT sites read from ELF notes for uprobe_multi links (user/probes/usdt.c): the
 # test's own probes and libtally_alloc.so's.
-$(BUILD)/tests/test_usdt: $(BUILD)/tests/san/tests/test_usdt.o $(BUILD)/tests/san/user/core/usdt.o \
-		$(BUILD)/tests/san/user/core/target.o $(BUILD)/tests/san/user/core/target_ns.o \
+$(BUILD)/tests/test_usdt: $(BUILD)/tests/san/tests/test_usdt.o $(BUILD)/tests/san/user/probes/usdt.o \
+		$(BUILD)/tests/san/user/target/target.o $(BUILD)/tests/san/user/target/target_ns.o \
 		| $(BUILD)/libtally_alloc.so
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 test-build: $(BUILD)/tests/test_usdt

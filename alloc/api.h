@@ -16,7 +16,7 @@ void free_aligned_sized(void *p, size_t align, size_t n);
 /* The unit tests run the allocator beside the sanitizers' malloc, under
  * other names. */
 #ifdef TALLY_ALLOC_PREFIX
-#include "tally_alloc_prefixed.h"
+#include "include/tally_alloc_prefixed.h"
 #define TA(name) tally_p_##name
 #else
 #define TA(name) name

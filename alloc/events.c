@@ -25,7 +25,7 @@ static _Atomic bool exit_final;
 #if defined(TALLY_ALLOC_TEST_SINK)
 void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes);
 #elif !defined(TALLY_NO_PROBES)
-#include "probes.h"
+#include "shared/probes.h"
 #include "sample.h"
 /* tally:batch's semaphore is part of tally_arena (segment.c) */
 TALLY_SEMAPHORE_REF(batch);

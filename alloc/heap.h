@@ -11,10 +11,10 @@
 #include <pthread.h>
 #include <sys/uio.h>
 
-#include "../bpf/tally_events.h"
+#include "../bpf/contract/tally_events.h"
 #include "bin.h"
-#include "ring.h"
-#include "tally_alloc.h"
+#include "shared/ring.h"
+#include "include/tally_alloc.h"
 
 #define PURGE_MS_DEFAULT 1000
 #define PURGE_MS_MAX 3600000 /* TALLY_ALLOC_PURGE_MS: an hour at most */

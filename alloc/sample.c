@@ -30,7 +30,7 @@
 
 #include "internal.h"
 #include "ptr_table.h"
-#include "sample_util.h"
+#include "shared/sample_util.h"
 
 uint64_t tally_sample_rate = SAMPLE_RATE_DEFAULT;
 uint64_t tally_sample_epoch;

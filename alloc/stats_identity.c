@@ -5,7 +5,7 @@
  */
 #include <stdint.h>
 
-#include "tally_alloc.h"
+#include "include/tally_alloc.h"
 
 /* exported from libtally_alloc.so; plain functions where user/ links this file */
 #ifndef TALLY_IDENTITY_API

@@ -8,7 +8,7 @@
 #define TALLY_COMMON_BPF_H
 
 #include "tally_bpf.h"
-#include "tally_events.h"
+#include "contract/tally_events.h"
 #include "tally_threads.bpf.h"
 
 /* The target's tgid: read-only data, set by the object's loader before load. */

@@ -12,7 +12,7 @@
  * attached once per process as a uprobe_multi link (a link let go waits
  * for the kernel's grace periods: two, not seventy); which entry point
  * fired is the attach cookie (enum cuda_kind | enum tally_gpu_api <<
- * CUDA_API_SHIFT, bpf/cuda_api.h; set by user/core/cuda.c).
+ * CUDA_API_SHIFT, bpf/cuda_api.h; set by user/probes/cuda.c).
  *
  * The driver may come from any path (LD_LIBRARY_PATH, RUNPATH, a dlopen by a
  * library), so its probes are attached per process as it loads it: a probe
@@ -26,7 +26,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "tally_events.h"
+#include "contract/tally_events.h"
 #include "tally_bpf.h"
 #include "tally_maps.bpf.h"
 #include "common.bpf.h"

@@ -2,7 +2,7 @@
 /*
  * The attach cookie of bpf/cuda.bpf.c's programs: what a driver entry point
  * does (its kind, low bits) and, for launches, which one it is (enum
- * tally_gpu_api, above CUDA_API_SHIFT). Shared with the loader, user/core/cuda.c.
+ * tally_gpu_api, above CUDA_API_SHIFT). Shared with the loader, user/probes/cuda.c.
  */
 #ifndef TALLY_CUDA_API_H
 #define TALLY_CUDA_API_H

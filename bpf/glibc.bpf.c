@@ -5,12 +5,12 @@
  * entry of libc's malloc family, as bcc's memleak does. One hit per call, so
  * slow, and the CLI's help says so: a trap and the return's syscall, 5 to 10
  * us a call on the project's VMs, where a probe the kernel must single-step
- * cost about 25. Loaded by user/core/glibc.c, beside bpf/tally.bpf.c.
+ * cost about 25. Loaded by user/probes/glibc.c, beside bpf/tally.bpf.c.
  *
  * A probe need not sit on the entry's first byte: the loader puts it on the
  * first instruction the kernel emulates, past only instructions that change
  * neither the stack pointer nor an argument's register nor memory, and past
- * no branch (user/core/glibc_site.h). So every program here reads, through
+ * no branch (user/probes/glibc_site.h). So every program here reads, through
  * PT_REGS_PARM*() and PT_REGS_SP(), what the entry had, and the uretprobe
  * finds the return address at the top of the stack.
  *
@@ -57,7 +57,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "tally_events.h"
+#include "contract/tally_events.h"
 #include "tally_bpf.h"
 #include "tally_threads.bpf.h"
 #include "common.bpf.h"

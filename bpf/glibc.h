@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * What bpf/glibc.bpf.c (glibc mode) shares with its loader, user/core/glibc.c:
+ * What bpf/glibc.bpf.c (glibc mode) shares with its loader, user/probes/glibc.c:
  * the figures in its .bss, which the loader reads through the mmapped
  * section (the skeleton names struct glibc_totals without defining it, and
  * asserts its size), and the default size of the block map.
@@ -8,7 +8,7 @@
 #ifndef TALLY_BPF_GLIBC_H
 #define TALLY_BPF_GLIBC_H
 
-#include "tally_events.h"
+#include "contract/tally_events.h"
 
 /* Live blocks the block map holds unless the loader says otherwise: about
  * 100 MB of kernel memory when full (the map is not preallocated). */

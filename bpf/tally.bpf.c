@@ -24,7 +24,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/usdt.bpf.h>
 
-#include "tally_events.h"
+#include "contract/tally_events.h"
 #include "tally_bpf.h"
 #include "tally_maps.bpf.h"
 #include "common.bpf.h"

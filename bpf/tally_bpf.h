@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Map values of bpf/tally.bpf.c that its loader (user/core/loader.c) reads or
+ * Map values of bpf/tally.bpf.c that its loader (user/probes/loader.c) reads or
  * seeds. Events themselves are in tally_events.h.
  */
 #ifndef TALLY_BPF_H

@@ -10,7 +10,7 @@
 #define TALLY_MAPS_BPF_H
 
 #include "tally_bpf.h"
-#include "tally_events.h"
+#include "contract/tally_events.h"
 
 /* sized by the loader (--ring-mb) */
 struct {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * One CUPTI callback turned into GPU records (bpf/tally_events.h, docs/DESIGN.md
+ * One CUPTI callback turned into GPU records (bpf/contract/tally_events.h, docs/DESIGN.md
  * §4). Everything happens at API exit, where the return code and the
  * out-parameters are known; the only work at API entry is to open the window
  * in which the resource domain's MODULE_LOADED may report an image's size.

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "../alloc/sdk_lookup.h"
+#include "../alloc/shared/sdk_lookup.h"
 
 #define SENT_SLOTS 1024 /* > names a batch can hold: each takes >= 5 words with its launch */
 /* Knuth's multiplicative hash (2^32 / the golden ratio): ids are small and

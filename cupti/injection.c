@@ -21,7 +21,7 @@
 
 #include <cupti.h>
 
-#include "../alloc/probes.h"
+#include "../alloc/shared/probes.h"
 #include "internal.h"
 
 TALLY_SEMAPHORE(batch);

@@ -29,8 +29,8 @@
  * obsolete _v1 types). */
 #include <cupti.h>
 
-#include "../alloc/tally.h"
-#include "../bpf/tally_events.h"
+#include "../alloc/include/tally.h"
+#include "../bpf/contract/tally_events.h"
 
 #define TALLY_CUPTI_FLUSH_MS 50 /* a partial batch waits about this long */
 

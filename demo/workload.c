@@ -26,8 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../alloc/tally.h"
-#include "../alloc/tally_alloc.h"
+#include "../alloc/include/tally.h"
+#include "../alloc/include/tally_alloc.h"
 
 #define QUEUE_LEN 1024
 

@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../alloc/tally_alloc.h"
+#include "../alloc/include/tally_alloc.h"
 
 #ifdef TALLY_ALLOC_PREFIX
-#include "../alloc/tally_alloc_prefixed.h"
+#include "../alloc/include/tally_alloc_prefixed.h"
 #define T(name) tally_p_##name
 #else
 #include <malloc.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Where glibc mode's probes go (user/core/glibc_site.c): the decoder of a
+ * Where glibc mode's probes go (user/probes/glibc_site.c): the decoder of a
  * function's first instructions and the walk to the first one the kernel
  * emulates, on the entries of Debian 12's glibc 2.36 as they are, on the
  * shapes other builds have (CET's endbr64, a move before the first push),
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../user/core/glibc_site.h"
+#include "../user/probes/glibc_site.h"
 
 #define SITE(...)                                                                                  \
 	({                                                                                         \

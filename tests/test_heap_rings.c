@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * user/core/heap_rings.c against a ring this test maps itself and plays the
+ * user/probes/heap_rings.c against a ring this test maps itself and plays the
  * producer of: tally maps it again through /proc/self/map_files (root), takes
  * it, and hands its slots and the BPF ring's batches to the callback in the
  * order of their records, around gaps, forks and execs.
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../user/core/heap_rings.h"
+#include "../user/probes/heap_rings.h"
 
 #define HEAP 7
 #define KEY 5
@@ -89,7 +89,7 @@ static void announce(struct fixture *f, uint64_t seq, uint32_t len)
 	assert_int_equal(heap_rings_before(f->r, &bpf_msg, sizeof(bpf_msg)), 0);
 }
 
-/* The producer's side (alloc/ring.c's ring_put). */
+/* The producer's side (alloc/shared/ring.c's ring_put). */
 static void put(struct fixture *f, uint64_t seq, uint32_t count, uint64_t ts)
 {
 	assert_int_equal(f->ring->full[f->next], 0);

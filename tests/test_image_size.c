@@ -22,7 +22,7 @@
 #include <cmocka.h>
 #include <linux/types.h>
 
-#include "../bpf/tally_events.h"
+#include "../bpf/contract/tally_events.h"
 #include "../cupti/image_size.h"
 #include "image_fixtures.h"
 

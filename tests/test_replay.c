@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The replay on synthetic record sequences: each record moves exactly the
- * bytes bpf/tally_events.h says, sequences balance, order does not matter,
+ * bytes bpf/contract/tally_events.h says, sequences balance, order does not matter,
  * and malformed input is refused rather than applied.
  */
 #include <errno.h>

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../alloc/tally_alloc_prefixed.h"
+#include "../alloc/include/tally_alloc_prefixed.h"
 #include "../user/model/replay.h"
 #include "../user/model/sites.h"
 

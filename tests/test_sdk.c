@@ -18,10 +18,10 @@
 
 #include <cmocka.h>
 
-#include "../alloc/sdk_registry.h"
-#include "../alloc/tally.h"
+#include "../bpf/contract/sdk_registry.h"
+#include "../alloc/include/tally.h"
 #ifdef WITH_TALLY_ALLOC
-#include "../alloc/tally_alloc.h"
+#include "../alloc/include/tally_alloc.h"
 #endif
 
 extern struct tally_registry tally_registry;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * USDT sites read from ELF notes (user/core/usdt.c): the probes this test
+ * USDT sites read from ELF notes (user/probes/usdt.c): the probes this test
  * carries itself (sys/sdt.h, each argument form the compiler writes:
  * constants, registers, memory), libtally_alloc.so's tally:batch with its
  * semaphore (argv[1]), and files that have no such notes. What the BPF side
@@ -18,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "../user/core/target.h"
-#include "../user/core/usdt.h"
+#include "../user/target/target.h"
+#include "../user/probes/usdt.h"
 
 static const char *alloc_lib; /* argv[1] */
 

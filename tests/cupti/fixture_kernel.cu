@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 // The image fixtures of test_cupti.c: built with nvcc as PTX, a cubin and a
-// fatbin by tests/cupti/build.sh, and sized by cupti/image_size.c.
+// fatbin by cupti/build.sh, and sized by cupti/image_size.c.
 extern "C" __global__ void tally_fixture_add(float *x, float v)
 {
 	x[threadIdx.x] += v;

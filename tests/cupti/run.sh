@@ -2,7 +2,7 @@
 # Run the CUPTI library's unit tests and print cmocka's output, then one line
 # with the totals, "N passed, M failed, K skipped": the image-size definition
 # (build/tests/test_image_size, `make test-build`; no CUDA toolkit needed),
-# then the library's handler (built by tests/cupti/build.sh into BUILD: the
+# then the library's handler (built by cupti/build.sh into BUILD: the
 # first argument, else $BUILD, else build/). Without a CUDA toolkit the
 # handler's tests count as skipped.
 set -u
@@ -48,7 +48,7 @@ if [ ! -f "$CUDA/include/cupti.h" ] || { [ ! -f "$CUDA/include/generated_cuda_me
 	echo "skip - cupti handler: no CUDA toolkit with CUPTI at $CUDA"
 	skipped=$((skipped + $(grep -cE '^[[:space:]]*T\(' tests/cupti/test_cupti.c) + 2)) # + test_nosdk's
 elif [ ! -x "$test_bin" ]; then
-	echo "cupti tests: $test_bin is not built (tests/cupti/build.sh)" >&2
+	echo "cupti tests: $test_bin is not built (cupti/build.sh)" >&2
 	failed=$((failed + 1))
 else
 	cmocka "$test_bin"

@@ -5,7 +5,7 @@
  * generated_cuda_meta.h, a CUresult to return, and the batches it hands
  * over captured and decoded back with tally_ev_next(). No GPU, no driver,
  * no CUPTI runtime. The image sizes are checked on nvcc's own PTX, cubin
- * and fatbin when tests/cupti/build.sh could build them (TALLY_CUPTI_FIXTURES).
+ * and fatbin when cupti/build.sh could build them (TALLY_CUPTI_FIXTURES).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -30,7 +30,7 @@
 
 static uint32_t fake_group;
 
-/* Bound to the library's weak reference (alloc/sdk_lookup.h): exported (the
+/* Bound to the library's weak reference (alloc/shared/sdk_lookup.h): exported (the
  * test links -rdynamic, and is compiled with -fvisibility=hidden like the
  * library). test_nosdk.c is the process without one. */
 __attribute__((visibility("default"))) struct tally_group tally_group_current(void);

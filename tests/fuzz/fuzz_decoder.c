@@ -57,7 +57,7 @@ static void apply_pending(struct model *m, const uint8_t *p, size_t len)
 	free(words);
 }
 
-/* A message to the tree, as the session routes it (core/session_tree.c). */
+/* A message to the tree, as the session routes it (user/session/session_tree.c). */
 static void apply_tree(struct tree *t, struct model *root, const uint8_t *p, size_t len)
 {
 	static struct figures_sources src;

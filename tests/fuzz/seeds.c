@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 
 #include "../../alloc/internal.h"
-#include "../../alloc/sdk_registry.h"
-#include "../../user/core/remote.h"
+#include "../../bpf/contract/sdk_registry.h"
+#include "../../user/target/remote.h"
 
 /* The seeds that reach the walk's bounds are for the fuzz build's (Makefile:
  * FUZZ_BOUNDS), which fit an input; the product's do not. */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Integration test of glibc mode (bpf/glibc.bpf.c, user/core/glibc.c) on the real
+ * Integration test of glibc mode (bpf/glibc.bpf.c, user/probes/glibc.c) on the real
  * kernel and the system's glibc; needs root. Each test starts
  * tests/glibc/workload.c, attaches to the libc it maps, has it run known
  * sequences of the malloc family, and compares the BPF figures with what
@@ -31,9 +31,9 @@
 #include <bpf/bpf.h>
 #include <linux/types.h>
 
-#include "../../user/core/glibc.h" /* the loader's; bpf/glibc.h is its BPF object's */
-#include "../../user/core/glibc_site.h"
-#include "../../user/core/target.h"
+#include "../../user/probes/glibc.h" /* the loader's; bpf/glibc.h is its BPF object's */
+#include "../../user/probes/glibc_site.h"
+#include "../../user/target/target.h"
 #include "tally_bpf.h"
 #include "tally.skel.h"
 

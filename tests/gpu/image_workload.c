@@ -19,7 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../alloc/tally.h"
+#include "../../alloc/include/tally.h"
 #include "../../bpf/image_format.h"
 #include "../fake_cuda/cuda_abi.h"
 #include "../image_fixtures.h"

@@ -40,7 +40,7 @@
  * freed things. After the threads are joined the main thread, in root,
  * frees one device allocation of infer, one host allocation of train and
  * unloads one module of train: a release is charged to the instance that
- * allocated or loaded (bpf/tally_events.h), not to the releasing thread.
+ * allocated or loaded (bpf/contract/tally_events.h), not to the releasing thread.
  *
  * The figures, per instance (groups "root", "train", "infer", and the
  * process, their sum):
@@ -89,7 +89,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "../../alloc/tally.h"
+#include "../../alloc/include/tally.h"
 #include "../../bpf/image_format.h"
 #include "../fake_cuda/cuda_abi.h"
 

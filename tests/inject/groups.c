@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../alloc/tally.h"
+#include "../../alloc/include/tally.h"
 
 int main(void)
 {

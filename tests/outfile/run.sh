@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# -o FILE's temporaries (user/core/outfile.c): a tally killed with SIGKILL
+# -o FILE's temporaries (user/cmd/outfile.c): a tally killed with SIGKILL
 # runs no handler and leaves its ".FILE.tally-PID-XXXXXX" beside FILE (183
 # piled up in one directory); the next tally writing FILE removes those
 # whose owner is gone or is not a tally, and leaves a live tally's alone.

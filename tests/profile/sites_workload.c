@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../alloc/tally.h"
+#include "../../alloc/include/tally.h"
 
 #define SMALL_N 400000
 #define LARGE_N 48

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../alloc/tally.h"
+#include "../../alloc/include/tally.h"
 
 /* ESC [ 3 1 m " q \ b: 9 bytes */
 #define HOSTILE "\x1b[31m\"q\\b"

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../alloc/tally.h"
+#include "../../alloc/include/tally.h"
 
 /* 14 bytes: a thread name holds 15 */
 #define EVIL_THREAD "\x1b[2J\x1b[31mev\"\\n"

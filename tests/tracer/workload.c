@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../alloc/tally.h"
-#include "../../alloc/tally_alloc.h"
+#include "../../alloc/include/tally.h"
+#include "../../alloc/include/tally_alloc.h"
 
 #define NGROUPS 4
 static const char *const names[NGROUPS] = { "parse", "index", "index.hot", "export" };

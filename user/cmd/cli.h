@@ -12,7 +12,7 @@
 #include <argp.h>
 #include <sys/socket.h>
 
-#include "../core/session.h"
+#include "../session/session.h"
 
 /* A constant in a help text: the text follows the constant. */
 #define CLI_STR(x) CLI_STR_(x)

@@ -11,9 +11,9 @@
 #include <time.h>
 
 #include "cli.h"
-#include "../core/clock.h"
-#include "../core/outfile.h"
-#include "../core/profile.h"
+#include "../util/clock.h"
+#include "outfile.h"
+#include "../session/profile.h"
 
 enum profile_format { FORMAT_PPROF, FORMAT_FOLDED };
 

@@ -20,7 +20,7 @@
 
 #include "cli.h"
 #include "../model/figures.h"
-#include "../core/outfile.h"
+#include "outfile.h"
 #include "../views/trace.h"
 
 #define RECORD_INTERVAL_MS 100

@@ -27,7 +27,7 @@
 #include "cli.h"
 #include "../model/figures.h"
 #include "../views/prom.h"
-#include "../core/serve_gate.h"
+#include "serve_gate.h"
 #include "serve_pprof.h"
 
 #define SERVE_LISTEN_DEFAULT "127.0.0.1:9464"

@@ -7,8 +7,8 @@
 #include <time.h>
 
 #include "serve_pprof.h"
-#include "../core/clock.h"
-#include "../core/profile.h"
+#include "../util/clock.h"
+#include "../session/profile.h"
 
 /* what a request waits for the next tick (serve's -i is at most 60 s, but
  * a scraper's timeout is about 10 s) */

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/session.h"
+#include "../session/session.h"
 
 struct serve_pprof {
 	pthread_mutex_t lock;

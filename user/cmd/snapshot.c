@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 
 #include "cli.h"
-#include "../core/outfile.h"
-#include "../core/profile.h"
+#include "outfile.h"
+#include "../session/profile.h"
 #include "../views/snapshot_doc.h"
 #include "../views/top_rows.h"
 

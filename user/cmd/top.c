@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "../core/profile.h"
+#include "../session/profile.h"
 #include "../views/snapshot_doc.h"
 #include "../views/top_rows.h"
 #include "../views/top_sites.h"

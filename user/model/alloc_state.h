@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * A running target's allocator state as read from its memory (core/remote.c
+ * A running target's allocator state as read from its memory (user/target/remote.c
  * reads it; the model starts from it at a late attach, model_seed_alloc, and
  * completes a view's cut with each heap's pending records). Plain data.
  */
@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../alloc/tally_alloc.h"
-#include "../../bpf/tally_events.h"
+#include "../../alloc/include/tally_alloc.h"
+#include "../../bpf/contract/tally_events.h"
 
 /* One heap: its position in its record stream (records numbered below `pos`
  * are reflected in the figures read) and the records it holds that it has

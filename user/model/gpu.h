@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../bpf/tally_events.h"
+#include "../../bpf/contract/tally_events.h"
 
 enum gpu_source { GPU_SRC_CUPTI = 0, GPU_SRC_DRIVER = 1, GPU_SOURCES };
 

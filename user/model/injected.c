@@ -46,7 +46,7 @@ static bool batch_valid(const __u64 *words, uint32_t count)
 		case TALLY_EV_LARGE_FREE:
 		case TALLY_EV_FREE_UNTRACKED:
 		case TALLY_EV_GLIBC_INFO:
-		case TALLY_EV_RING: /* the transport's (user/core/heap_rings.c) */
+		case TALLY_EV_RING: /* the transport's (user/probes/heap_rings.c) */
 		case TALLY_EV_SAMPLE:
 		case TALLY_EV_SAMPLE_FREE:
 		case TALLY_EV_MODULE:

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The figures of a process attached with --inject, rebuilt from
- * libtally_interpose.so's records (bpf/tally_events.h, source
+ * libtally_interpose.so's records (bpf/contract/tally_events.h, source
  * TALLY_SRC_INTERPOSE): glibc mode's figures (live, rounding, the groups'
  * counters), exact over the blocks allocated since the injection, and
  * glibc's own totals as mallinfo2 gave them. Pure code.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The rebuild of everything tally reports, from the ring buffer's messages
- * (bpf/tally_events.h). Allocator records go through the replay; each heap's
+ * (bpf/contract/tally_events.h). Allocator records go through the replay; each heap's
  * records are numbered, so that those already counted in a state read from
  * memory (late attach, or pending records read at the end) are applied once.
  */

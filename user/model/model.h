@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../alloc/sdk_registry.h"
-#include "../../bpf/tally_events.h"
+#include "../../bpf/contract/sdk_registry.h"
+#include "../../bpf/contract/tally_events.h"
 #include "alloc_state.h"
 #include "gpu.h"
 #include "injected.h"
@@ -122,7 +122,7 @@ int model_add_rule(struct model *m, const char *spec);
 /* One ring buffer message; -EINVAL (counted) when malformed. */
 int model_apply(struct model *m, const void *data, size_t len);
 /* The record words of one heap, the first numbered seq_first, from `tid`'s
- * batch (bpf/tally_events.h: struct tally_batch). */
+ * batch (bpf/contract/tally_events.h: struct tally_batch). */
 void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, uint32_t tid,
 			 const __u64 *words, uint32_t count);
 /* Records a live heap has not handed over yet, read from its memory. */

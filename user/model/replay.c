@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Applies allocator records to the identity's terms, exactly as
- * bpf/tally_events.h defines each record's movement.
+ * bpf/contract/tally_events.h defines each record's movement.
  */
 #include <errno.h>
 #include <string.h>
@@ -185,7 +185,7 @@ int tally_replay_record(struct tally_replay *r, const struct tally_ev *e)
 		r->hysteresis -= b;
 		r->mapped -= b;
 		break;
-	case TALLY_EV_RING: /* the transport's (user/core/heap_rings.c) */
+	case TALLY_EV_RING: /* the transport's (user/probes/heap_rings.c) */
 		break;
 	default:
 		goto bad;

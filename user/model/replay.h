@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../alloc/tally_alloc.h"
-#include "../../bpf/tally_events.h"
+#include "../../alloc/include/tally_alloc.h"
+#include "../../bpf/contract/tally_events.h"
 
 struct tally_replay {
 	/* signed: records of different threads arrive in any order */

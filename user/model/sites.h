@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../bpf/tally_events.h"
+#include "../../bpf/contract/tally_events.h"
 #include "replay.h"
 
 struct sites_stack {

@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../../alloc/tally_alloc.h"
-#include "../../bpf/tally_events.h"
+#include "../../alloc/include/tally_alloc.h"
+#include "../../bpf/contract/tally_events.h"
 
 /* glibc mode's figures (glibc.h), from bpf/glibc.bpf.c's counters. */
 struct glibc_figures {

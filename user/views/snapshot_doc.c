@@ -208,7 +208,7 @@ static void write_events(struct json_writer *w, const struct figures_events *e)
 	json_kv_u64(w, "malformed", e->malformed);
 	json_kv_u64(w, "records", e->records);
 	/* of the batches received, those read in place from the heaps'
-	 * shared rings (bpf/tally_events.h), not carried by the BPF ring */
+	 * shared rings (bpf/contract/tally_events.h), not carried by the BPF ring */
 	json_kv_u64(w, "batches_in_place", e->in_place);
 	json_end_object(w);
 }
