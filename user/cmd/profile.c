@@ -14,6 +14,7 @@
 #include "../util/clock.h"
 #include "outfile.h"
 #include "../session/profile.h"
+#include "../views/pprof.h"
 
 enum profile_format { FORMAT_PPROF, FORMAT_FOLDED };
 

@@ -9,6 +9,7 @@
 #include "serve_pprof.h"
 #include "../util/clock.h"
 #include "../session/profile.h"
+#include "../views/pprof.h"
 
 /* what a request waits for the next tick (serve's -i is at most 60 s, but
  * a scraper's timeout is about 10 s) */

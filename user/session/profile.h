@@ -3,14 +3,14 @@
  * The tree's heap profile by call site, symbolized (docs/DESIGN.md §7): every
  * site of the root and of the processes still running, each frame looked up
  * in the objects its process announced, ready for the pprof and folded
- * writers (views/pprof.h), the snapshot's "sites" and top's sites view.
+ * writers (views/pprof.h, model/prof.h), the snapshot's "sites" and top's sites view.
  */
 #ifndef TALLY_PROFILE_H
 #define TALLY_PROFILE_H
 
-#include "../views/pprof.h"
-#include "session.h"
+#include "../model/prof.h"
 #include "../target/symbols.h"
+#include "session.h"
 
 #define PROFILE_BEFORE_ATTACH "(allocated before attach)"
 
