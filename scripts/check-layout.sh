@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# The layout's rules (docs/ARCHITECTURE.md), checked on the tracked sources:
-#   1. user/model/ is pure: it includes nothing of user/core, user/cmd or
-#      user/views, nor libbpf, a skeleton, curses or libmicrohttpd;
-#   2. user/views/ renders the model's figures: nothing of user/core or
-#      user/cmd, nor libbpf or a skeleton;
-#   3. no source file of the product (alloc, bpf, cupti, user, demo) over
+# The layout's rules (docs/ARCHITECTURE.md), checked on the tracked sources.
+# Layers of user/, lowest first: util/, model/, views/ (pure); target/ and
+# probes/ (the OS and the kernel); session/; cmd/. A layer includes only
+# layers below it, and:
+#   1. bpf/contract/ (what every side compiles against) includes nothing of
+#      ours outside itself;
+#   2. code that runs in the traced process (alloc/, cupti/) includes nothing
+#      of user/;
+#   3. user/util/ includes nothing of user/; user/model/ only util/, and no
+#      libbpf, skeleton, curses or libmicrohttpd; user/views/ only model/ and
+#      util/, and no libbpf or skeleton;
+#   4. user/target/ includes no probes, session, views or cmd; user/probes/
+#      no session, views or cmd; user/session/ no views or cmd;
+#   5. no source file of the product (alloc, bpf, cupti, user, demo) over
 #      600 lines (docs/STYLE.md: one concern per file);
-#   4. no function of the product over 60 lines, but for the decode tables
+#   6. no function of the product over 60 lines, but for the decode tables
 #      listed below.
 # Tests and benchmarks are collections of cases and workloads: not checked.
 # Prints one line per rule and "N passed, N failed".
@@ -35,10 +43,19 @@ includes() { # dir, forbidden pattern
 	git ls-files "$1" | grep -E '\.[ch]$' | xargs grep -nE "^#include [<\"]($2)" 2>/dev/null
 }
 
-check "user/model includes no core, cmd, views, libbpf, skeleton, curses or microhttpd" \
-	"$(includes user/model '\.\./core/|\.\./cmd/|\.\./views/|bpf/libbpf|bpf/bpf\.h|[a-z_]+\.skel\.h|curses|microhttpd')"
-check "user/views includes no core, cmd, libbpf or skeleton" \
-	"$(includes user/views '\.\./core/|\.\./cmd/|bpf/libbpf|bpf/bpf\.h|[a-z_]+\.skel\.h')"
+NOLIB='bpf/libbpf|bpf/bpf\.h|[a-z_]+\.skel\.h'
+check "bpf/contract includes nothing of ours outside itself" "$(includes bpf/contract '\.\./')"
+check "alloc and cupti (in the traced process) include nothing of user/" \
+	"$(includes alloc '([.][.]/)+user/'; includes cupti '([.][.]/)+user/')"
+check "user/util includes nothing of user/" "$(includes user/util '\.\./[a-z]+/')"
+check "user/model includes only util, and no libbpf, skeleton, curses or microhttpd" \
+	"$(includes user/model "\.\./(cmd|session|probes|target|views)/|$NOLIB|curses|microhttpd")"
+check "user/views includes only model and util, and no libbpf or skeleton" \
+	"$(includes user/views "\.\./(cmd|session|probes|target)/|$NOLIB")"
+check "user/target includes no probes, session, views or cmd" \
+	"$(includes user/target '\.\./(cmd|session|probes|views)/')"
+check "user/probes includes no session, views or cmd" "$(includes user/probes '\.\./(cmd|session|views)/')"
+check "user/session includes no views or cmd" "$(includes user/session '\.\./(cmd|views)/')"
 
 PRODUCT=(alloc bpf cupti user demo)
 long_files=$(git ls-files "${PRODUCT[@]}" | grep -E '\.[ch]$' | xargs wc -l | awk -v max=$MAX_FILE '$2 != "total" && $1 > max { print $2 ": " $1 " lines" }')
