@@ -26,18 +26,7 @@
 #include "../model/sources.h"
 #include "../model/tree.h"
 #include "../target/target.h"
-
-/* Exit statuses: each failure class its own, so that scripts can tell them apart. */
-enum tally_exit {
-	TALLY_EXIT_OK = 0,
-	TALLY_EXIT_FAIL = 1,	   /* anything not below */
-	TALLY_EXIT_USAGE = 2,	   /* bad command line */
-	TALLY_EXIT_PERM = 3,	   /* not root, or without CAP_BPF and CAP_PERFMON */
-	TALLY_EXIT_NO_BTF = 4,	   /* the kernel has no BTF */
-	TALLY_EXIT_NO_PROCESS = 5, /* no such PID, or it exited during attach */
-	TALLY_EXIT_BUSY = 6,	   /* another tally traces this PID */
-	TALLY_EXIT_CMD = 7,	   /* CMD could not be started */
-};
+#include "../util/exit_status.h"
 
 struct session_opts {
 	pid_t pid;		   /* attach to this process, or 0 */
