@@ -112,7 +112,7 @@ SKELS := $(patsubst %,$(BUILD)/bpf/%.skel.h,$(BPF_OBJS))
 # injection, symbols), model/ the pure rebuild of the figures, views/ their
 # renderings, util/ the clock and small helpers.
 USER_LAYERS := cmd session probes target model views util
-USER_SRCS := $(sort $(foreach d,$(USER_LAYERS),$(wildcard user/$(d)/*.c)))
+USER_SRCS := $(sort $(foreach d,$(USER_LAYERS),$(wildcard user/$(d)/*.c user/$(d)/*/*.c)))
 USER_OBJS := $(call obj,user,$(USER_SRCS)) $(BUILD)/user/stats_identity.o
 # -fwrapv: the model's figures are sums of 64-bit values a target hands over
 # (untrusted); one that wraps is defined, and shows as unbalanced, not exact
@@ -238,9 +238,9 @@ $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/
 		$(BUILD)/tests/san/user/views/trace_threads.o \
 		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
-$(BUILD)/tests/test_top: $(BUILD)/tests/san/user/views/top_sites.o $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top_rows.o \
-		$(BUILD)/tests/san/user/views/top_tree.o \
-		$(BUILD)/tests/san/user/views/top_text.o $(MODEL_SAN_OBJS)
+$(BUILD)/tests/test_top: $(BUILD)/tests/san/user/views/top/top_sites.o $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top/top_rows.o \
+		$(BUILD)/tests/san/user/views/top/top_tree.o \
+		$(BUILD)/tests/san/user/views/top/top_text.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_prom: $(BUILD)/tests/san/tests/test_prom.o $(BUILD)/tests/san/user/views/prom.o \
 		$(MODEL_SAN_OBJS)

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The figures of `tally top` (user/views/top_rows.c) and its batch frames
- * (user/views/top_text.c) on a model filled by hand: rates between two samples,
+ * The figures of `tally top` (user/views/top/top_rows.c) and its batch frames
+ * (user/views/top/top_text.c) on a model filled by hand: rates between two samples,
  * the order on every column, the identity's split and bar, which groups are
  * shown, and names from a hostile target reaching the output harmlessly; the
- * sites view's rows (user/views/top_sites.c) from a heap profile made by hand.
+ * sites view's rows (user/views/top/top_sites.c) from a heap profile made by hand.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,9 +17,9 @@
 
 #include <cmocka.h>
 
-#include "../user/views/top_rows.h"
-#include "../user/views/top_sites.h"
-#include "../user/views/top_text.h"
+#include "../user/views/top/top.h"
+#include "../user/views/top/top_sites.h"
+#include "../user/views/top/top_text.h"
 
 #define SEC 1000000000ULL
 

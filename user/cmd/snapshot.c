@@ -13,7 +13,7 @@
 #include "outfile.h"
 #include "../session/profile.h"
 #include "../views/snapshot_doc.h"
-#include "../views/top_rows.h"
+#include "../views/top/top.h"
 
 struct snapshot_opts {
 	struct cli_target target;

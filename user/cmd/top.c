@@ -16,10 +16,10 @@
 #include "cli.h"
 #include "../session/profile.h"
 #include "../views/snapshot_doc.h"
-#include "../views/top_rows.h"
-#include "../views/top_sites.h"
-#include "../views/top_text.h"
-#include "../views/top_view.h"
+#include "../views/top/top.h"
+#include "../views/top/top_sites.h"
+#include "../views/top/top_text.h"
+#include "../views/top/top_view.h"
 
 #define TOP_INTERVAL_MS 1000
 #define TOP_INTERVAL_MIN 10

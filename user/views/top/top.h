@@ -9,15 +9,15 @@
  * is sanitized here, once, so that neither view can pass a control byte to a
  * terminal (docs/STYLE.md rule 10).
  */
-#ifndef TALLY_TOP_ROWS_H
-#define TALLY_TOP_ROWS_H
+#ifndef TALLY_TOP_H
+#define TALLY_TOP_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../model/figures.h"
+#include "../../model/figures.h"
 
 /* A sanitized name: every byte may become a four-byte "\xNN". */
 #define TOP_NAME_MAX (4 * TALLY_GROUP_NAME_MAX + 1)
@@ -260,4 +260,4 @@ void top_bar_cells(const struct top_identity *id, unsigned width, unsigned cells
 /* Bytes as "999B", "1.5K" .. "12.0T" (binary units), at most 6 bytes. */
 void top_fmt_bytes(char *buf, size_t size, int64_t v);
 
-#endif /* TALLY_TOP_ROWS_H */
+#endif /* TALLY_TOP_H */

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The figures of `tally top` (top_rows.h): pure code, no I/O. */
+/* The figures of `tally top` (top.h): pure code, no I/O. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "top_rows.h"
+#include "top.h"
 
 /* the identity's eight terms follow mapped in the Stats' order */
 const char *const *const top_term_names = &figures_stat_names[TALLY_STAT_live];

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The rows of `tally top` over a tree of processes (top_rows.h): the groups
+ * The rows of `tally top` over a tree of processes (top.h): the groups
  * summed over its running processes by name (a worker pool's "ingest" is
  * one row), a row per process, or a row per group of each process. Which
  * processes a frame lists: the root, every one still running, and those
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "top_rows.h"
+#include "top.h"
 
 const char *const top_mode_names[TOP_MODES] = { "groups", "processes", "process-groups", "sites" };
 

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "top_rows.h"
+#include "top.h"
 
 #define TOP_TEXT_BAR 64 /* cells of the identity bar */
 
