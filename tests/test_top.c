@@ -20,6 +20,7 @@
 #include "../user/views/top/top.h"
 #include "../user/views/top/top_sites.h"
 #include "../user/views/top/top_text.h"
+#include "../user/views/top/internal.h"
 
 #define SEC 1000000000ULL
 

@@ -56,8 +56,6 @@ enum top_mode {
 extern const char *const top_mode_names[TOP_MODES]; /* for --view: "groups", ... */
 /* A view by its --view name; 0 or -EINVAL. */
 int top_mode_parse(const char *name, enum top_mode *out);
-/* The ID column's title: "PID" in the processes view, else "ID". */
-const char *top_id_title(enum top_mode mode);
 
 /* The counters rates are computed from, as they were at the last frame, for
  * each process and group (key: pid << 32 | group id; sorted), whatever the
@@ -216,31 +214,20 @@ void top_frame_free(struct top_frame *f);
 /* The counters of fig, at its now_ns, as the base of the next frame's rates. */
 void top_prev_take(struct top_prev *prev, const struct figures *fig, enum top_mode mode);
 
-/* top_tree.c, for top_rows.c: the rows of a mode with their rates since prev
- * (dt_s before), and each pair's counters (f->pairs); whether a process of
- * fig is listed (prev: the last frame, or not valid). */
-int top_rows_collect(struct top_frame *f, const struct figures *fig, const struct top_prev *prev,
-		     double dt_s, enum top_mode mode);
-bool top_proc_listed(const struct figures *fig, unsigned i, const struct top_prev *prev);
-
 /* Stable sort of rows by col; desc: largest first (names: Z first). */
 void top_sort(struct top_row *rows, unsigned n, enum top_col col, bool desc);
 /* The direction a column sorts in when first chosen: numbers largest first. */
 bool top_col_default_desc(enum top_col col);
 /* A column by its -s name ("cpu", "live", ...); 0 or -EINVAL. */
 int top_col_parse(const char *name, enum top_col *out);
-/* The column a key sorts by (top_col_keys); -1 for any other key. */
-int top_col_of_key(int ch);
 
 /* How the rows are ordered: a column's key picks it in its default
- * direction, or reverses it when it is the column already. */
+ * direction, or reverses it when it is the column already (internal.h:
+ * top_order_pick, top_order_step). */
 struct top_order {
 	enum top_col col;
 	bool desc;
 };
-void top_order_pick(struct top_order *o, enum top_col col);
-/* The next (step 1) or previous (step -1) column, in its default direction. */
-void top_order_step(struct top_order *o, int step);
 
 /*
  * in[0 .. inlen), up to a NUL, into out as printable ASCII: bytes 0x20..0x7e
@@ -251,13 +238,5 @@ void top_order_step(struct top_order *o, int step);
  * Returns the length written (out is always NUL-terminated when size > 0).
  */
 size_t top_sanitize(char *out, size_t size, const char *in, size_t inlen);
-
-/* The bar of width cells split between the eight terms in proportion to
- * mapped, by largest remainder (the cells add up to width). All 0 when
- * mapped is not known or 0. */
-void top_bar_cells(const struct top_identity *id, unsigned width, unsigned cells[TOP_TERMS]);
-
-/* Bytes as "999B", "1.5K" .. "12.0T" (binary units), at most 6 bytes. */
-void top_fmt_bytes(char *buf, size_t size, int64_t v);
 
 #endif /* TALLY_TOP_H */

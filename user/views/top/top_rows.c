@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "top.h"
+#include "internal.h"
 
 /* the identity's eight terms follow mapped in the Stats' order */
 const char *const *const top_term_names = &figures_stat_names[TALLY_STAT_live];

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "top_sites.h"
+#include "internal.h"
 
 #define SEP " < "
 #define SEP_LEN (sizeof(SEP) - 1)

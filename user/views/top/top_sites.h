@@ -23,8 +23,5 @@
 int top_sites_build(struct top_frame *f, const struct prof *p);
 /* The profile could not be built (err: a negative errno): the frame says so. */
 void top_sites_failed(struct top_frame *f, int err);
-/* The line a sites table shows in place of rows ("no sites sampled yet",
- * ...) into buf, or NULL when it has rows. */
-const char *top_sites_empty(const struct top_frame *f, char *buf, size_t size);
 
 #endif /* TALLY_TOP_SITES_H */

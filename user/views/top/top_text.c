@@ -6,6 +6,7 @@
 
 #include "top_sites.h"
 #include "top_text.h"
+#include "internal.h"
 
 /* names are never cut: a script reads all of it (a sanitized one is 124 bytes at most) */
 #define NAME_MIN 8

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "top.h"
+#include "internal.h"
 
 const char *const top_mode_names[TOP_MODES] = { "groups", "processes", "process-groups", "sites" };
 

@@ -13,6 +13,7 @@
 
 #include "top_sites.h"
 #include "top_view.h"
+#include "internal.h"
 
 enum {
 	PAIR_TERM = 1, /* 1..8: the identity's terms, in top_term_names order */
