@@ -2,7 +2,7 @@
 /*
  * Writes the fuzzers' seed inputs (tests/fuzz/corpus/{remote,decoder}/seed-*),
  * built from the real structures so that they follow the layouts: `make
- * fuzz-seeds` after a change to alloc/internal.h or bpf/tally_events.h.
+ * fuzz-seeds` after a change to alloc/internal.h or bpf/contract/tally_events.h.
  *
  * A remote seed is a target's memory seen through fuzz_remote.c's wrap-around
  * (address A is byte A % size), so each object is placed by its address and
