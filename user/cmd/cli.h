@@ -41,6 +41,16 @@ struct cli_target {
 extern const struct argp cli_target_argp;
 void cli_target_init(struct cli_target *t);
 
+/*
+ * A command's line parsed: its own options (options and parser, whose
+ * state->input is input; at ARGP_KEY_INIT it hands the child its struct
+ * cli_target) beside cli_target_argp's. name ("tally CMD") is argv[0] in
+ * argp's messages. 0, or TALLY_EXIT_USAGE.
+ */
+int cli_parse_command(const char *name, const struct argp_option *options, argp_parser_t parser,
+		      const char *args_doc, const char *doc, int argc, char **argv, void *input);
+/* -o FILE: the file name, or a usage error when it is empty. */
+const char *cli_out_arg(const struct argp_state *state, const char *arg);
 /* One line on stderr ("tally CMD: ... (see tally CMD --help)") and exit 2. */
 void cli_usage_error(const struct argp_state *state, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3), noreturn));

@@ -289,3 +289,20 @@ void cli_target_init(struct cli_target *t)
 	t->o.sample_rate = CLI_RATE_DEFAULT;
 	t->o.rules = t->rules;
 }
+
+int cli_parse_command(const char *name, const struct argp_option *options, argp_parser_t parser,
+		      const char *args_doc, const char *doc, int argc, char **argv, void *input)
+{
+	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
+	const struct argp argp = { options, parser, args_doc, doc, children, NULL, NULL };
+
+	argv[0] = (char *)name;
+	return argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, input) ? TALLY_EXIT_USAGE : 0;
+}
+
+const char *cli_out_arg(const struct argp_state *state, const char *arg)
+{
+	if (!*arg)
+		cli_usage_error(state, "-o wants a file name");
+	return arg;
+}

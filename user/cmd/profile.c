@@ -151,9 +151,7 @@ static error_t parse_profile_opt(int key, char *arg, struct argp_state *state)
 		state->child_inputs[0] = &o->target;
 		break;
 	case 'o':
-		if (!*arg)
-			cli_usage_error(state, "-o wants a file name");
-		o->out = arg;
+		o->out = cli_out_arg(state, arg);
 		break;
 	case OPT_FORMAT:
 		if (!strcmp(arg, "pprof"))
@@ -183,19 +181,11 @@ static error_t parse_profile_opt(int key, char *arg, struct argp_state *state)
 
 int cmd_profile(int argc, char **argv)
 {
-	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
-	struct argp argp = { profile_options,
-			     parse_profile_opt,
-			     "(-p PID | -- CMD [ARGS...])",
-			     profile_doc,
-			     children,
-			     NULL,
-			     NULL };
 	struct profile_opts o = { 0 };
 
 	cli_target_init(&o.target);
-	argv[0] = "tally profile";
-	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+	if (cli_parse_command("tally profile", profile_options, parse_profile_opt,
+			      "(-p PID | -- CMD [ARGS...])", profile_doc, argc, argv, &o))
 		return TALLY_EXIT_USAGE;
 	return run_profile(&o);
 }

@@ -177,9 +177,7 @@ static error_t parse_record_opt(int key, char *arg, struct argp_state *state)
 		state->child_inputs[0] = &o->target;
 		break;
 	case 'o':
-		if (!*arg)
-			cli_usage_error(state, "-o wants a file name");
-		o->out = arg;
+		o->out = cli_out_arg(state, arg);
 		break;
 	case 'i':
 		o->interval_ms = cli_interval_ms(state, arg, 1, 3600000);
@@ -212,19 +210,11 @@ static const char record_doc[] =
 
 int cmd_record(int argc, char **argv)
 {
-	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
-	struct argp argp = { record_options,
-			     parse_record_opt,
-			     "-o FILE (-p PID | -- CMD [ARGS...])",
-			     record_doc,
-			     children,
-			     NULL,
-			     NULL };
 	struct record_opts o = { .interval_ms = RECORD_INTERVAL_MS };
 
 	cli_target_init(&o.target);
-	argv[0] = "tally record";
-	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+	if (cli_parse_command("tally record", record_options, parse_record_opt,
+			      "-o FILE (-p PID | -- CMD [ARGS...])", record_doc, argc, argv, &o))
 		return TALLY_EXIT_USAGE;
 	return run_record(&o);
 }

@@ -342,15 +342,11 @@ static const char serve_doc[] =
 
 int cmd_serve(int argc, char **argv)
 {
-	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
-	struct argp argp = { serve_options, parse_serve_opt, "(-p PID | -- CMD [ARGS...])",
-			     serve_doc,	    children,	     NULL,
-			     NULL };
 	struct serve_opts o = { .listen = SERVE_LISTEN_DEFAULT, .interval_ms = SERVE_INTERVAL_MS };
 
 	cli_target_init(&o.target);
-	argv[0] = "tally serve";
-	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+	if (cli_parse_command("tally serve", serve_options, parse_serve_opt,
+			      "(-p PID | -- CMD [ARGS...])", serve_doc, argc, argv, &o))
 		return TALLY_EXIT_USAGE;
 	return run_serve(&o);
 }

@@ -216,9 +216,7 @@ static error_t parse_snapshot_opt(int key, char *arg, struct argp_state *state)
 		state->child_inputs[0] = &o->target;
 		break;
 	case 'o':
-		if (!*arg)
-			cli_usage_error(state, "-o wants a file name");
-		o->out = arg;
+		o->out = cli_out_arg(state, arg);
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -228,19 +226,11 @@ static error_t parse_snapshot_opt(int key, char *arg, struct argp_state *state)
 
 int cmd_snapshot(int argc, char **argv)
 {
-	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
-	struct argp argp = { snapshot_options,
-			     parse_snapshot_opt,
-			     "(-p PID | -- CMD [ARGS...])",
-			     snapshot_doc,
-			     children,
-			     NULL,
-			     NULL };
 	struct snapshot_opts o = { 0 };
 
 	cli_target_init(&o.target);
-	argv[0] = "tally snapshot";
-	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+	if (cli_parse_command("tally snapshot", snapshot_options, parse_snapshot_opt,
+			      "(-p PID | -- CMD [ARGS...])", snapshot_doc, argc, argv, &o))
 		return TALLY_EXIT_USAGE;
 	return run_snapshot(&o);
 }
