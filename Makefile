@@ -228,11 +228,13 @@ $(BUILD)/tests/test_cli: $(BUILD)/tests/san/tests/test_cli.o $(BUILD)/tests/san/
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # /proc and ELF parsing, against this test's own process, its libc, and files it writes.
 $(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/tests/san/user/target/target.o \
-		$(BUILD)/tests/san/user/target/target_ns.o $(BUILD)/tests/san/user/target/target_cmdline.o
+		$(BUILD)/tests/san/user/target/target_ns.o $(BUILD)/tests/san/user/target/target_cmdline.o \
+		$(BUILD)/tests/san/user/util/proc_maps.o
 	$(CC) $(SAN) -pthread -o $@ $^ -lelf $(CMOCKA_LIBS)
 # Namespaces and cgroups: crafted files, and containers built with unshare.
 $(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \
-		$(BUILD)/tests/san/user/target/target_ns.o $(BUILD)/tests/san/user/target/target.o
+		$(BUILD)/tests/san/user/target/target_ns.o $(BUILD)/tests/san/user/target/target.o \
+		$(BUILD)/tests/san/user/util/proc_maps.o
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
 		$(BUILD)/tests/san/user/views/trace_threads.o \
@@ -307,7 +309,7 @@ $(BUILD)/tests/fork_workload: tests/fork/workload.c
 $(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/probes/glibc.o \
 		$(BUILD)/user/user/probes/glibc_site.o $(BUILD)/user/user/probes/uprobe_multi.o \
 		$(BUILD)/user/user/target/target.o \
-		$(BUILD)/user/user/target/target_ns.o | $(SKELS)
+		$(BUILD)/user/user/target/target_ns.o $(BUILD)/user/user/util/proc_maps.o | $(SKELS)
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(filter %.o,$^) $(USER_LIBS) $(CMOCKA_LIBS)
 # Where glibc mode's probes go: the decoder alone, on byte sequences.
@@ -337,7 +339,8 @@ $(BUILD)/tests/inject_chaos: tests/inject/chaos.c
 	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
 $(BUILD)/tests/inject_chaos_kill: tests/inject/chaos_kill.c $(BUILD)/user/user/target/inject.o \
 		$(BUILD)/user/user/target/inject_call.o $(BUILD)/user/user/target/target.o \
-		$(BUILD)/user/user/target/target_ns.o $(BUILD)/user/user/target/target_alloc.o
+		$(BUILD)/user/user/target/target_ns.o $(BUILD)/user/user/target/target_alloc.o \
+		$(BUILD)/user/user/util/proc_maps.o
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(filter %.o,$^) -lelf -lz
 $(BUILD)/tests/inject_workload_cxx: tests/inject/workload.c
@@ -466,6 +469,7 @@ $(BUILD)/tests/symbols/fixture_cxx: tests/symbols/fixture_cxx.cc
 	$(CXX) -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -o $@ $<
 $(BUILD)/tests/test_symbols: $(BUILD)/tests/san/tests/test_symbols.o \
 		$(BUILD)/tests/san/user/target/symbols.o $(BUILD)/tests/san/user/target/symbols_maps.o \
+		$(BUILD)/tests/san/user/util/proc_maps.o \
 		| $(SYM_FIXTURES)
 	$(CC) $(SAN) -o $@ $^ -ldw -lelf -lstdc++ $(CMOCKA_LIBS)
 test-build: $(BUILD)/tests/test_symbols $(SYM_FIXTURES)
@@ -474,7 +478,7 @@ test-build: $(BUILD)/tests/test_symbols $(SYM_FIXTURES)
 # test's own probes and libtally_alloc.so's.
 $(BUILD)/tests/test_usdt: $(BUILD)/tests/san/tests/test_usdt.o $(BUILD)/tests/san/user/probes/usdt.o \
 		$(BUILD)/tests/san/user/target/target.o $(BUILD)/tests/san/user/target/target_ns.o \
-		| $(BUILD)/libtally_alloc.so
+		$(BUILD)/tests/san/user/util/proc_maps.o | $(BUILD)/libtally_alloc.so
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 test-build: $(BUILD)/tests/test_usdt
 

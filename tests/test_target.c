@@ -32,6 +32,7 @@
 #include "test_skip.h"
 
 #include "../user/target/target.h"
+#include "../user/util/proc_maps.h"
 
 static char tmpdir[] = "/tmp/tally-test-target.XXXXXX";
 
@@ -226,9 +227,9 @@ static void find_lib__the_longest_path(void **state)
 			 -ENAMETOOLONG);
 }
 
-/* A line longer than any /proc writes (past the line buffer) is read in
- * pieces: the piece after the cut is no mapping and is skipped, and the
- * lines after it are read as they are. */
+/* A line longer than any the kernel writes for a file that can be opened
+ * (past LIB_LINE_MAX) names no library and is skipped whole, and the lines
+ * after it are read as they are. */
 static void find_lib__a_line_past_the_buffer(void **state)
 {
 	static char text[4 * TARGET_PATH_MAX];
@@ -247,6 +248,138 @@ static void find_lib__a_line_past_the_buffer(void **state)
 	assert_int_equal(target_maps_find_lib(maps, "libbar.so", path, sizeof(path), &bias), 0);
 	assert_string_equal(path, "/lib/libbar.so");
 	assert_int_equal(bias, 0x7f0000006000);
+}
+
+/* The piece of a long line past where it was once cut (a 4224-byte buffer)
+ * was read as a line of its own: a path could hold what looks like a
+ * mapping there. Read whole, the line is one mapping, too long to be a
+ * library. */
+static void find_lib__a_mapping_inside_a_long_path_is_none(void **state)
+{
+	static const char head[] = "7f0000004000-7f0000005000 r--p 00000000 08:01 12 ";
+	static char text[3 * TARGET_PATH_MAX];
+	char maps[PATH_MAX], path[TARGET_PATH_MAX];
+	size_t fill = TARGET_PATH_MAX + 127 - strlen(head);
+	uint64_t bias = 7;
+
+	(void)state;
+	memcpy(text, head, strlen(head));
+	memset(text + strlen(head), 'z', fill);
+	text[strlen(head)] = '/';
+	strcpy(text + strlen(head) + fill,
+	       "7f0000009000-7f000000a000 r--p 00000000 08:01 99 /lib/libfake.so\n");
+	text_write("maps-inside", text, maps, sizeof(maps));
+	assert_int_equal(target_maps_find_lib(maps, "libfake.so", path, sizeof(path), &bias),
+			 -ENOENT);
+	assert_int_equal(bias, 7);
+}
+
+static enum maps_fields parse(const char *text, struct maps_line *l)
+{
+	static char line[256];
+
+	snprintf(line, sizeof(line), "%s", text);
+	return maps_parse_line(line, l);
+}
+
+/* The kernel's lines: every field, the path after its padding, spaces and
+ * " (deleted)" and all; none after an anonymous mapping. */
+static void maps_parse__the_kernels_lines(void **state)
+{
+	struct maps_line l;
+
+	(void)state;
+	assert_int_equal(parse("7f0000004000-7f0000005000 r-xp 00001000 fd:01 13     "
+			       "            /tmp/my dir/libfoo.so.1 (deleted)\n",
+			       &l),
+			 MAPS_INODE);
+	assert_true(l.start == 0x7f0000004000 && l.end == 0x7f0000005000);
+	assert_true(l.offset == 0x1000 && l.major == 0xfd && l.minor == 1 && l.inode == 13);
+	assert_string_equal(l.perms, "r-xp");
+	assert_string_equal(l.path, "/tmp/my dir/libfoo.so.1 (deleted)");
+	assert_int_equal(l.path_len, strlen(l.path));
+	assert_true(l.deleted);
+	assert_int_equal(parse("ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  "
+			       "[vsyscall]",
+			       &l),
+			 MAPS_INODE);
+	assert_true(l.start == 0xffffffffff600000 && !l.deleted);
+	assert_string_equal(l.path, "[vsyscall]");
+	assert_int_equal(parse("7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n", &l),
+			 MAPS_INODE);
+	assert_string_equal(l.path, "");
+	assert_int_equal(parse("1-2 rw-p 0 0:0 0", &l), MAPS_INODE);
+	assert_int_equal(parse("1-2 rw-p 0 0:0 0 (deleted)", &l), MAPS_INODE);
+	assert_false(l.deleted); /* the marker alone: no name before it */
+}
+
+/* A line that is no mapping stops at its first bad field; its path is ""
+ * and no field past it is read. */
+static void maps_parse__broken_lines_stop_at_the_bad_field(void **state)
+{
+	static const struct {
+		const char *line;
+		enum maps_fields fields;
+	} cases[] = {
+		{ "", MAPS_NONE },
+		{ "\n", MAPS_NONE },
+		{ "-", MAPS_NONE },
+		{ "not a maps line at all", MAPS_NONE },
+		{ "7f00", MAPS_START },
+		{ "7f00-", MAPS_START },
+		{ "7f00-7fzz r-xp", MAPS_START },
+		{ "7f0000000000000000-1 r-xp", MAPS_NONE }, /* past 64 bits */
+		{ "7f00-7fff", MAPS_END },
+		{ "7f00-7fff r-xpp 0 08:01 1 /x", MAPS_END },
+		{ "7f00-7fff r-xp", MAPS_PERMS },
+		{ "7f00-7fff r-xp 0 0801 1 /x", MAPS_OFFSET },
+		{ "7f00-7fff r-xp 0 08: 1 /x", MAPS_OFFSET },
+		{ "7f00-7fff r-xp 0 08:01", MAPS_DEV },
+		{ "7f00-7fff r-xp 0 08:01 99999999999999999999999 /x", MAPS_DEV },
+		{ "7f00-7fff r-xp 0 08:01 12x /x", MAPS_DEV },
+	};
+	struct maps_line l;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (parse(cases[i].line, &l) != cases[i].fields)
+			fail_msg("'%s': %d fields, not %d", cases[i].line, l.fields,
+				 cases[i].fields);
+		assert_string_equal(l.path, "");
+	}
+	/* a short perms field: zero-filled, never 'x' past its end */
+	assert_int_equal(parse("7f00-7fff r 0 08:01 1 /x", &l), MAPS_INODE);
+	assert_int_equal(l.perms[2], 0);
+}
+
+/* Lines of any length are read whole, one mapping each, and the file need
+ * not end in a newline. */
+static void maps_next__whole_lines_of_any_length(void **state)
+{
+	static char text[3 * 65536];
+	char maps[PATH_MAX];
+	size_t head = (size_t)sprintf(text, "1000-2000 r-xp 00000000 08:01 5 /");
+	struct maps_iter it;
+	struct maps_line l;
+
+	(void)state;
+	memset(text + head, 'y', 2 * 65536);
+	strcpy(text + head + 2 * 65536, "\n3000-4000 r--p 0 08:01 6 /b\n\n5000-6000 ---p 0 0:0 0");
+	text_write("maps-any", text, maps, sizeof(maps));
+	assert_int_equal(maps_open(&it, maps), 0);
+	assert_int_equal(maps_next(&it, &l), 1);
+	assert_true(l.fields == MAPS_INODE && l.start == 0x1000 && l.path_len == 2 * 65536 + 1);
+	assert_int_equal(maps_next(&it, &l), 1);
+	assert_true(l.fields == MAPS_INODE && l.start == 0x3000 && !strcmp(l.path, "/b"));
+	assert_int_equal(maps_next(&it, &l), 1);
+	assert_int_equal(l.fields, MAPS_NONE);
+	assert_int_equal(maps_next(&it, &l), 1);
+	assert_true(l.fields == MAPS_INODE && l.start == 0x5000 && !strcmp(l.path, ""));
+	assert_int_equal(maps_next(&it, &l), 0);
+	maps_close(&it);
+	maps_close(&it);
+	assert_int_equal(maps_open(&it, "/nonexistent/maps"), -ENOENT);
+	maps_close(&it);
 }
 
 /* Defined here so that the executable's own symbol table has it. */
@@ -660,6 +793,10 @@ int main(void)
 		cmocka_unit_test(find_lib__a_deleted_library),
 		cmocka_unit_test(find_lib__the_longest_path),
 		cmocka_unit_test(find_lib__a_line_past_the_buffer),
+		cmocka_unit_test(find_lib__a_mapping_inside_a_long_path_is_none),
+		cmocka_unit_test(maps_parse__the_kernels_lines),
+		cmocka_unit_test(maps_parse__broken_lines_stop_at_the_bad_field),
+		cmocka_unit_test(maps_next__whole_lines_of_any_length),
 		cmocka_unit_test(elf_symbol__plus_the_bias_is_the_running_address),
 		cmocka_unit_test(elf_symbol__broken_files_have_no_symbols),
 		cmocka_unit_test(comm_and_alive__own_process_with_an_odd_name),

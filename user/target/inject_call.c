@@ -44,6 +44,7 @@
 #include <elf.h>
 
 #include "inject_call.h"
+#include "../util/proc_maps.h"
 
 #define CALL_WAIT_MS 20000 /* a call into the process that takes longer is stuck */
 #define XSTATE_MAX 16384
@@ -152,23 +153,21 @@ static int interrupt(pid_t pid)
 /* Executable mappings of the files named `part` into s's ranges. */
 static void text_ranges(struct stopped *s, const char *part)
 {
-	char path[64], line[4352], perms[8];
-	unsigned long lo, hi;
-	FILE *f;
+	struct maps_iter it;
+	struct maps_line l;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", s->pid);
-	if (!(f = fopen(path, "re")))
+	if (maps_open_pid(&it, s->pid))
 		return;
-	while (s->nranges < 3 && fgets(line, sizeof(line), f)) {
-		const char *name = strrchr(line, '/');
-		if (name && strstr(name, part) &&
-		    sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && perms[2] == 'x') {
-			s->lo[s->nranges] = lo;
-			s->hi[s->nranges++] = hi;
+	while (s->nranges < 3 && maps_next(&it, &l) > 0) {
+		const char *name = strrchr(l.path, '/');
+		/* the path is "" on a line that is no mapping */
+		if (name && strstr(name, part) && l.perms[2] == 'x') {
+			s->lo[s->nranges] = l.start;
+			s->hi[s->nranges++] = l.end;
 			break;
 		}
 	}
-	fclose(f);
+	maps_close(&it);
 }
 
 /* Whether the thread, stopped, may call dlopen: not inside glibc or the

@@ -11,40 +11,29 @@
 #include <sys/sysmacros.h>
 
 #include "symbols.h"
-
-#define DELETED " (deleted)"
+#include "../util/proc_maps.h"
 
 /* One line of /proc/PID/maps into *map: 1 when it is kept (executable, and
  * file-backed or the vDSO), 0 when not, -ENOMEM. */
-static int maps_parse_line(char *line, struct sym_map *map)
+static int map_take(const struct maps_line *l, struct sym_map *map)
 {
-	unsigned long long start, end, off, ino;
-	unsigned int major, minor;
-	size_t len, dl = strlen(DELETED);
-	char perms[5], *path;
-	int pos = 0;
+	size_t len = l->path_len;
 
-	if (sscanf(line, "%llx-%llx %4s %llx %x:%x %llu %n", &start, &end, perms, &off, &major,
-		   &minor, &ino, &pos) < 7 ||
-	    !pos || strlen(perms) < 3 || perms[2] != 'x')
+	if (l->fields != MAPS_INODE || l->perms[2] != 'x')
 		return 0;
-	/* the path is the rest of the line, spaces and all */
-	path = line + pos;
-	len = strcspn(path, "\n");
-	path[len] = 0;
-	if (path[0] != '/' && strcmp(path, "[vdso]"))
+	if (l->path[0] != '/' && strcmp(l->path, "[vdso]"))
 		return 0;
-	map->deleted = len > dl && !strcmp(path + len - dl, DELETED);
+	map->deleted = l->deleted;
 	if (map->deleted)
-		path[len - dl] = 0;
-	map->path = strdup(path);
+		len -= strlen(MAPS_DELETED);
+	map->path = strndup(l->path, len);
 	if (!map->path)
 		return -ENOMEM;
-	map->start = start;
-	map->end = end;
-	map->offset = off;
-	map->dev = makedev(major, minor);
-	map->ino = ino;
+	map->start = l->start;
+	map->end = l->end;
+	map->offset = l->offset;
+	map->dev = makedev(l->major, l->minor);
+	map->ino = l->inode;
 	return 1;
 }
 
@@ -73,18 +62,17 @@ static int maps_push(struct sym_maps *m, size_t *cap, const struct sym_map *map)
 int sym_maps_read(int pid, struct sym_maps *m)
 {
 	struct sym_maps got = { 0 };
-	char file[64], *line = NULL;
-	size_t cap = 0, len = 0;
-	int err = 0;
-	FILE *f;
+	struct maps_iter it;
+	struct maps_line l;
+	size_t cap = 0;
+	int err, more;
 
-	snprintf(file, sizeof(file), "/proc/%d/maps", pid);
-	f = fopen(file, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
-	while (getline(&line, &len, f) >= 0) {
+	err = maps_open_pid(&it, pid);
+	if (err)
+		return err == -ENOENT ? -ESRCH : err;
+	while ((more = maps_next(&it, &l)) > 0) {
 		struct sym_map map = { 0 };
-		int kept = maps_parse_line(line, &map);
+		int kept = map_take(&l, &map);
 
 		if (kept < 0 || (kept && maps_push(&got, &cap, &map))) {
 			free(map.path);
@@ -92,9 +80,9 @@ int sym_maps_read(int pid, struct sym_maps *m)
 			goto out;
 		}
 	}
-	if (ferror(f)) {
+	if (more < 0) {
 		/* the process ended while we read: ESRCH from the kernel */
-		err = errno ? -errno : -EIO;
+		err = more;
 		goto out;
 	}
 	/* the kernel lists them in order; sorted anyway, find relies on it */
@@ -105,8 +93,7 @@ int sym_maps_read(int pid, struct sym_maps *m)
 	got = (struct sym_maps){ 0 };
 out:
 	sym_maps_free(&got);
-	free(line);
-	fclose(f);
+	maps_close(&it);
 	return err;
 }
 

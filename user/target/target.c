@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "target.h"
+#include "../util/proc_maps.h"
 
 extern char **environ;
 
@@ -215,32 +216,19 @@ bool target_exiting(pid_t pid)
 	return !target_alive(pid) || (stat_flags(pid) & 0x00000004UL);
 }
 
-#define DELETED " (deleted)"
-
-/* Whether the kernel marked the path as a file deleted since it was mapped. */
-static bool path_deleted(const char *path)
-{
-	size_t n = strlen(path), d = strlen(DELETED);
-
-	return n > d && !strcmp(path + n - d, DELETED);
-}
-
 /* The end of the mapping that starts at `start`, or 0. */
 static uint64_t map_end(pid_t pid, uint64_t start)
 {
-	char maps[64], line[256];
-	unsigned long s, e;
+	struct maps_iter it;
+	struct maps_line l;
 	uint64_t end = 0;
-	FILE *f;
 
-	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
-	f = fopen(maps, "re");
-	if (!f)
+	if (maps_open_pid(&it, pid))
 		return 0;
-	while (!end && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%lx-%lx", &s, &e) == 2 && s == start)
-			end = e;
-	fclose(f);
+	while (!end && maps_next(&it, &l) > 0)
+		if (l.fields >= MAPS_END && l.start == start)
+			end = l.end;
+	maps_close(&it);
 	return end;
 }
 
@@ -251,7 +239,7 @@ int target_find_lib(pid_t pid, const char *name, char *path, size_t len, uint64_
 
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
 	int err = target_maps_find_lib(maps, name, path, len, bias);
-	if (err || !path_deleted(path))
+	if (err || !maps_path_deleted(path, strlen(path)))
 		return err ? err : target_reach(pid, path, len);
 	/* deleted on disk (a package upgraded under a running process): the
 	 * file is still there behind its mapping, and map_files opens it, in
@@ -267,73 +255,83 @@ int target_find_lib(pid_t pid, const char *name, char *path, size_t len, uint64_
 
 int target_map_span(pid_t pid, uint64_t start, uint64_t *end)
 {
-	char maps[64], line[TARGET_PATH_MAX + 128], dev[32], want[32] = "";
-	unsigned long s, e, ino, want_ino = 0;
-	FILE *f;
+	unsigned int want_major = 0, want_minor = 0;
+	uint64_t want_ino = 0;
+	struct maps_iter it;
+	struct maps_line l;
+	int err;
 
-	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
-	f = fopen(maps, "re");
-	if (!f)
-		return -errno;
+	err = maps_open_pid(&it, pid);
+	if (err)
+		return err;
 	*end = 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx %*s %*s %31s %lu", &s, &e, dev, &ino) != 4)
+	while (maps_next(&it, &l) > 0) {
+		if (l.fields < MAPS_INODE)
 			continue;
-		if (s == start && ino) {
-			strcpy(want, dev);
-			want_ino = ino;
+		if (l.start == start && l.inode) {
+			want_major = l.major;
+			want_minor = l.minor;
+			want_ino = l.inode;
 		}
 		/* the file's mappings follow one another (gaps between them
 		 * are reserved anonymous memory, part of the span) */
-		if (want_ino && ino == want_ino && !strcmp(dev, want))
-			*end = e;
+		if (want_ino && l.inode == want_ino && l.major == want_major &&
+		    l.minor == want_minor)
+			*end = l.end;
 	}
-	fclose(f);
+	maps_close(&it);
 	return *end ? 0 : -ENOENT;
 }
 
+/* Whether the mapping's file is the library `name`: "libc.so.6" for
+ * "libc.so", but not "libtally_alloc.so" for "libtally.so"; a file deleted
+ * since it was mapped too. */
+static bool lib_named(const char *file, const char *name)
+{
+	const char *base = strrchr(file, '/') + 1;
+	size_t nl = strlen(name);
+
+	return !strncmp(base, name, nl) &&
+	       (!base[nl] || base[nl] == '.' || !strcmp(base + nl, MAPS_DELETED));
+}
+
+/* The longest line that names a library: the kernel's line for the longest
+ * path (PATH_MAX - 1 bytes), deleted, is about 4180 bytes. A longer one (a
+ * path with newlines, each written as the four bytes "\012") names no file
+ * and is skipped whole. (Lines were once read into a buffer this long, and
+ * a piece past it read as a line: a path could fake a mapping there.) */
+#define LIB_LINE_MAX (TARGET_PATH_MAX + 127)
+
 int target_maps_find_lib(const char *maps, const char *name, char *path, size_t len, uint64_t *bias)
 {
-	char line[TARGET_PATH_MAX + 128];
-	int err = -ENOENT;
-	FILE *f;
+	struct maps_iter it;
+	struct maps_line l;
+	int err;
 
-	f = fopen(maps, "r");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long start, off;
-		int pos = 0;
-		if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %n", &start, &off, &pos) < 2 || !pos)
-			continue;
-		char *file = line + pos;
-		file[strcspn(file, "\n")] = 0;
-		if (file[0] != '/')
-			continue;
-		const char *base = strrchr(file, '/') + 1;
-		/* "libc.so.6" for "libc.so", but not "libtally_alloc.so" for
-		 * "libtally.so"; a file deleted since it was mapped too */
-		size_t nl = strlen(name);
-		if (strncmp(base, name, nl) ||
-		    (base[nl] && base[nl] != '.' && strcmp(base + nl, DELETED)))
+	err = maps_open(&it, maps);
+	if (err)
+		return err;
+	err = -ENOENT;
+	while (maps_next(&it, &l) > 0) {
+		if (l.fields < MAPS_INODE || l.len > LIB_LINE_MAX || l.path[0] != '/' ||
+		    !lib_named(l.path, name))
 			continue;
 		/* a file mapped since it was replaced comes first; one deleted
 		 * is the library when no other is */
-		bool deleted = path_deleted(file);
-		if (off != 0 || (deleted && err != -ENOENT))
+		if (l.offset != 0 || (l.deleted && err != -ENOENT))
 			continue;
-		if (strlen(file) >= len) {
+		if (l.path_len >= len) {
 			err = -ENAMETOOLONG;
 			break;
 		}
-		strcpy(path, file);
+		memcpy(path, l.path, l.path_len + 1);
 		/* shared objects are linked at 0: the first mapping is the bias */
-		*bias = start;
-		err = deleted ? 1 : 0;
-		if (!deleted)
+		*bias = l.start;
+		err = l.deleted ? 1 : 0;
+		if (!l.deleted)
 			break;
 	}
-	fclose(f);
+	maps_close(&it);
 	return err > 0 ? 0 : err;
 }
 
