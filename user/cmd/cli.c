@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The loop that drives a session for every tally command (cli.h); the
  * command-line parsers are in cli_parse.c. */
+#include <string.h>
+
 #include "cli.h"
+#include "outfile.h"
 
 uint64_t cli_deadline(const struct session *s, const struct cli_target *t)
 {
@@ -33,4 +36,40 @@ int cli_run(struct session *s, const struct cli_target *t, int tick_ms,
 		}
 	}
 	return rc;
+}
+
+int cli_doc_start(const char *name, const char *out, struct outfile *of, struct session *s,
+		  struct cli_target *c)
+{
+	int err, rc;
+
+	/* before anything starts: a path that cannot be written is a usage error */
+	if (out) {
+		err = outfile_open(of, out);
+		if (err) {
+			fprintf(stderr, "%s: cannot write %s: %s (see %s --help)\n", name, out,
+				strerror(-err), name);
+			return TALLY_EXIT_USAGE;
+		}
+	}
+	c->o.cmd_stdout_to_stderr = !out;
+	session_install_signals();
+	rc = session_start(s, &c->o);
+	if (rc) {
+		outfile_abort(of);
+		session_close(s);
+	}
+	return rc;
+}
+
+int cli_doc_end(const char *name, const char *what, const char *out, struct outfile *of, int err)
+{
+	if (out && !err)
+		err = outfile_commit(of);
+	else
+		outfile_abort(of);
+	if (err)
+		fprintf(stderr, "%s: cannot write the %s%s%s: %s\n", name, what, out ? " to " : "",
+			out ? out : "", strerror(-err));
+	return err;
 }

@@ -74,6 +74,21 @@ uint64_t cli_deadline(const struct session *s, const struct cli_target *t);
 int cli_run(struct session *s, const struct cli_target *t, int tick_ms,
 	    int (*tick)(struct session *s, void *ctx), void *ctx);
 
+/*
+ * The start of a command that writes a document: out (-o FILE; NULL:
+ * stdout) opened before anything starts, since a path that cannot be
+ * written is a usage error; CMD's stdout sent to stderr when the document
+ * goes to stdout; the signals; the session. 0, or the exit status after one
+ * line on stderr (nothing started, no file left).
+ */
+struct outfile;
+int cli_doc_start(const char *name, const char *out, struct outfile *of, struct session *s,
+		  struct cli_target *c);
+/* Its end: the document put in place (err 0 and out given) or the
+ * temporary removed; "NAME: cannot write the WHAT [to FILE]: ..." when it
+ * failed. Returns err, or the commit's. */
+int cli_doc_end(const char *name, const char *what, const char *out, struct outfile *of, int err);
+
 int cmd_snapshot(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_record(int argc, char **argv);

@@ -81,23 +81,9 @@ static int run_profile(struct profile_opts *po)
 	struct session s;
 	int rc, err;
 
-	if (po->out) {
-		err = outfile_open(&of, po->out);
-		if (err) {
-			fprintf(stderr,
-				"tally profile: cannot write %s: %s (see tally profile --help)\n",
-				po->out, strerror(-err));
-			return TALLY_EXIT_USAGE;
-		}
-	}
-	c->o.cmd_stdout_to_stderr = !po->out;
-	session_install_signals();
-	rc = session_start(&s, &c->o);
-	if (rc) {
-		outfile_abort(&of);
-		session_close(&s);
+	rc = cli_doc_start("tally profile", po->out, &of, &s, c);
+	if (rc)
 		return rc;
-	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	uint64_t start_ns = clock_now_ns();
@@ -111,14 +97,8 @@ static int run_profile(struct profile_opts *po)
 		if (!err && !po->out)
 			err = fflush(stdout) ? -errno : 0;
 	}
-	if (po->out && !err)
-		err = outfile_commit(&of);
-	else
-		outfile_abort(&of);
-	if (err)
-		fprintf(stderr, "tally profile: cannot write the profile%s%s: %s\n",
-			po->out ? " to " : "", po->out ? po->out : "", strerror(-err));
-	else if (!s.model.saw_alloc && !s.injected)
+	err = cli_doc_end("tally profile", "profile", po->out, &of, err);
+	if (!err && !s.model.saw_alloc && !s.injected)
 		fprintf(stderr,
 			"tally profile: %d does not use tally's allocator: the profile is "
 			"empty\n",

@@ -115,31 +115,20 @@ static int run_record(struct record_opts *o)
 		fprintf(stderr, "tally record: out of memory\n");
 		return TALLY_EXIT_FAIL;
 	}
-	/* before anything starts: a path that cannot be written is a usage error */
-	err = outfile_open(&r->out, o->out);
-	if (err) {
-		fprintf(stderr, "tally record: cannot write %s: %s (see tally record --help)\n",
-			o->out, strerror(-err));
+	rc = cli_doc_start("tally record", o->out, &r->out, &r->s, &o->target);
+	if (rc) {
 		free(r);
-		return TALLY_EXIT_USAGE;
+		return rc;
 	}
 	r->rc.f = r->out.f;
-	session_install_signals();
-	rc = session_start(&r->s, &o->target.o);
-	if (!rc) {
-		err = trace_new(&r->rc.trace, r->rc.f, (uint32_t)r->s.pid, r->s.start_ns);
-		if (err) {
-			fprintf(stderr, "tally record: cannot write %s: %s\n", o->out,
-				strerror(-err));
-			rc = TALLY_EXIT_FAIL;
-		}
-	}
-	if (rc) {
+	err = trace_new(&r->rc.trace, r->rc.f, (uint32_t)r->s.pid, r->s.start_ns);
+	if (err) {
+		fprintf(stderr, "tally record: cannot write %s: %s\n", o->out, strerror(-err));
 		/* nothing was recorded: FILE stays as it was */
 		outfile_abort(&r->out);
 		session_close(&r->s);
 		free(r);
-		return rc;
+		return TALLY_EXIT_FAIL;
 	}
 	/* session_start cleared the session: the observer is set after it, and
 	 * no message is consumed before the first poll */

@@ -157,24 +157,9 @@ static int run_snapshot(struct snapshot_opts *so)
 	struct session s;
 	int rc, err;
 
-	/* before anything starts: a path that cannot be written is a usage error */
-	if (so->out) {
-		err = outfile_open(&of, so->out);
-		if (err) {
-			fprintf(stderr,
-				"tally snapshot: cannot write %s: %s (see tally snapshot --help)\n",
-				so->out, strerror(-err));
-			return TALLY_EXIT_USAGE;
-		}
-	}
-	c->o.cmd_stdout_to_stderr = !so->out;
-	session_install_signals();
-	rc = session_start(&s, &c->o);
-	if (rc) {
-		outfile_abort(&of);
-		session_close(&s);
+	rc = cli_doc_start("tally snapshot", so->out, &of, &s, c);
+	if (rc)
 		return rc;
-	}
 	cli_run(&s, c, 0, NULL, NULL);
 	session_finish(&s);
 	err = session_figures(&s, &fig);
@@ -183,13 +168,7 @@ static int run_snapshot(struct snapshot_opts *so)
 	if (!err)
 		err = snapshot_print(so->out ? of.f : stdout, &fig, sites);
 	profile_free(&pr);
-	if (so->out && !err)
-		err = outfile_commit(&of);
-	else
-		outfile_abort(&of);
-	if (err)
-		fprintf(stderr, "tally snapshot: cannot write the snapshot%s%s: %s\n",
-			so->out ? " to " : "", so->out ? so->out : "", strerror(-err));
+	err = cli_doc_end("tally snapshot", "snapshot", so->out, &of, err);
 	session_report_end(&s, "tally snapshot");
 	if (!err) {
 		snapshot_report(&fig.procs[0], &s.model);
