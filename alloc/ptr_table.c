@@ -4,10 +4,10 @@
 
 #include "internal.h"
 #include "ptr_table.h"
+#include "shared/hash.h"
 
-/* Fibonacci hashing of the address past its alignment (2^64 / the golden
- * ratio), bits from 20 up. */
-#define HASH_MUL 0x9e3779b97f4a7c15ULL
+/* Fibonacci hashing of the address past its alignment (shared/hash.h), bits
+ * from 20 up. */
 #define HASH_SHIFT 20
 
 static uintptr_t *slot(const struct ptr_table *t, size_t i)
@@ -17,7 +17,7 @@ static uintptr_t *slot(const struct ptr_table *t, size_t i)
 
 static size_t home(const struct ptr_table *t, uintptr_t p)
 {
-	return (size_t)(((p >> t->key_shift) * HASH_MUL) >> HASH_SHIFT) & (t->cap - 1);
+	return (size_t)(hash_fib64(p >> t->key_shift) >> HASH_SHIFT) & (t->cap - 1);
 }
 
 void *ptr_table_find(const struct ptr_table *t, uintptr_t p)

@@ -30,6 +30,7 @@
 
 #include "internal.h"
 #include "ptr_table.h"
+#include "shared/hash.h"
 #include "shared/sample_util.h"
 
 uint64_t tally_sample_rate = SAMPLE_RATE_DEFAULT;
@@ -76,7 +77,7 @@ void sample_redraw(struct heap *h)
 	if (!s->rng) {
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		s->rng = (h->id * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)ts.tv_nsec ^ (uintptr_t)h;
+		s->rng = hash_fib64(h->id) ^ (uint64_t)ts.tv_nsec ^ (uintptr_t)h;
 		s->rng |= 1;
 	}
 	s->rate = rate;

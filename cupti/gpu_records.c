@@ -37,12 +37,10 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "../alloc/shared/hash.h"
 #include "../alloc/shared/sdk_lookup.h"
 
 #define SENT_SLOTS 1024 /* > names a batch can hold: each takes >= 5 words with its launch */
-/* Knuth's multiplicative hash (2^32 / the golden ratio): ids are small and
- * consecutive, and this spreads them over the slots */
-#define KNUTH_MULTIPLIER 2654435761u
 #define MSEC_PER_SEC 1000ULL
 #define NSEC_PER_MSEC 1000000ULL
 
@@ -240,9 +238,11 @@ void tally_cupti_refused(int result, const char *why, const char *holder)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Knuth's multiplicative hash (shared/hash.h): ids are small and
+ * consecutive, and this spreads them over the slots */
 static size_t sent_home(uint32_t id)
 {
-	return (id * KNUTH_MULTIPLIER) % SENT_SLOTS;
+	return hash_knuth32(id) % SENT_SLOTS;
 }
 
 static bool sent_has(const struct stream *s, uint32_t id)

@@ -13,20 +13,14 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "../alloc/shared/hash.h"
 
 #define MAP_MIN_CAP 64
 
 static size_t map_hash(uint32_t kind, uint64_t handle)
 {
-	uint64_t x = handle ^ ((uint64_t)kind << 56);
-
 	/* splitmix64's finalizer: device pointers share their low and high bits */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return (size_t)x;
+	return (size_t)hash_mix64(handle ^ ((uint64_t)kind << 56));
 }
 
 static struct tally_cupti_slot *map_find(const struct tally_cupti_map *m, uint32_t kind,

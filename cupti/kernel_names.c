@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../alloc/shared/hash.h"
 
 #define FCACHE_SLOTS 64	 /* per thread, direct-mapped by handle */
 #define NAMES_MIN_CAP 64 /* slots of the name table, a power of two */
@@ -44,13 +45,7 @@ static _Atomic uint32_t handles_gen = 1; /* bumped when handles are forgotten */
 
 static uint64_t text_hash(const char *text, uint32_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-
-	for (uint32_t i = 0; i < len; i++) {
-		h ^= (unsigned char)text[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	return hash_fnv1a64(text, len);
 }
 
 static int names_grow(void)

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "../alloc/shared/hash.h"
 #include "../user/model/replay.h"
 #include "../user/model/sites.h"
 
@@ -226,6 +227,25 @@ static void sites__modules__latest_wins(void **state)
 	sites_free(&s);
 }
 
+/* The one set of hashes (alloc/shared/hash.h) the sites, the symbols, top
+ * and the guests' tables share: FNV-1a's published vectors, and the values
+ * each copy it replaced computed (Python, each copy's arithmetic). */
+static void hash__values_as_the_copies_had_them(void **state)
+{
+	(void)state;
+	assert_true(hash_fnv1a64_str("") == 0xcbf29ce484222325ULL);
+	assert_true(hash_fnv1a64_str("a") == 0xaf63dc4c8601ec8cULL);
+	assert_true(hash_fnv1a64_str("foobar") == 0x85944171f73967e8ULL);
+	assert_true(hash_fnv1a64("foobar!", 6) == 0x85944171f73967e8ULL);
+	assert_true(hash_fnv1a32_str("a") == 0xe40c292cu);
+	assert_true(hash_fnv1a32_str("foobar") == 0xbf9cf968u);
+	assert_true(hash_mix64(1) == 0x5692161d100b05e5ULL);
+	assert_true(hash_mix64(0x7f0012345678ULL) == 0x85c81367a6729464ULL);
+	assert_true(hash_fib64(0x7f0012345678ULL) == 0x8514e2915edd37d8ULL);
+	assert_true(hash_fib32(12345) == 0xa12cca31u);
+	assert_true(hash_knuth32(12345) == 0xa12b4869u);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -236,6 +256,7 @@ int main(void)
 		cmocka_unit_test(sites__record_cut_short__refused),
 		cmocka_unit_test(sites__copy_is_independent_and_reset_empties),
 		cmocka_unit_test(sites__modules__latest_wins),
+		cmocka_unit_test(hash__values_as_the_copies_had_them),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../alloc/shared/hash.h"
 #include "sites.h"
-
-#define HASH_MUL 0x9e3779b97f4a7c15ULL
 
 void sites_init(struct sites *s)
 {
@@ -173,9 +172,9 @@ static uint64_t stack_hash_of(const void *arr, size_t i)
 
 static uint64_t frames_hash(const __u64 *pcs, uint32_t n)
 {
-	uint64_t h = n * HASH_MUL;
+	uint64_t h = hash_fib64(n);
 	for (uint32_t i = 0; i < n; i++)
-		h = (h ^ pcs[i]) * HASH_MUL + (h >> 29);
+		h = hash_fib64(h ^ pcs[i]) + (h >> 29);
 	return h ^ (h >> 31);
 }
 
@@ -206,7 +205,7 @@ static int64_t stack_intern(struct sites *s, const __u64 *pcs, uint32_t n)
 
 static uint64_t site_key(uint32_t stack, uint16_t group)
 {
-	return ((uint64_t)stack << 16 | group) * HASH_MUL;
+	return hash_fib64((uint64_t)stack << 16 | group);
 }
 
 static uint64_t site_hash_of(const void *arr, size_t i)
@@ -234,7 +233,7 @@ static int64_t site_of(struct sites *s, uint32_t stack, uint16_t group)
 
 static size_t live_home(const struct sites *s, uint64_t id)
 {
-	return (size_t)((id * HASH_MUL) >> 17) & (s->cap_live - 1);
+	return (size_t)(hash_fib64(id) >> 17) & (s->cap_live - 1);
 }
 
 static int live_fit(struct sites *s)

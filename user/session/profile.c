@@ -13,9 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../alloc/shared/hash.h"
 #include "profile.h"
-
-#define KEY_MUL 0x9e3779b97f4a7c15ULL
 
 /* One more element of `size` bytes at the end of *arr: its index, or -ENOMEM. */
 static ssize_t push(void **arr, size_t *n, size_t *cap, size_t size)
@@ -119,7 +118,7 @@ static int mapping_for(struct profile *pr, struct proc_build *b, size_t k)
 
 static uint64_t loc_key(unsigned proc, uint64_t pc)
 {
-	return ((pc ^ ((uint64_t)proc << 48)) * KEY_MUL) | 1;
+	return hash_fib64(pc ^ ((uint64_t)proc << 48)) | 1;
 }
 
 /* The location of return address pc in the process: looked up once. The

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "../../alloc/shared/hash.h"
 #include "../../alloc/stats_walk.h"
 #include "../util/clock.h"
 #include "remote.h"
@@ -97,7 +98,7 @@ int remote_pending_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out
 static bool seen_add(uint64_t *seen, uint64_t addr)
 {
 	/* the top 17 bits, in range for any REMOTE_MAX_SEGMENTS (the fuzzer's are smaller) */
-	uint64_t i = ((addr >> SEGMENT_SHIFT) * 0x9e3779b97f4a7c15ULL >> 47) % SEEN_SLOTS;
+	uint64_t i = (hash_fib64(addr >> SEGMENT_SHIFT) >> 47) % SEEN_SLOTS;
 
 	for (;; i = (i + 1) % SEEN_SLOTS) {
 		if (seen[i] == addr)

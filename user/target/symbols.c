@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../alloc/shared/hash.h"
 #include "symbols.h"
 
 /* libstdc++'s demangler (extern "C" in the C++ ABI); the binary links -lstdc++. */
@@ -77,23 +78,6 @@ static void table_free(struct sym_table *t, void (*node_free)(void *))
 	}
 	free(t->b);
 	*t = (struct sym_table){ 0 };
-}
-
-static uint64_t hash_u64(uint64_t x)
-{
-	/* splitmix64's finalizer: addresses differ in their low bits */
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 0x100000001b3ULL;
-	return h;
 }
 
 /* A PT_LOAD program header: file offsets [offset, offset + size) are loaded at vaddr. */
@@ -236,7 +220,7 @@ static void file_free(void *node)
  * both 0, any opened for the path. Opened the first time. NULL: no memory. */
 static struct sym_file *file_get(struct symbolizer *s, const char *path, uint64_t dev, uint64_t ino)
 {
-	uint64_t h = hash_str(path);
+	uint64_t h = hash_fnv1a64_str(path);
 	struct sym_file *f;
 
 	for (struct sym_node *p = table_chain(&s->files, h); p; p = p->next) {
@@ -291,7 +275,7 @@ static const char *demangle(struct symbolizer *s, const char *raw)
 
 	if (!raw || strncmp(raw, "_Z", 2))
 		return raw;
-	h = hash_u64((uintptr_t)raw);
+	h = hash_mix64((uintptr_t)raw); /* addresses differ in their low bits */
 	for (struct sym_node *p = table_chain(&s->names, h); p; p = p->next) {
 		e = (struct sym_name *)p;
 		if (e->raw == raw)
@@ -497,7 +481,7 @@ static unsigned resolve(struct symbolizer *s, struct sym_file *f, uint64_t a,
 /* The lookup of a in f, cached. NULL: out of memory. */
 static const struct sym_entry *entry_get(struct symbolizer *s, struct sym_file *f, uint64_t a)
 {
-	uint64_t h = hash_u64((uintptr_t)f ^ hash_u64(a));
+	uint64_t h = hash_mix64((uintptr_t)f ^ hash_mix64(a));
 	struct sym_line lines[SYM_INLINE_MAX] = { 0 };
 	struct sym_entry *e;
 	unsigned n;

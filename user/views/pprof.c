@@ -19,6 +19,7 @@
 #define ZLIB_CONST
 #include <zlib.h>
 
+#include "../../alloc/shared/hash.h"
 #include "pprof.h"
 
 #define WIRE_VARINT 0
@@ -242,15 +243,6 @@ static void *array_grow(void *p, size_t *cap, size_t need, size_t size)
 	return q;
 }
 
-static uint32_t fnv1a(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
 static bool str_eq(const struct enc *e, uint32_t idx, const void *key)
 {
 	return !strcmp(e->strs[idx], key);
@@ -265,7 +257,7 @@ static uint64_t str_index(struct enc *e, const char *s)
 
 	if (!s || e->out.err)
 		return 0;
-	hash = fnv1a(s);
+	hash = hash_fnv1a32_str(s);
 	strs = array_grow(e->strs, &e->cap_strs, e->nstrs + 1, sizeof(*strs));
 	if (strs) /* at once: the old array is gone */
 		e->strs = strs;
@@ -294,7 +286,7 @@ static uint64_t func_id(struct enc *e, const struct prof_line *line)
 {
 	struct func k = { (uint32_t)str_index(e, line->function),
 			  (uint32_t)str_index(e, line->file) };
-	uint32_t hash = (k.name * 0x9e3779b1u) ^ (k.file * 0x85ebca77u);
+	uint32_t hash = hash_knuth32(k.name) ^ (k.file * 0x85ebca77u);
 	struct slot *slot;
 	struct func *funcs;
 

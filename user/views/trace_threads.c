@@ -4,13 +4,14 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "../../alloc/shared/hash.h"
 #include "trace_threads.h"
 
 /* Fibonacci hashing: the product's high bits, which every bit of the tid
  * stirs (the low bits would only see the tid's low bits). */
 static size_t hash_tid(uint32_t tid, unsigned shift)
 {
-	return (uint32_t)(tid * 2654435769u) >> shift;
+	return hash_fib32(tid) >> shift;
 }
 
 static size_t slot_of(const struct trace_threads *t, uint32_t tid)
@@ -92,12 +93,9 @@ void trace_thread_del(struct trace_threads *t, struct trace_thread *th)
 
 bool trace_name_changed(struct trace_threads *t, uint32_t pid, const char *name)
 {
-	uint32_t h = 2166136261u; /* FNV-1a, never 0: 0 is an empty depth */
+	uint32_t h = hash_fnv1a32_str(name) | 1; /* never 0: 0 is an empty depth */
 	struct trace_thread *e = trace_thread_find(t, pid);
 
-	for (const char *s = name; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	h |= 1;
 	if (e && e->depth == h)
 		return false;
 	if (!e && !(e = trace_thread_add(t, pid)))

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../../alloc/shared/hash.h"
 #include "top.h"
 #include "internal.h"
 
@@ -147,11 +148,7 @@ static void group_name(char *buf, size_t size, const struct figures_group *g)
 /* FNV-1a: a group row's key, by its name (bit 63 set: never a process's). */
 static uint64_t name_key(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-	return h | 1ULL << 63;
+	return hash_fnv1a64_str(s) | 1ULL << 63;
 }
 
 static int collect_groups(const struct row_ctx *c, const struct figures *fig)
