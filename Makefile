@@ -48,7 +48,7 @@ CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka) -l
 TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD)/tests/test_replay \
 	$(BUILD)/tests/test_alloc_fastpath $(BUILD)/tests/test_alloc_idle $(BUILD)/tests/test_span \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model $(BUILD)/tests/test_tree $(BUILD)/tests/test_figures \
-	$(BUILD)/tests/test_json $(BUILD)/tests/test_cli $(BUILD)/tests/test_target $(BUILD)/tests/test_target_ns \
+	$(BUILD)/tests/test_json $(BUILD)/tests/test_text $(BUILD)/tests/test_cli $(BUILD)/tests/test_target $(BUILD)/tests/test_target_ns \
 	$(BUILD)/tests/test_remote $(BUILD)/tests/test_heap_rings $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
@@ -211,7 +211,8 @@ $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(MODEL_SAN_OBJ
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The figures of a tick, and the snapshot document of docs/DESIGN.md §6 built from them.
 $(BUILD)/tests/test_figures: $(BUILD)/tests/san/tests/test_figures.o \
-		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
+		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) \
+		$(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The reader against fakes, and against this test's own process, whose
 # allocator (under tally_p_ names) it reads through process_vm_readv.
@@ -222,7 +223,11 @@ $(BUILD)/tests/test_remote: $(BUILD)/tests/san/tests/test_remote.o $(BUILD)/test
 $(BUILD)/tests/test_heap_rings: $(BUILD)/tests/san/tests/test_heap_rings.o \
 		$(BUILD)/tests/san/user/probes/heap_rings.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
-$(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/views/json.o
+$(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/views/json.o \
+		$(BUILD)/tests/san/user/util/text.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+# The UTF-8 check JSON and Prometheus share.
+$(BUILD)/tests/test_text: $(BUILD)/tests/san/tests/test_text.o $(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_cli: $(BUILD)/tests/san/tests/test_cli.o $(BUILD)/tests/san/user/cmd/cli_parse.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -238,14 +243,14 @@ $(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
 		$(BUILD)/tests/san/user/views/trace_threads.o \
-		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS)
+		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_top: $(BUILD)/tests/san/user/views/top/top_sites.o $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top/top_rows.o \
 		$(BUILD)/tests/san/user/views/top/top_tree.o \
-		$(BUILD)/tests/san/user/views/top/top_text.o $(MODEL_SAN_OBJS)
+		$(BUILD)/tests/san/user/views/top/top_text.o $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/test_prom: $(BUILD)/tests/san/tests/test_prom.o $(BUILD)/tests/san/user/views/prom.o \
-		$(MODEL_SAN_OBJS)
+		$(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/tracer_workload: tests/tracer/workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)

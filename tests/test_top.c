@@ -37,7 +37,7 @@ static bool harmless(const char *s, size_t len, bool newline_ok)
 
 static size_t san(char *out, size_t size, const char *in)
 {
-	return top_sanitize(out, size, in, strlen(in) + 1);
+	return text_sanitize_terminal(out, size, in, strlen(in) + 1);
 }
 
 static void sanitize__printable_ascii__kept_as_is(void **state)
@@ -79,7 +79,8 @@ static void sanitize__unterminated_input__stops_at_inlen(void **state)
 	char name[TALLY_GROUP_NAME_MAX], out[TOP_NAME_MAX];
 	(void)state;
 	memset(name, 'x', sizeof(name)); /* no NUL at all */
-	assert_int_equal(top_sanitize(out, sizeof(out), name, sizeof(name)), sizeof(name));
+	assert_int_equal(text_sanitize_terminal(out, sizeof(out), name, sizeof(name)),
+			 sizeof(name));
 	assert_int_equal(strlen(out), sizeof(name));
 }
 
@@ -88,7 +89,7 @@ static void sanitize__worst_case_name__fits_top_name_max(void **state)
 	char name[TALLY_GROUP_NAME_MAX], out[TOP_NAME_MAX];
 	(void)state;
 	memset(name, 0x1b, sizeof(name));
-	assert_int_equal(top_sanitize(out, sizeof(out), name, sizeof(name)),
+	assert_int_equal(text_sanitize_terminal(out, sizeof(out), name, sizeof(name)),
 			 4 * TALLY_GROUP_NAME_MAX);
 	assert_true(harmless(out, strlen(out), false));
 }
@@ -107,7 +108,7 @@ static void sanitize__small_buffer__never_cuts_an_escape(void **state)
 	assert_string_equal(out, "ab\\x1b");
 	assert_int_equal(san(out, 1, "abc"), 0);
 	assert_string_equal(out, "");
-	assert_int_equal(top_sanitize(out, 0, "abc", 3), 0);
+	assert_int_equal(text_sanitize_terminal(out, 0, "abc", 3), 0);
 	assert_int_equal(san(out, 2, "\x1b"), 1);
 	assert_string_equal(out, "~");
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "../util/text.h"
 
 void json_init(struct json_writer *w, FILE *f, bool pretty)
 {
@@ -132,42 +133,6 @@ void json_end_array(struct json_writer *w)
 	end(w, true);
 }
 
-/*
- * Length of the valid UTF-8 sequence at s (RFC 3629 table 3-7: no overlong
- * forms, no surrogates, nothing past U+10FFFF), or 0 when the byte at s does
- * not start one. An invalid byte is then replaced on its own, so a truncated
- * sequence costs one U+FFFD per byte and never swallows the byte after it.
- */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned char lo = 0x80, hi = 0xbf;
-	size_t len;
-
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		len = 2;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		len = 3;
-		if (s[0] == 0xe0)
-			lo = 0xa0; /* below: overlong */
-		else if (s[0] == 0xed)
-			hi = 0x9f; /* above: surrogates U+D800..DFFF */
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		len = 4;
-		if (s[0] == 0xf0)
-			lo = 0x90; /* below: overlong */
-		else if (s[0] == 0xf4)
-			hi = 0x8f; /* above: past U+10FFFF */
-	} else {
-		return 0;
-	}
-	if (n < len || s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return len;
-}
-
 /* Two-character escapes; every other control byte, and DEL, becomes \u00XX. */
 static const char *const short_escape[0x80] = {
 	['"'] = "\\\"", ['\\'] = "\\\\", ['\b'] = "\\b", ['\f'] = "\\f",
@@ -206,7 +171,7 @@ static void write_string(struct json_writer *w, const char *str, size_t n)
 		if (s[i] < 0x80) {
 			esc = escape(s[i], buf);
 		} else {
-			len = utf8_len(s + i, n - i);
+			len = text_utf8_len(s + i, n - i);
 			if (!len) {
 				esc = "\xef\xbf\xbd"; /* U+FFFD for this one byte */
 				len = 1;

@@ -6,50 +6,18 @@
 #include <string.h>
 
 #include "prom.h"
+#include "../util/text.h"
 
 #define REPLACEMENT "\xef\xbf\xbd" /* U+FFFD */
 #define STR(x) STR_(x)
 #define STR_(x) #x
-
-/* The length of the valid UTF-8 sequence at s (of n bytes), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
-	size_t len;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4;
-	else
-		return 0;
-	/* no overlong forms, no surrogates, nothing past U+10FFFF */
-	if (c == 0xe0)
-		lo = 0xa0;
-	else if (c == 0xed)
-		hi = 0x9f;
-	else if (c == 0xf0)
-		lo = 0x90;
-	else if (c == 0xf4)
-		hi = 0x8f;
-	if (len > n || s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	return len;
-}
 
 void prom_escape(FILE *f, const char *str, size_t n, bool quote)
 {
 	const unsigned char *s = (const unsigned char *)str;
 
 	for (size_t i = 0; i < n;) {
-		size_t len = utf8_len(s + i, n - i);
+		size_t len = text_utf8_len(s + i, n - i);
 		unsigned char c = s[i];
 
 		if (c == '\\') {

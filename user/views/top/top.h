@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "../../model/figures.h"
+#include "../../util/text.h"
 
 /* A sanitized name: every byte may become a four-byte "\xNN". */
 #define TOP_NAME_MAX (4 * TALLY_GROUP_NAME_MAX + 1)
@@ -229,14 +230,11 @@ struct top_order {
 	bool desc;
 };
 
-/*
- * in[0 .. inlen), up to a NUL, into out as printable ASCII: bytes 0x20..0x7e
- * as they are, except '\' as "\\"; every other byte as "\xNN". Non-ASCII is
- * escaped too, valid UTF-8 included: the views align columns by bytes, and
- * C1 controls and bidi overrides are UTF-8 as well. An escape is never cut:
- * when out is too small, the text ends before it, with "~" when room is left.
- * Returns the length written (out is always NUL-terminated when size > 0).
- */
-size_t top_sanitize(char *out, size_t size, const char *in, size_t inlen);
+/* The terminal's policy for untrusted text (util/text.h), under the name
+ * its first callers know. */
+static inline size_t top_sanitize(char *out, size_t size, const char *in, size_t inlen)
+{
+	return text_sanitize_terminal(out, size, in, inlen);
+}
 
 #endif /* TALLY_TOP_H */

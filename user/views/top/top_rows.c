@@ -25,44 +25,6 @@ const char *const top_col_titles[TOP_NCOLS] = {
 /* not 'p' (pause), 'q', 's', 'r' or 't', which the live view keeps */
 const char top_col_keys[TOP_NCOLS] = { 'n', 'c', 'l', 'a', 'f', 'k', 'd', 'i', 'e', 'y' };
 
-size_t top_sanitize(char *out, size_t size, const char *in, size_t inlen)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t o = 0;
-
-	if (!size)
-		return 0;
-	for (size_t i = 0; i < inlen && in[i]; i++) {
-		unsigned char c = (unsigned char)in[i];
-		char e[4];
-		size_t n;
-
-		if (c == '\\') {
-			/* so that "\x1b" in the output always means an escaped byte */
-			e[0] = e[1] = '\\';
-			n = 2;
-		} else if (c >= 0x20 && c < 0x7f) {
-			e[0] = (char)c;
-			n = 1;
-		} else {
-			e[0] = '\\';
-			e[1] = 'x';
-			e[2] = hex[c >> 4];
-			e[3] = hex[c & 15];
-			n = 4;
-		}
-		if (o + n >= size) {
-			if (o + 1 < size)
-				out[o++] = '~';
-			break;
-		}
-		memcpy(out + o, e, n);
-		o += n;
-	}
-	out[o] = 0;
-	return o;
-}
-
 void top_fmt_bytes(char *buf, size_t size, int64_t v)
 {
 	static const char units[] = "BKMGTPE";
@@ -145,8 +107,8 @@ static void header_why(struct top_header *h, const struct figures_process *q)
 		return;
 	}
 	h->why_pid = q->target.pid;
-	top_sanitize(h->why_comm, sizeof(h->why_comm), q->target.comm ? q->target.comm : "",
-		     TALLY_COMM_LEN);
+	text_sanitize_terminal(h->why_comm, sizeof(h->why_comm),
+			       q->target.comm ? q->target.comm : "", TALLY_COMM_LEN);
 	h->why_code = figures_why_codes[q->why_code[0]];
 	h->why_text = q->why[0];
 	h->why_more = q->nwhy - 1;
@@ -160,7 +122,7 @@ static void build_header(struct top_header *h, const struct figures *fig,
 	double dt_s = prev->valid ? (double)(p->now_ns - prev->t_ns) / 1e9 : 0;
 
 	memset(h, 0, sizeof(*h));
-	top_sanitize(h->comm, sizeof(h->comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
+	text_sanitize_terminal(h->comm, sizeof(h->comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
 	h->pid = t->pid;
 	h->ns_pid = t->ns_pid;
 	if (t->container)
@@ -240,10 +202,10 @@ static int build_threads(struct top_frame *f, const struct figures_process *p)
 
 		o->tid = t->tid;
 		o->group = t->group;
-		top_sanitize(o->name, sizeof(o->name), t->comm, TALLY_COMM_LEN);
+		text_sanitize_terminal(o->name, sizeof(o->name), t->comm, TALLY_COMM_LEN);
 		if (fg && fg->name)
-			top_sanitize(o->group_name, sizeof(o->group_name), fg->name,
-				     TALLY_GROUP_NAME_MAX);
+			text_sanitize_terminal(o->group_name, sizeof(o->group_name), fg->name,
+					       TALLY_GROUP_NAME_MAX);
 		else
 			snprintf(o->group_name, sizeof(o->group_name), "#%u", t->group);
 	}
