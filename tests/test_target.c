@@ -681,6 +681,31 @@ static void alloc_resident__crafted_smaps(void **state)
 	assert_int_equal(bytes, 0);
 }
 
+/* A mapping's path is the target's: one long enough that a reader in
+ * pieces would take its tail for an Rss line adds nothing. */
+static void alloc_resident__rss_inside_a_long_path(void **state)
+{
+	char smaps[PATH_MAX], text[2048];
+	uint64_t bytes = 1;
+	const char *head = "7f0000000000-7f0000010000 rw-p 00000000 00:00 0 /";
+	size_t pad;
+
+	(void)state;
+	/* the line's bytes 511 on: what a 512-byte fgets would start its next read with */
+	pad = 511 - strlen(head);
+	snprintf(
+		text, sizeof(text), "%s%.*sRss: 4096 kB\nVmFlags: rd wr nh rr\n", head, (int)pad,
+		"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+		"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+		"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+		"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+		"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"
+		"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz");
+	text_write("smaps-long", text, smaps, sizeof(smaps));
+	assert_int_equal(target_smaps_alloc_resident(smaps, &bytes), 0);
+	assert_int_equal(bytes, 0);
+}
+
 /* This process's mask of ignored signals, as /proc/self/status writes it. */
 static void own_sigign(char *buf, size_t len)
 {
@@ -806,6 +831,7 @@ int main(void)
 		cmocka_unit_test(is_kthread__kthreadd),
 		cmocka_unit_test(alloc_resident__own_marked_mapping),
 		cmocka_unit_test(alloc_resident__crafted_smaps),
+		cmocka_unit_test(alloc_resident__rss_inside_a_long_path),
 		cmocka_unit_test(spawn__held_then_run_with_its_environment),
 		cmocka_unit_test(spawn__refused_or_aborted),
 	};

@@ -415,16 +415,19 @@ int target_alloc_resident(pid_t pid, uint64_t *bytes)
 
 int target_smaps_alloc_resident(const char *smaps, uint64_t *bytes)
 {
-	char line[512];
 	uint64_t rss = 0, total = 0;
 	bool have_rss = false;
+	char *line = NULL;
+	size_t cap = 0;
 	FILE *f;
 
-	f = fopen(smaps, "r");
+	f = fopen(smaps, "re");
 	if (!f)
 		return -errno;
-	/* each mapping's Rss comes before its VmFlags, which close the entry */
-	while (fgets(line, sizeof(line), f)) {
+	/* each mapping's Rss comes before its VmFlags, which close the entry.
+	 * Whole lines: a mapping's path is the target's to choose, and a line
+	 * read in pieces would let its tail pass for an Rss line of its own. */
+	while (getline(&line, &cap, f) > 0) {
 		unsigned long kb;
 		if (sscanf(line, "Rss: %lu kB", &kb) == 1) {
 			rss = kb * 1024;
@@ -435,6 +438,7 @@ int target_smaps_alloc_resident(const char *smaps, uint64_t *bytes)
 			have_rss = false;
 		}
 	}
+	free(line);
 	fclose(f);
 	*bytes = total;
 	return 0;
