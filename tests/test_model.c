@@ -297,7 +297,24 @@ static void model__malformed_messages__counted_not_applied(void **state)
 	struct tally_msg odd = { 99, 0, 1, 1, 0, 0 };
 	assert_int_equal(model_apply(&m, &odd, sizeof(odd)), -EINVAL);
 	assert_int_equal(m.malformed, 4);
+	/* the batch ends where the producer's bytes or the message end, the
+	 * first of the two; a producer's bytes past a batch is not a batch */
+	b->batch.count = 1;
+	b->bytes = (uint32_t)(offsetof(struct tally_batch, words) + 7);
+	assert_int_equal(model_apply(&m, b, len), -EINVAL);
+	b->bytes = sizeof(b->batch) + 1;
+	assert_int_equal(model_apply(&m, b, len), -EINVAL);
+	b->bytes = (uint32_t)(offsetof(struct tally_batch, words) + 8);
+	assert_int_equal(model_apply(&m, b, offsetof(struct tally_msg_batch, batch.words) + 7),
+			 -EINVAL);
+	b->batch.source = TALLY_SRC_INTERPOSE + 1;
+	assert_int_equal(model_apply(&m, b, len), -EINVAL);
+	assert_int_equal(m.malformed, 8);
 	assert_int_equal(group_live(&m, 1), 0);
+	/* and the same batch whole is applied */
+	b->batch.source = TALLY_SRC_ALLOC;
+	assert_int_equal(model_apply(&m, b, offsetof(struct tally_msg_batch, batch.words) + 8), 0);
+	assert_int_equal(group_live(&m, 1), 10);
 	free(b);
 	model_free(&m);
 }

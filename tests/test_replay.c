@@ -221,6 +221,46 @@ static void replay__malformed_input_is_refused(void **state)
 	assert_int_equal(r.mapped, SEG);
 }
 
+/* The one check every reader of user/ makes of a batch (tally_batch_check):
+ * each fault on its own, and the first in the contract's order when there
+ * are several, which heap_rings_before relies on (it goes on past a wrong
+ * version or count, not past a wrong magic or source). */
+static void replay__batch_check_names_the_first_fault(void **state)
+{
+	(void)state;
+	static struct tally_batch b;
+	const size_t hdr = offsetof(struct tally_batch, words);
+	const __u32 alloc = TALLY_SRC_BIT(TALLY_SRC_ALLOC);
+
+	b = (struct tally_batch){ .magic = TALLY_BATCH_MAGIC,
+				  .version = TALLY_BATCH_VERSION,
+				  .source = TALLY_SRC_ALLOC,
+				  .count = 3 };
+	assert_int_equal(tally_batch_check(&b, hdr + 24, alloc), TALLY_BATCH_FAULT_NONE);
+	assert_int_equal(tally_batch_check(&b, sizeof(b), alloc), TALLY_BATCH_FAULT_NONE);
+	assert_int_equal(tally_batch_check(&b, hdr - 1, alloc), TALLY_BATCH_FAULT_SHORT);
+	assert_int_equal(tally_batch_check(&b, hdr + 23, alloc), TALLY_BATCH_FAULT_COUNT);
+	assert_int_equal(tally_batch_check(&b, hdr + 24, TALLY_SRC_BIT(TALLY_SRC_CUPTI)),
+			 TALLY_BATCH_FAULT_SOURCE);
+	b.count = TALLY_BATCH_WORDS + 1;
+	assert_int_equal(tally_batch_check(&b, ~0ull, alloc), TALLY_BATCH_FAULT_COUNT);
+	b.count = 3;
+	/* a source past the mask's 32 bits is no source, whatever the mask */
+	b.source = 32 + TALLY_SRC_ALLOC;
+	assert_int_equal(tally_batch_check(&b, hdr + 24, ~0u), TALLY_BATCH_FAULT_SOURCE);
+	b.source = TALLY_SRC_ALLOC;
+	b.version = TALLY_BATCH_VERSION + 1;
+	assert_int_equal(tally_batch_check(&b, hdr + 24, alloc), TALLY_BATCH_FAULT_VERSION);
+	/* several faults: the first in the contract's order */
+	b.count = TALLY_BATCH_WORDS + 1;
+	assert_int_equal(tally_batch_check(&b, hdr + 24, alloc), TALLY_BATCH_FAULT_VERSION);
+	b.source = TALLY_SRC_CUPTI;
+	assert_int_equal(tally_batch_check(&b, hdr + 24, alloc), TALLY_BATCH_FAULT_SOURCE);
+	b.magic = 0;
+	assert_int_equal(tally_batch_check(&b, hdr + 24, alloc), TALLY_BATCH_FAULT_MAGIC);
+	assert_int_equal(tally_batch_check(&b, hdr - 1, alloc), TALLY_BATCH_FAULT_SHORT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -232,6 +272,7 @@ int main(void)
 		cmocka_unit_test(replay__groups_count_requested_bytes_and_objects),
 		cmocka_unit_test(replay__order_of_batches_does_not_matter),
 		cmocka_unit_test(replay__malformed_input_is_refused),
+		cmocka_unit_test(replay__batch_check_names_the_first_fault),
 	};
 	return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }

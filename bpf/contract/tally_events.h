@@ -303,6 +303,46 @@ static inline __u64 tally_batch_seal(struct tally_batch *b, __u16 source, __u32 
 }
 
 /*
+ * The reader's side of tally_batch_seal: what is wrong with a batch of which
+ * `bytes` are valid (its header and words[]), the first fault in the order
+ * below, or TALLY_BATCH_FAULT_NONE. The order is part of the contract: a
+ * reader that needs only the header's heap and seq_first (heap_rings_before,
+ * putting two transports back in order) stops at the first three and leaves
+ * the last two to the model. `sources` is a mask of TALLY_SRC_BIT(source),
+ * the producers the reader takes. Written once for every reader of user/
+ * (model, replay, trace, heap rings): a field added to the seal is checked
+ * everywhere at once.
+ */
+enum tally_batch_fault {
+	TALLY_BATCH_FAULT_NONE = 0,
+	TALLY_BATCH_FAULT_SHORT = 1,   /* fewer bytes than the header */
+	TALLY_BATCH_FAULT_MAGIC = 2,   /* not TALLY_BATCH_MAGIC: not a batch */
+	TALLY_BATCH_FAULT_SOURCE = 3,  /* a source not in `sources` */
+	TALLY_BATCH_FAULT_VERSION = 4, /* not TALLY_BATCH_VERSION */
+	TALLY_BATCH_FAULT_COUNT = 5,   /* count past TALLY_BATCH_WORDS or past `bytes` */
+};
+#define TALLY_SRC_BIT(source) (1u << (source))
+
+static inline enum tally_batch_fault tally_batch_check(const struct tally_batch *b, __u64 bytes,
+						       __u32 sources)
+{
+	__u64 hdr = __builtin_offsetof(struct tally_batch, words);
+
+	if (bytes < hdr)
+		return TALLY_BATCH_FAULT_SHORT;
+	if (b->magic != TALLY_BATCH_MAGIC)
+		return TALLY_BATCH_FAULT_MAGIC;
+	/* the producer's number: a shift past the mask's width is no source */
+	if (b->source >= 32 || !(sources & TALLY_SRC_BIT(b->source)))
+		return TALLY_BATCH_FAULT_SOURCE;
+	if (b->version != TALLY_BATCH_VERSION)
+		return TALLY_BATCH_FAULT_VERSION;
+	if (b->count > TALLY_BATCH_WORDS || bytes < hdr + (__u64)b->count * sizeof(b->words[0]))
+		return TALLY_BATCH_FAULT_COUNT;
+	return TALLY_BATCH_FAULT_NONE;
+}
+
+/*
  * A heap's shared ring: where a traced thread puts its full batches for the
  * tracer to read in place, instead of handing each to tally:batch, whose
  * copy into the BPF ring buffer costs the thread 8 to 75 us a batch (a

@@ -323,14 +323,18 @@ static int apply_gpu_words(struct model *m, const __u64 *words, uint32_t count)
 
 static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t len)
 {
-	size_t hdr = offsetof(struct tally_batch, words);
+	const size_t at = offsetof(struct tally_msg_batch, batch);
 	const struct tally_batch *b = &mb->batch;
+	const __u32 sources = TALLY_SRC_BIT(TALLY_SRC_ALLOC) | TALLY_SRC_BIT(TALLY_SRC_CUPTI) |
+			      TALLY_SRC_BIT(TALLY_SRC_INTERPOSE);
 
-	if (len < offsetof(struct tally_msg_batch, batch) + hdr || mb->bytes < hdr ||
-	    mb->bytes > sizeof(*b) || b->magic != TALLY_BATCH_MAGIC ||
-	    b->version != TALLY_BATCH_VERSION || b->count > TALLY_BATCH_WORDS ||
-	    hdr + (size_t)b->count * sizeof(b->words[0]) > mb->bytes ||
-	    len < offsetof(struct tally_msg_batch, batch) + hdr + (size_t)b->count * 8)
+	/* valid: what the producer said it handed over (no more than a batch)
+	 * and the message holds; the BPF ring's messages are all of a whole
+	 * batch's size, their words past `bytes` are not the producer's */
+	if (len < at || mb->bytes > sizeof(*b))
+		return -EINVAL;
+	size_t valid = mb->bytes < len - at ? mb->bytes : len - at;
+	if (tally_batch_check(b, valid, sources))
 		return -EINVAL;
 	if (b->source == TALLY_SRC_CUPTI)
 		return apply_gpu_words(m, b->words, b->count);
@@ -343,8 +347,7 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 		m->records += (uint64_t)n;
 		return 0;
 	}
-	if (b->source != TALLY_SRC_ALLOC)
-		return -EINVAL;
+	/* TALLY_SRC_ALLOC, the last of `sources` */
 	model_apply_records(m, b->heap_id, b->seq_first, b->tid, b->words, b->count);
 	/* every record below `done` is in: the ring's batches, in order (up
 	 * to a view's cut while it holds) */

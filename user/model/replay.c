@@ -237,14 +237,11 @@ int tally_replay_words(struct tally_replay *r, const __u64 *words, uint32_t pos,
 int tally_replay_batch(struct tally_replay *r, const void *data, size_t bytes)
 {
 	const struct tally_batch *b = data;
-	size_t hdr = offsetof(struct tally_batch, words);
 	struct tally_ev e;
 	uint32_t pos = 0;
 	int err = 0;
 
-	if (bytes < hdr || b->magic != TALLY_BATCH_MAGIC || b->version != TALLY_BATCH_VERSION ||
-	    b->source != TALLY_SRC_ALLOC || b->count > TALLY_BATCH_WORDS ||
-	    bytes < hdr + (size_t)b->count * sizeof(b->words[0])) {
+	if (tally_batch_check(b, bytes, TALLY_SRC_BIT(TALLY_SRC_ALLOC))) {
 		r->rejected++;
 		return -EINVAL;
 	}

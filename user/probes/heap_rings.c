@@ -300,8 +300,14 @@ int heap_rings_before(struct heap_rings *r, const void *data, size_t len)
 		return 0;
 	if (m->kind == TALLY_MSG_BATCH && len >= offsetof(struct tally_msg_batch, batch.words)) {
 		const struct tally_batch *b = &((const struct tally_msg_batch *)data)->batch;
-		if (b->magic != TALLY_BATCH_MAGIC ||
-		    (b->source != TALLY_SRC_ALLOC && b->source != TALLY_SRC_INTERPOSE))
+		/* the header's heap and seq_first are all that orders the two
+		 * transports: a batch of the wrong version or count still takes
+		 * its heap's older ring batches first, and the model refuses it */
+		__u32 sources = TALLY_SRC_BIT(TALLY_SRC_ALLOC) | TALLY_SRC_BIT(TALLY_SRC_INTERPOSE);
+		size_t valid = len - offsetof(struct tally_msg_batch, batch);
+		enum tally_batch_fault f = tally_batch_check(b, valid, sources);
+		if (f == TALLY_BATCH_FAULT_SHORT || f == TALLY_BATCH_FAULT_MAGIC ||
+		    f == TALLY_BATCH_FAULT_SOURCE)
 			return 0;
 		/* an announcement is the first record of a batch of its own */
 		struct tally_ev e;

@@ -305,17 +305,18 @@ static void gpu_event(struct trace *t, const struct model *m, uint32_t tid, uint
 
 /* The CUPTI library's batches: every record stamped with the hand-over
  * time, the only time the message carries. Checked as the model checks
- * them; a batch it refused adds nothing here either. */
+ * them (tally_batch_check), against the message's length only: the trace
+ * does not read the producer's `bytes`, so a batch the model refuses for
+ * that alone (a count past `bytes`, or `bytes` past a batch) is still
+ * drawn here, as it always was. */
 static void cupti_batch(struct trace *t, const struct model *m, const struct tally_msg_batch *mb,
 			size_t len)
 {
-	size_t hdr = offsetof(struct tally_msg_batch, batch) + offsetof(struct tally_batch, words);
+	const size_t at = offsetof(struct tally_msg_batch, batch);
 	const struct tally_batch *b = &mb->batch;
 	uint32_t pos = 0;
 
-	if (len < hdr || b->magic != TALLY_BATCH_MAGIC || b->version != TALLY_BATCH_VERSION ||
-	    b->source != TALLY_SRC_CUPTI || b->count > TALLY_BATCH_WORDS ||
-	    len < hdr + (size_t)b->count * sizeof(b->words[0]))
+	if (len < at || tally_batch_check(b, len - at, TALLY_SRC_BIT(TALLY_SRC_CUPTI)))
 		return;
 	while (pos < b->count) {
 		struct tally_ev e;
@@ -422,10 +423,7 @@ static void message(struct trace *t, const struct model *m, const void *data, si
 				  "driver");
 		break;
 	case TALLY_MSG_BATCH:
-		if (len >= offsetof(struct tally_msg_batch, batch) +
-				    offsetof(struct tally_batch, words) &&
-		    ((const struct tally_msg_batch *)data)->batch.source == TALLY_SRC_CUPTI)
-			cupti_batch(t, m, data, len);
+		cupti_batch(t, m, data, len); /* the CUPTI library's only */
 		break;
 	}
 }
