@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "target.h"
 #include "../util/proc_maps.h"
 

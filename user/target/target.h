@@ -37,10 +37,6 @@ int target_release(struct target_child *c);
 /* Kill and reap a child that was never released. */
 void target_abort(struct target_child *c);
 
-/* /proc/PID/stat from just after its "(comm)", read into buf; NULL when it
- * cannot be read (errno says why) or is malformed. */
-#define TARGET_STAT_MAX 512
-const char *target_stat(pid_t pid, char *buf, size_t len);
 bool target_alive(pid_t pid);
 bool target_is_kthread(pid_t pid);
 /* It is exiting (its maps no longer what it had) or gone. */

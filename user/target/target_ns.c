@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "internal.h"
 #include "target.h"
 
 /* A container id: Docker, containerd, CRI-O and podman name a container's
