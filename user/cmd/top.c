@@ -424,10 +424,6 @@ static const char top_doc[] =
 
 int cmd_top(int argc, char **argv)
 {
-	static const struct argp_child children[] = { { &cli_target_argp, 0, NULL, 0 }, { 0 } };
-	struct argp argp = { top_options, parse_top_opt, "(-p PID | -- CMD [ARGS...])",
-			     top_doc,	  children,	 NULL,
-			     NULL };
 	struct top_opts o;
 
 	memset(&o, 0, sizeof(o));
@@ -435,8 +431,8 @@ int cmd_top(int argc, char **argv)
 	o.interval_ms = TOP_INTERVAL_MS;
 	o.order.col = TOP_COL_CPU;
 	o.order.desc = top_col_default_desc(TOP_COL_CPU);
-	argv[0] = "tally top";
-	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+	if (cli_parse_command("tally top", top_options, parse_top_opt,
+			      "(-p PID | -- CMD [ARGS...])", top_doc, argc, argv, &o))
 		return TALLY_EXIT_USAGE;
 	return run_top(&o);
 }
