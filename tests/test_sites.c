@@ -16,6 +16,7 @@
 #include "../alloc/shared/hash.h"
 #include "../user/model/replay.h"
 #include "../user/model/sites.h"
+#include "../user/util/grow.h"
 
 struct words {
 	__u64 w[512];
@@ -246,6 +247,40 @@ static void hash__values_as_the_copies_had_them(void **state)
 	assert_true(hash_knuth32(12345) == 0xa12b4869u);
 }
 
+/* The tracer's one growth (user/util/grow.h), which the sites' arrays use:
+ * doubled from its first capacity, untouched when there is room, and
+ * refused without a change when the size would pass SIZE_MAX. */
+static void grow__doubles_and_refuses_an_overflow(void **state)
+{
+	uint32_t *a = NULL, *was;
+	size_t cap = 0;
+	(void)state;
+	assert_int_equal(grow((void **)&a, &cap, 1, sizeof(*a), 16), 0);
+	assert_int_equal(cap, 16);
+	a[15] = 7;
+	was = a;
+	assert_int_equal(grow((void **)&a, &cap, 16, sizeof(*a), 16), 0);
+	assert_ptr_equal(a, was);
+	assert_int_equal(cap, 16);
+	assert_int_equal(grow((void **)&a, &cap, 17, sizeof(*a), 16), 0);
+	assert_int_equal(cap, 32);
+	assert_int_equal(grow((void **)&a, &cap, 100, sizeof(*a), 16), 0);
+	assert_int_equal(cap, 128);
+	assert_int_equal(a[15], 7);
+	was = a;
+	/* the element count doubled past SIZE_MAX, then the bytes past it */
+	assert_int_equal(grow((void **)&a, &cap, SIZE_MAX, sizeof(*a), 16), -ENOMEM);
+	assert_int_equal(grow((void **)&a, &cap, SIZE_MAX / 4, sizeof(*a), 16), -ENOMEM);
+	assert_ptr_equal(a, was);
+	assert_int_equal(cap, 128);
+	free(a);
+	a = NULL;
+	cap = 0;
+	assert_int_equal(grow((void **)&a, &cap, 2, SIZE_MAX / 2 + 1, 1), -ENOMEM);
+	assert_null(a);
+	assert_int_equal(cap, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -257,6 +292,7 @@ int main(void)
 		cmocka_unit_test(sites__copy_is_independent_and_reset_empties),
 		cmocka_unit_test(sites__modules__latest_wins),
 		cmocka_unit_test(hash__values_as_the_copies_had_them),
+		cmocka_unit_test(grow__doubles_and_refuses_an_overflow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

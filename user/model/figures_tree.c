@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
 #include "figures.h"
 
 static void instance_add(struct figures_instance *to, const struct figures_instance *in)
@@ -107,14 +108,11 @@ static int group_merge(struct figures_process *out, unsigned *cap, const struct 
 		if (same_group(&out->groups[k], g))
 			o = &out->groups[k];
 	if (!o) {
-		if (out->ngroups == *cap) {
-			unsigned n = *cap ? *cap * 2 : 16;
-			struct figures_group *ng = realloc(out->groups, n * sizeof(*ng));
-			if (!ng)
-				return -ENOMEM;
-			out->groups = ng;
-			*cap = n;
-		}
+		size_t n = *cap;
+		if (grow((void **)&out->groups, &n, (size_t)out->ngroups + 1, sizeof(*out->groups),
+			 16))
+			return -ENOMEM;
+		*cap = (unsigned)n;
 		out->groups[out->ngroups++] = *g;
 		return 0;
 	}

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
 #include "gpu.h"
 
 #define GPU_MAX_NAMES (1u << 20)
@@ -27,15 +28,11 @@ static int intern(struct gpu_model *g, uint32_t id, const char *s, size_t len)
 	if (id >= GPU_MAX_NAMES)
 		return -EINVAL;
 	if (id >= g->nnames) {
-		uint32_t n = g->nnames ? g->nnames : 64;
-		while (n <= id)
-			n *= 2;
-		char **a = realloc(g->names, n * sizeof(*a));
-		if (!a)
+		size_t n = g->nnames;
+		if (grow((void **)&g->names, &n, (size_t)id + 1, sizeof(*g->names), 64))
 			return -ENOMEM;
-		memset(a + g->nnames, 0, (n - g->nnames) * sizeof(*a));
-		g->names = a;
-		g->nnames = n;
+		memset(g->names + g->nnames, 0, (n - g->nnames) * sizeof(*g->names));
+		g->nnames = (uint32_t)n; /* at most 2 * GPU_MAX_NAMES */
 	}
 	char *name = malloc(len + 1);
 	if (!name)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../../alloc/shared/hash.h"
+#include "../util/grow.h"
 #include "sites.h"
 
 void sites_init(struct sites *s)
@@ -127,21 +128,6 @@ double sites_inuse(const struct sites *s)
 	return sum;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	if (need <= *cap)
-		return 0;
-	size_t ncap = *cap ? *cap * 2 : 16;
-	while (ncap < need)
-		ncap *= 2;
-	void *n = realloc(*p, ncap * size);
-	if (!n)
-		return -ENOMEM;
-	*p = n;
-	*cap = ncap;
-	return 0;
-}
-
 /* An index of `n` entries (1-based into their array) rebuilt at twice the
  * size, by each entry's hash: three quarters full at most. */
 static int index_fit(uint32_t **ix, size_t *cap, size_t n, uint64_t (*hash)(const void *, size_t),
@@ -192,8 +178,8 @@ static int64_t stack_intern(struct sites *s, const __u64 *pcs, uint32_t n)
 			return s->stack_ix[j] - 1;
 	}
 	if (s->npcs + n > UINT32_MAX || s->nstacks >= UINT32_MAX - 1 ||
-	    grow((void **)&s->pcs, &s->cap_pcs, s->npcs + n, sizeof(*s->pcs)) ||
-	    grow((void **)&s->stacks, &s->cap_stacks, s->nstacks + 1, sizeof(*s->stacks)))
+	    grow((void **)&s->pcs, &s->cap_pcs, s->npcs + n, sizeof(*s->pcs), 16) ||
+	    grow((void **)&s->stacks, &s->cap_stacks, s->nstacks + 1, sizeof(*s->stacks), 16))
 		return -ENOMEM;
 	if (n) /* (a sample without frames: none outside the allocator) */
 		memcpy(&s->pcs[s->npcs], pcs, n * sizeof(*pcs));
@@ -224,7 +210,7 @@ static int64_t site_of(struct sites *s, uint32_t stack, uint16_t group)
 		if (st->stack == stack && st->group == group)
 			return s->site_ix[j] - 1;
 	}
-	if (s->n >= UINT32_MAX - 1 || grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)))
+	if (s->n >= UINT32_MAX - 1 || grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v), 16))
 		return -ENOMEM;
 	s->v[s->n] = (struct site){ .stack = stack, .group = group };
 	s->site_ix[j] = (uint32_t)++s->n;
@@ -347,8 +333,8 @@ static void module_add(struct sites *s, const struct tally_ev *e, const __u64 *e
 	}
 	/* a module without a path is of no use to anyone */
 	if (!e->n || extra[1] <= extra[0] || s->nnames + e->n > UINT32_MAX ||
-	    grow((void **)&s->mods, &s->cap_mods, s->nmods + 1, sizeof(*s->mods)) ||
-	    grow((void **)&s->names, &s->cap_names, s->nnames + e->n, 1)) {
+	    grow((void **)&s->mods, &s->cap_mods, s->nmods + 1, sizeof(*s->mods), 16) ||
+	    grow((void **)&s->names, &s->cap_names, s->nnames + e->n, 1, 16)) {
 		s->refused++;
 		return;
 	}

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
 #include "tree.h"
 
 void tree_init(struct tree *t)
@@ -67,14 +68,8 @@ static void fold_oldest(struct tree *t)
 
 static struct tree_proc *proc_new(struct tree *t, pid_t pid, pid_t ppid, const char *comm)
 {
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 16;
-		struct tree_proc *n = realloc(t->procs, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		t->procs = n;
-		t->cap = cap;
-	}
+	if (grow((void **)&t->procs, &t->cap, t->n + 1, sizeof(*t->procs), 16))
+		return NULL;
 	struct tree_proc *p = &t->procs[t->n];
 	memset(p, 0, sizeof(*p));
 	p->m = malloc(sizeof(*p->m));

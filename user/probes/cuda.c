@@ -25,6 +25,7 @@
 
 #include "../../bpf/cuda_api.h"
 #include "../util/clock.h"
+#include "../util/grow.h"
 #include "cuda.h"
 #include "cuda.skel.h"
 #include "loader.h"
@@ -172,14 +173,10 @@ static struct cuda_proc *proc_of(struct cuda_trace *c, pid_t pid, bool create)
 		p->pid = pid;
 		return p;
 	}
-	if (c->nprocs == c->cap) {
-		unsigned cap = c->cap ? 2 * c->cap : 8;
-		struct cuda_proc **a = realloc(c->procs, cap * sizeof(*a));
-		if (!a)
-			return NULL;
-		c->procs = a;
-		c->cap = cap;
-	}
+	size_t cap = c->cap;
+	if (grow((void **)&c->procs, &cap, (size_t)c->nprocs + 1, sizeof(*c->procs), 8))
+		return NULL;
+	c->cap = (unsigned)cap;
 	p = calloc(1, sizeof(*p));
 	if (p) {
 		p->pid = pid;

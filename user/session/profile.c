@@ -14,19 +14,14 @@
 #include <string.h>
 
 #include "../../alloc/shared/hash.h"
+#include "../util/grow.h"
 #include "profile.h"
 
 /* One more element of `size` bytes at the end of *arr: its index, or -ENOMEM. */
 static ssize_t push(void **arr, size_t *n, size_t *cap, size_t size)
 {
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		void *v = realloc(*arr, ncap * size);
-		if (!v)
-			return -ENOMEM;
-		*arr = v;
-		*cap = ncap;
-	}
+	if (grow(arr, cap, *n + 1, size, 64))
+		return -ENOMEM;
 	memset((char *)*arr + *n * size, 0, size);
 	return (ssize_t)(*n)++;
 }

@@ -15,6 +15,7 @@
 #include "../../alloc/shared/hash.h"
 #include "../../alloc/stats_walk.h"
 #include "../util/clock.h"
+#include "../util/grow.h"
 #include "remote.h"
 
 /* The target's memory through process_vm_readv: ctx points at its pid. */
@@ -251,19 +252,17 @@ static int heap_copy(struct remote_read *r, uint64_t at, uint32_t nheaps)
 /* Room for one more heap in out->heaps, and in r->addrs for a position read. */
 static int heaps_reserve(struct remote_read *r, struct remote_alloc *out)
 {
+	size_t cap = r->cap, acap = r->cap, need = (size_t)out->nheaps + 1;
+	int err;
+
 	if (out->nheaps != r->cap)
 		return 0;
-	r->cap = r->cap ? r->cap * 2 : 16;
-	struct remote_heap *n = realloc(out->heaps, r->cap * sizeof(*n));
-	if (n)
-		out->heaps = n;
-	if (n && !r->spans) {
-		uint64_t *a = realloc(r->addrs, r->cap * sizeof(*a));
-		if (!a)
-			return -ENOMEM;
-		r->addrs = a;
-	}
-	return n ? 0 : -ENOMEM;
+	err = grow((void **)&out->heaps, &cap, need, sizeof(*out->heaps), 16);
+	if (!err && !r->spans)
+		err = grow((void **)&r->addrs, &acap, need, sizeof(*r->addrs), 16);
+	if (!err)
+		r->cap = (uint32_t)cap; /* one capacity: both grew alike */
+	return err;
 }
 
 /* The heap copied in r->h, at `at`, appended to out: its position and room

@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "../../alloc/shared/hash.h"
+#include "../util/grow.h"
 #include "pprof.h"
 
 #define WIRE_VARINT 0
@@ -105,27 +106,13 @@ struct enc {
 
 static bool buf_reserve(struct buf *b, size_t n)
 {
-	size_t cap = b->cap ? b->cap : 4096;
-	uint8_t *p;
-
 	if (b->err)
 		return false;
-	if (b->cap - b->len >= n)
-		return true;
-	while (cap - b->len < n) {
-		if (cap > SIZE_MAX / 2)
-			goto no_mem;
-		cap *= 2;
+	if (n > SIZE_MAX - b->len || grow((void **)&b->p, &b->cap, b->len + n, 1, 4096)) {
+		b->err = -ENOMEM;
+		return false;
 	}
-	p = realloc(b->p, cap);
-	if (!p)
-		goto no_mem;
-	b->p = p;
-	b->cap = cap;
 	return true;
-no_mem:
-	b->err = -ENOMEM;
-	return false;
 }
 
 static void buf_put(struct buf *b, const void *s, size_t n)
@@ -227,22 +214,6 @@ static int table_reserve(struct table *t)
 	return 0;
 }
 
-/* p grown to hold need items of size bytes (*cap updated), or NULL (p kept). */
-static void *array_grow(void *p, size_t *cap, size_t need, size_t size)
-{
-	size_t n = *cap ? *cap : 256;
-	void *q;
-
-	if (need <= *cap)
-		return p;
-	while (n < need)
-		n *= 2;
-	q = reallocarray(p, n, size);
-	if (q)
-		*cap = n;
-	return q;
-}
-
 static bool str_eq(const struct enc *e, uint32_t idx, const void *key)
 {
 	return !strcmp(e->strs[idx], key);
@@ -253,15 +224,12 @@ static uint64_t str_index(struct enc *e, const char *s)
 {
 	uint32_t hash;
 	struct slot *slot;
-	const char **strs;
 
 	if (!s || e->out.err)
 		return 0;
 	hash = hash_fnv1a32_str(s);
-	strs = array_grow(e->strs, &e->cap_strs, e->nstrs + 1, sizeof(*strs));
-	if (strs) /* at once: the old array is gone */
-		e->strs = strs;
-	if (!strs || table_reserve(&e->str_tab) || e->nstrs >= UINT32_MAX - 1) {
+	if (grow((void **)&e->strs, &e->cap_strs, e->nstrs + 1, sizeof(*e->strs), 256) ||
+	    table_reserve(&e->str_tab) || e->nstrs >= UINT32_MAX - 1) {
 		e->out.err = -ENOMEM;
 		return 0;
 	}
@@ -288,14 +256,11 @@ static uint64_t func_id(struct enc *e, const struct prof_line *line)
 			  (uint32_t)str_index(e, line->file) };
 	uint32_t hash = hash_knuth32(k.name) ^ (k.file * 0x85ebca77u);
 	struct slot *slot;
-	struct func *funcs;
 
 	if (e->out.err)
 		return 0;
-	funcs = array_grow(e->funcs, &e->cap_funcs, e->nfuncs + 1, sizeof(*funcs));
-	if (funcs) /* at once: the old array is gone */
-		e->funcs = funcs;
-	if (!funcs || table_reserve(&e->func_tab) || e->nfuncs >= UINT32_MAX - 1) {
+	if (grow((void **)&e->funcs, &e->cap_funcs, e->nfuncs + 1, sizeof(*e->funcs), 256) ||
+	    table_reserve(&e->func_tab) || e->nfuncs >= UINT32_MAX - 1) {
 		e->out.err = -ENOMEM;
 		return 0;
 	}

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../../../alloc/shared/hash.h"
+#include "../../util/grow.h"
 #include "top.h"
 #include "internal.h"
 
@@ -51,14 +52,11 @@ static bool proc_summed(const struct figures *fig, unsigned i)
 
 static struct top_row *row_new(struct top_frame *f)
 {
-	if (f->nrows == f->caprows) {
-		unsigned cap = f->caprows ? f->caprows * 2 : 64;
-		struct top_row *n = realloc(f->rows, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		f->rows = n;
-		f->caprows = cap;
-	}
+	size_t cap = f->caprows;
+
+	if (grow((void **)&f->rows, &cap, (size_t)f->nrows + 1, sizeof(*f->rows), 64))
+		return NULL;
+	f->caprows = (unsigned)cap;
 	struct top_row *r = &f->rows[f->nrows++];
 	memset(r, 0, sizeof(*r));
 	return r;
@@ -94,15 +92,11 @@ static int pair_add(const struct row_ctx *c, struct top_row *r, const struct fig
 	static const struct top_prev_row zero;
 	struct top_frame *f = c->f;
 	const struct top_prev *prev = c->prev;
+	size_t cap = f->cappairs;
 
-	if (f->npairs == f->cappairs) {
-		unsigned cap = f->cappairs ? f->cappairs * 2 : 64;
-		struct top_prev_row *n = realloc(f->pairs, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		f->pairs = n;
-		f->cappairs = cap;
-	}
+	if (grow((void **)&f->pairs, &cap, (size_t)f->npairs + 1, sizeof(*f->pairs), 64))
+		return -ENOMEM;
+	f->cappairs = (unsigned)cap;
 	struct top_prev_row *now = &f->pairs[f->npairs++];
 	*now = (struct top_prev_row){ (uint64_t)(uint32_t)p->target.pid << 32 | g->id, g->cpu_ns,
 				      g->alloc_objs, g->dealloc_objs };
@@ -252,14 +246,10 @@ static int list_procs(struct top_frame *f, const struct figures *fig, const stru
 		const struct figures_target *t = &fig->procs[i].target;
 		if (!top_proc_listed(fig, i, prev))
 			continue;
-		if (f->nprocs == f->capprocs) {
-			unsigned cap = f->capprocs ? f->capprocs * 2 : 16;
-			struct top_proc *n = realloc(f->procs, cap * sizeof(*n));
-			if (!n)
-				return -ENOMEM;
-			f->procs = n;
-			f->capprocs = cap;
-		}
+		size_t cap = f->capprocs;
+		if (grow((void **)&f->procs, &cap, (size_t)f->nprocs + 1, sizeof(*f->procs), 16))
+			return -ENOMEM;
+		f->capprocs = (unsigned)cap;
 		struct top_proc *o = &f->procs[f->nprocs++];
 		o->pid = t->pid;
 		top_sanitize(o->comm, sizeof(o->comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
