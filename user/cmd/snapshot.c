@@ -13,7 +13,7 @@
 #include "outfile.h"
 #include "../session/profile.h"
 #include "../views/snapshot_doc.h"
-#include "../views/top/top.h"
+#include "../util/text.h"
 
 struct snapshot_opts {
 	struct cli_target target;
@@ -98,7 +98,7 @@ static void snapshot_report_tree(const struct figures *f)
 		const char *sig = t->signal ? sigabbrev_np(t->signal) : NULL;
 		if (!t->signal)
 			continue;
-		top_sanitize(comm, sizeof(comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
+		text_sanitize_terminal(comm, sizeof(comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
 		fprintf(stderr, "%s %d (%s, SIG%s)", n++ ? "," : "", (int)t->pid, comm,
 			sig ? sig : "?");
 	}
@@ -129,8 +129,8 @@ static void snapshot_report_inexact(const struct figures *f)
 		if (p->exact)
 			continue;
 		said++;
-		top_sanitize(comm, sizeof(comm), p->target.comm ? p->target.comm : "",
-			     TALLY_COMM_LEN);
+		text_sanitize_terminal(comm, sizeof(comm), p->target.comm ? p->target.comm : "",
+				       TALLY_COMM_LEN);
 		for (unsigned k = 0; k < p->nwhy; k++) {
 			if (!i && said_for_root(p->why_code[k]))
 				continue;

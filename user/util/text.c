@@ -36,6 +36,22 @@ size_t text_utf8_len(const unsigned char *s, size_t n)
 	return len;
 }
 
+/* The bytes c takes on a terminal: 1 as it is, 2 for a backslash doubled,
+ * 4 for "\xNN". */
+static size_t terminal_width(unsigned char c)
+{
+	return c == '\\' ? 2 : c >= 0x20 && c < 0x7f ? 1 : 4;
+}
+
+size_t text_terminal_len(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += terminal_width((unsigned char)*s);
+	return n;
+}
+
 size_t text_sanitize_terminal(char *out, size_t size, const char *in, size_t inlen)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -45,22 +61,19 @@ size_t text_sanitize_terminal(char *out, size_t size, const char *in, size_t inl
 		return 0;
 	for (size_t i = 0; i < inlen && in[i]; i++) {
 		unsigned char c = (unsigned char)in[i];
+		size_t n = terminal_width(c);
 		char e[4];
-		size_t n;
 
-		if (c == '\\') {
+		if (n == 2) {
 			/* so that "\x1b" in the output always means an escaped byte */
 			e[0] = e[1] = '\\';
-			n = 2;
-		} else if (c >= 0x20 && c < 0x7f) {
+		} else if (n == 1) {
 			e[0] = (char)c;
-			n = 1;
 		} else {
 			e[0] = '\\';
 			e[1] = 'x';
 			e[2] = hex[c >> 4];
 			e[3] = hex[c & 15];
-			n = 4;
 		}
 		if (o + n >= size) {
 			if (o + 1 < size)

@@ -42,5 +42,8 @@ size_t text_utf8_len(const unsigned char *s, size_t n);
  * Returns the length written (out is always NUL-terminated when size > 0).
  */
 size_t text_sanitize_terminal(char *out, size_t size, const char *in, size_t inlen);
+/* The length of the NUL-terminated s as text_sanitize_terminal writes it
+ * when out has room for all of it (the NUL not counted). */
+size_t text_terminal_len(const char *s);
 
 #endif /* TALLY_TEXT_H */

@@ -8,6 +8,7 @@
 
 #include "top_sites.h"
 #include "internal.h"
+#include "../../util/text.h"
 
 #define SEP " < "
 #define SEP_LEN (sizeof(SEP) - 1)
@@ -20,21 +21,8 @@ struct stack_text {
 	bool full;
 };
 
-/* The length of s as top_sanitize writes it when not cut. */
-static size_t sanitized_len(const char *s)
-{
-	size_t n = 0;
-
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		n += c == '\\' ? 2 : c >= 0x20 && c < 0x7f ? 1 : 4;
-	}
-	return n;
-}
-
 /* A frame, sanitized, after the separator unless it is the first. One that
- * does not fit is cut by top_sanitize, which marks the cut with a "~" (and
+ * does not fit is cut by text_sanitize_terminal, which marks the cut with a "~" (and
  * never cuts an escape); when not even the separator and a "~" fit, the "~"
  * alone ends the text. */
 static void frame_put(struct stack_text *t, const char *name)
@@ -56,9 +44,9 @@ static void frame_put(struct stack_text *t, const char *name)
 		t->len += SEP_LEN;
 		room -= SEP_LEN;
 	}
-	if (sanitized_len(name) >= room)
+	if (text_terminal_len(name) >= room)
 		t->full = true;
-	t->len += top_sanitize(t->s + t->len, room, name, SIZE_MAX);
+	t->len += text_sanitize_terminal(t->s + t->len, room, name, SIZE_MAX);
 }
 
 /* A frame whose function is not known: "module+0xOFFSET" in its mapping's
@@ -114,7 +102,7 @@ static int site_row(struct top_site_row *r, const struct prof *p, const struct p
 	/* a label of the profile's: only a pid a process can have is one */
 	r->pid = s->pid > 0 && s->pid <= INT32_MAX ? (pid_t)s->pid : 0;
 	if (s->group && s->group[0])
-		top_sanitize(r->group, sizeof(r->group), s->group, SIZE_MAX);
+		text_sanitize_terminal(r->group, sizeof(r->group), s->group, SIZE_MAX);
 	else
 		strcpy(r->group, "-");
 	if (s->nlocs && !s->locs)
