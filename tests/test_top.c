@@ -21,6 +21,7 @@
 #include "../user/views/top/top_sites.h"
 #include "../user/views/top/top_text.h"
 #include "../user/views/top/internal.h"
+#include "../user/util/text.h"
 
 #define SEC 1000000000ULL
 

@@ -18,7 +18,6 @@
 #include <sys/types.h>
 
 #include "../../model/figures.h"
-#include "../../util/text.h"
 
 /* A sanitized name: every byte may become a four-byte "\xNN". */
 #define TOP_NAME_MAX (4 * TALLY_GROUP_NAME_MAX + 1)
@@ -229,12 +228,5 @@ struct top_order {
 	enum top_col col;
 	bool desc;
 };
-
-/* The terminal's policy for untrusted text (util/text.h), under the name
- * its first callers know. */
-static inline size_t top_sanitize(char *out, size_t size, const char *in, size_t inlen)
-{
-	return text_sanitize_terminal(out, size, in, inlen);
-}
 
 #endif /* TALLY_TOP_H */

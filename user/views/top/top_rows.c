@@ -7,6 +7,7 @@
 
 #include "top.h"
 #include "internal.h"
+#include "../../util/text.h"
 
 /* the identity's eight terms follow mapped in the Stats' order */
 const char *const *const top_term_names = &figures_stat_names[TALLY_STAT_live];

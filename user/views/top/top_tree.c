@@ -15,6 +15,7 @@
 #include "../../util/grow.h"
 #include "top.h"
 #include "internal.h"
+#include "../../util/text.h"
 
 const char *const top_mode_names[TOP_MODES] = { "groups", "processes", "process-groups", "sites" };
 
@@ -134,7 +135,7 @@ static int row_add(const struct row_ctx *c, struct top_row *r, const struct figu
 static void group_name(char *buf, size_t size, const struct figures_group *g)
 {
 	if (g->name)
-		top_sanitize(buf, size, g->name, TALLY_GROUP_NAME_MAX);
+		text_sanitize_terminal(buf, size, g->name, TALLY_GROUP_NAME_MAX);
 	else
 		snprintf(buf, size, "#%u", g->id);
 }
@@ -195,7 +196,8 @@ static void proc_label(char *buf, size_t size, const struct figures_process *p, 
 {
 	char comm[TOP_COMM_MAX], cmd[TOP_CMDLINE_LABEL];
 
-	top_sanitize(comm, sizeof(comm), p->target.comm ? p->target.comm : "", TALLY_COMM_LEN);
+	text_sanitize_terminal(comm, sizeof(comm), p->target.comm ? p->target.comm : "",
+			       TALLY_COMM_LEN);
 	cmdline_copy(cmd, sizeof(cmd), with_cmdline ? p->target.cmdline : NULL);
 	snprintf(buf, size, "%s[%d]%s%s", comm, (int)p->target.pid, cmd[0] ? " " : "", cmd);
 }
@@ -252,7 +254,8 @@ static int list_procs(struct top_frame *f, const struct figures *fig, const stru
 		f->capprocs = (unsigned)cap;
 		struct top_proc *o = &f->procs[f->nprocs++];
 		o->pid = t->pid;
-		top_sanitize(o->comm, sizeof(o->comm), t->comm ? t->comm : "", TALLY_COMM_LEN);
+		text_sanitize_terminal(o->comm, sizeof(o->comm), t->comm ? t->comm : "",
+				       TALLY_COMM_LEN);
 		cmdline_copy(o->cmdline, sizeof(o->cmdline), t->cmdline);
 		o->gone = t->gone;
 		o->exit_code = t->signal ? 128 + t->signal : t->exit_code;
