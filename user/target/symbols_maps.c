@@ -12,6 +12,7 @@
 
 #include "symbols.h"
 #include "../util/proc_maps.h"
+#include "../util/grow.h"
 
 /* One line of /proc/PID/maps into *map: 1 when it is kept (executable, and
  * file-backed or the vDSO), 0 when not, -ENOMEM. */
@@ -46,15 +47,10 @@ static int map_cmp(const void *a, const void *b)
 
 static int maps_push(struct sym_maps *m, size_t *cap, const struct sym_map *map)
 {
-	if (m->n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 32;
-		struct sym_map *v = realloc(m->v, ncap * sizeof(*v));
+	int err = grow((void **)&m->v, cap, m->n + 1, sizeof(*m->v), 32);
 
-		if (!v)
-			return -ENOMEM;
-		m->v = v;
-		*cap = ncap;
-	}
+	if (err)
+		return err;
 	m->v[m->n++] = *map;
 	return 0;
 }
