@@ -276,9 +276,9 @@ __attribute__((noinline)) static void free_traced(void *p)
 TALLY_API void TA(free)(void *p)
 {
 	/* before the look at the span's owner_tp, which the purger turns off
-	 * before it reads this (purge.c) */
+	 * before it reads this (purge.c): the frequent side of shared/fence.h */
 	__atomic_store_n(&tally_tls_freeing, p, __ATOMIC_RELEASE);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	fence_light();
 #if defined(TALLY_ALLOC_TEST_SINK)
 	free_traced(p); /* recording always on */
 #else

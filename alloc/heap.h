@@ -13,6 +13,7 @@
 
 #include "../bpf/contract/tally_events.h"
 #include "bin.h"
+#include "shared/fence.h"
 #include "shared/ring.h"
 #include "include/tally_alloc.h"
 
@@ -127,9 +128,10 @@ struct heap {
 static inline __attribute__((always_inline)) void op_begin(struct heap *h)
 {
 	h->busy = 1;
-	/* the compiler must not move the operation's loads above the store; the
-	 * processor may, and the purger's membarrier takes care of that */
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	/* the frequent side of shared/fence.h's pair: the compiler must not
+	 * move the operation's loads above the store; the processor may, and
+	 * the purger's fence_heavy takes care of that */
+	fence_light();
 }
 static inline __attribute__((always_inline)) void op_end(struct heap *h)
 {

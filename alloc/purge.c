@@ -57,7 +57,6 @@
  */
 #include <errno.h>
 #include <linux/futex.h>
-#include <linux/membarrier.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -65,6 +64,7 @@
 #include <unistd.h>
 
 #include "purge.h"
+#include "shared/fence.h"
 
 #define PURGE_START_KICKS 16	  /* about 1 MiB of spans that could go back */
 #define PURGE_STACK (256UL << 10) /* ASan's frames, in the unit tests, are large */
@@ -122,9 +122,11 @@ void purge_kick(struct heap *h)
 		atomic_store_explicit(&tally_purge_want, true, memory_order_relaxed);
 }
 
-static bool purge_barrier(void)
+/* The rare side's fence (shared/fence.h): 0, or -errno (-EPERM, as the
+ * kernel answers, where membarrier was not registered). */
+static int purge_barrier(void)
 {
-	return purge_mb && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+	return purge_mb ? fence_heavy() : -EPERM;
 }
 
 /* Turn h's free fast path off (no span is the owner's), and with direct its
@@ -201,11 +203,11 @@ static uint64_t purge_heap(struct heap *h, struct heap *ph, uint64_t now)
 	if (h->purge_due_ms > now)
 		return h->purge_due_ms;
 	atomic_store_explicit(&h->purge, PURGE_BUSY, memory_order_relaxed);
-	if (!purge_barrier() || __atomic_load_n(&h->busy, __ATOMIC_ACQUIRE))
+	if (purge_barrier() || __atomic_load_n(&h->busy, __ATOMIC_ACQUIRE))
 		goto poke;
 	purge_flip(h, false);
 	void *freeing;
-	if (!purge_barrier() || __atomic_load_n(&h->busy, __ATOMIC_ACQUIRE) ||
+	if (purge_barrier() || __atomic_load_n(&h->busy, __ATOMIC_ACQUIRE) ||
 	    !purge_read_freeing(h, &freeing))
 		goto poke;
 	/* the span of the free that may be under way (only compared) */
@@ -306,7 +308,7 @@ static void purge_sleep_ms(uint64_t ms)
 static void purge_sleep_idle(void)
 {
 	atomic_store_explicit(&purge_idle, 1, memory_order_seq_cst);
-	if (!purge_barrier())
+	if (purge_barrier())
 		atomic_thread_fence(memory_order_seq_cst);
 	if (!purge_pending()) {
 		uint64_t ms = tally_purge_ms > PURGE_MIN_MS ? tally_purge_ms : PURGE_MIN_MS;
@@ -349,7 +351,7 @@ void purge_start(void)
 	atomic_store_explicit(&tally_purge_want, false, memory_order_relaxed);
 	if (!atomic_compare_exchange_strong(&purge_run, &expect, RUN_STARTING))
 		return;
-	purge_mb = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+	purge_mb = fence_register() == 0;
 	/* what pthread_create allocates (the thread's DTV) is the allocator's
 	 * doing, not the caller's group's */
 	uint32_t group = tally_tls_heap->group;

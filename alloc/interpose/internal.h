@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "../../bpf/contract/tally_events.h"
+#include "../shared/fence.h"
 #include "../shared/ring.h"
 
 #define IP_API __attribute__((visibility("default")))
@@ -63,44 +64,16 @@ IP_API void tally_interpose_begin(uint64_t sample_rate, uint64_t flags, uint32_t
 extern IP_API _Atomic uint64_t tally_interpose_outcome;
 
 /*
- * Dekker's two flags with the fence paid on one side: the frequent side
- * stores its flag and reads the other's with no fence between
- * (ip_dekker_enter); the rare side stores its flag, makes every thread of
- * the process pass a full barrier (ip_barrier: membarrier), then reads the
- * frequent side's. Either the frequent side sees the rare one and steps
- * back, or the rare side sees it and leaves the thing to it. The batches
- * use it (busy against the flusher's claim).
- */
-static inline bool ip_dekker_enter(_Atomic uint8_t *mine, _Atomic uint8_t *theirs)
-{
-	atomic_store_explicit(mine, 1, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst);
-	if (likely(!atomic_load_explicit(theirs, memory_order_acquire)))
-		return true;
-	atomic_store_explicit(mine, 0, memory_order_release);
-	return false;
-}
-static inline void ip_dekker_leave(_Atomic uint8_t *mine)
-{
-	atomic_signal_fence(memory_order_seq_cst);
-	atomic_store_explicit(mine, 0, memory_order_release);
-}
-/* interpose_batch.c: 0, or -errno where membarrier is refused */
-int ip_barrier(void);
-
-/*
  * A thread's records. The flusher hands over the batch of a thread that
  * went quiet, and at exit the library hands over every thread's, so the
  * owner and the flusher must not touch a batch at once; an atomic exchange
- * per call (a lock) cost the owner a fifth of its speed. So the owner only
- * stores `busy` and then reads `claimed`, with no fence between; the
- * flusher stores `claimed`, then makes every thread of the process pass a
- * full barrier (membarrier, microseconds, once a tick), then reads `busy`:
- * either the owner sees the claim and waits, or the flusher sees the owner
- * busy and leaves the batch to it (Dekker's two flags, with the fence paid
- * on the rare side). Where membarrier is refused, the owner takes `claimed`
- * as a lock instead (ip_locking). A thread's struct outlives it (reused by
- * the next thread), so that the flusher never reads freed memory.
+ * per call (a lock) cost the owner a fifth of its speed. So they are the
+ * two sides of ../shared/fence.h's pair: the owner enters `busy` against
+ * `claimed` (fence_enter, no fence but the compiler's), the flusher stores
+ * `claimed` and reads `busy` past a fence_heavy (microseconds, once a
+ * tick). Where membarrier is refused, the owner takes `claimed` as a lock
+ * instead (ip_locking). A thread's struct outlives it (reused by the next
+ * thread), so that the flusher never reads freed memory.
  */
 struct ithread {
 	struct tally_batch batch;
@@ -131,14 +104,14 @@ static inline void ip_put_word(uint8_t type, uint16_t group, uint64_t q, uint64_
 	struct ithread *t = ip_me;
 
 	if (likely(t && !ip_locking && q <= TALLY_EV_WORD_MAX && usable <= TALLY_EV_WORD_MAX) &&
-	    likely(ip_dekker_enter(&t->busy, &t->claimed))) {
+	    likely(!fence_enter(&t->busy, &t->claimed))) {
 		if (likely(t->batch.count < TALLY_BATCH_WORDS)) {
 			t->batch.words[t->batch.count++] =
 				tally_ev_word(type, group, (uint32_t)q, (uint32_t)usable);
-			ip_dekker_leave(&t->busy);
+			fence_leave(&t->busy);
 			return;
 		}
-		ip_dekker_leave(&t->busy);
+		fence_leave(&t->busy);
 	}
 	ip_put_word_slow(type, group, q, usable);
 }

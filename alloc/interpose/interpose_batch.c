@@ -4,7 +4,6 @@
  * handed over through the tally:batch probe, as libtally_alloc's are.
  */
 #include <errno.h>
-#include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -132,7 +131,7 @@ static struct ithread *batch_enter(struct ithread *t)
 		return t;
 	}
 	/* while the flusher hands it over: a few microseconds */
-	while (!ip_dekker_enter(&t->busy, &t->claimed))
+	while (fence_enter(&t->busy, &t->claimed))
 		while (atomic_load_explicit(&t->claimed, memory_order_acquire))
 			;
 	return t;
@@ -154,7 +153,7 @@ static struct ithread *batch_take(uint32_t words)
 
 static void batch_give(struct ithread *t)
 {
-	ip_dekker_leave(unlikely(ip_locking) ? &t->claimed : &t->busy);
+	fence_leave(unlikely(ip_locking) ? &t->claimed : &t->busy);
 }
 
 void ip_put_word_slow(uint8_t type, uint16_t group, uint64_t q, uint64_t usable)
@@ -192,11 +191,6 @@ void ip_put_ev(const struct tally_ev *e, const uint64_t *extra, uint32_t nextra)
 	batch_give(t);
 }
 
-int ip_barrier(void)
-{
-	return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) ? -errno : 0;
-}
-
 /* Hand over the batches of every thread not appending now (one that is
  * hands its own over when full); `wait`: every thread's. */
 void ip_flush_all(bool wait)
@@ -223,7 +217,7 @@ void ip_flush_all(bool wait)
 			any = true;
 		}
 	}
-	if (!any || ip_barrier()) {
+	if (!any || fence_heavy()) {
 		/* (the barrier cannot fail once registered; if it does, no claim
 		 * stands) */
 		for (t = atomic_load(&ip_threads); t; t = t->next)
@@ -252,7 +246,7 @@ int ip_batch_init(void)
 
 	if (err)
 		return -err;
-	ip_locking = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
+	ip_locking = fence_register() != 0;
 	return 0;
 }
 
@@ -298,7 +292,7 @@ static int claim_all(void)
 		else
 			atomic_store_explicit(&t->claimed, 1, memory_order_relaxed);
 	}
-	if (!ip_locking && ip_barrier()) {
+	if (!ip_locking && fence_heavy()) {
 		release_all();
 		return -1;
 	}
