@@ -1,30 +1,16 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libtally_interpose.so: what `tally ... -p PID --inject` loads into a
- * running process that allocates with glibc's malloc (user/target/inject.c
- * makes the process dlopen it, then call tally_interpose_begin). The
- * process's GOT entries for the malloc family then lead here
- * (interpose_got.c); each wrapper calls glibc's own function and, while a
- * tracer is attached, records the call in the thread's batch, handed over
- * through the same tally:batch probe as libtally_alloc's (source
- * TALLY_SRC_INTERPOSE), so that tally's model, groups and views take it.
- *
- * What is exact: the blocks allocated since the injection. A table of them
- * (pointer -> requested size, striped, grown by mmap) tells each free
- * whether its block is one; a block the table does not hold (allocated
- * before, or by code that calls glibc without the GOT) is recorded as such
- * with its usable size, never as negative live bytes.
- *
- * The tracer's lifetime is the probe's semaphore: the kernel raises it
- * while tally's probe is attached (before the injection: tally attaches
- * first: a start that finds it down does nothing) and lowers it when tally
- * detaches or dies, kill -9 included. A thread of the library's own
- * ("tally-inject", interpose_thread.c) hands over the batches of threads
- * that went quiet, sends glibc's own totals (mallinfo2), patches objects
- * loaded behind the wrappers' back, and, within a tick of the semaphore's
- * fall, puts every GOT entry back and ends: the wrappers stay mapped (a
- * thread may be in one, or hold its address) and pass every call straight
- * on.
+ * libtally_interpose.so's wrappers and its start (docs/DESIGN.md §10), what
+ * `tally -p PID --inject` loads into a process on glibc's malloc
+ * (user/target/inject.c makes it dlopen the library, then call
+ * tally_interpose_begin). The malloc family's GOT entries lead here
+ * (interpose_got.c); each wrapper calls glibc's own function and, while
+ * traced, records the call in the thread's batch (interpose_batch.c). A
+ * block allocated since the start is known by its address: the shadow for
+ * glibc's arena blocks (interpose_shadow.c), the table for the rest
+ * (interpose_table.c); a free of one neither holds is recorded as untracked,
+ * never as negative live bytes. The library's thread, and what it does when
+ * tally leaves: interpose_thread.c.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -381,26 +367,31 @@ void ip_send_info(void)
 
 static int resolve(void)
 {
+	const struct {
+		void **slot;
+		const char *name;
+	} syms[] = {
+		{ (void **)&real.malloc, "malloc" },
+		{ (void **)&real.free, "free" },
+		{ (void **)&real.calloc, "calloc" },
+		{ (void **)&real.realloc, "realloc" },
+		{ (void **)&real.memalign, "memalign" },
+		{ (void **)&real.posix_memalign, "posix_memalign" },
+		{ (void **)&real.aligned_alloc, "aligned_alloc" },
+		{ (void **)&real.valloc, "valloc" },
+		{ (void **)&real.pvalloc, "pvalloc" },
+		{ (void **)&real.usable, "malloc_usable_size" },
+		{ (void **)&real.mallinfo2, "mallinfo2" },
+		{ (void **)&real.dlopen, "dlopen" },
+	};
 	void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
 
 	if (!libc)
 		return -ENOENT;
-#define R(field, name)                                                                             \
-	if (!(*(void **)&real.field = dlsym(libc, name)))                                          \
-		return -ENOENT;
-	R(malloc, "malloc");
-	R(free, "free");
-	R(calloc, "calloc");
-	R(realloc, "realloc");
-	R(memalign, "memalign");
-	R(posix_memalign, "posix_memalign");
-	R(aligned_alloc, "aligned_alloc");
-	R(valloc, "valloc");
-	R(pvalloc, "pvalloc");
-	R(usable, "malloc_usable_size");
-	R(mallinfo2, "mallinfo2");
-	R(dlopen, "dlopen");
-#undef R
+	/* in this order, up to the first missing */
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
+		if (!(*syms[i].slot = dlsym(libc, syms[i].name)))
+			return -ENOENT;
 	/* the SDK's, when the process has it (without a dlerror message) */
 	sdk_current = sdk_lookup_group_current();
 	return 0;
