@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Handing a heap's batch of records to whoever traces: one USDT probe,
- * tally:batch(batch, bytes), per TALLY_BATCH_WORDS words of records, at ticks, at thread
- * exit and at tally_alloc_collect. Records are only written while the probe's
- * semaphore says a tracer is attached (internal.h: ev()).
+ * A heap's batch of records handed over (docs/DESIGN.md §5): ev_flush, at
+ * ticks, at thread exit and at tally_alloc_collect, into the heap's shared
+ * ring once the tracer has taken it (shared/ring.c; a heap that fills
+ * batches gets one), else through the tally:batch probe. At the process's
+ * end, the exit hand-over: every heap's records, then the allocator's own
+ * figures (tally:stats). Records are only written while the probe's
+ * semaphore says a tracer is attached (internal.h: ev_tracing).
  *
  * The test build (TALLY_ALLOC_TEST_SINK) hands every batch to a function of
  * the test instead, with recording always on, to prove the stream complete.
