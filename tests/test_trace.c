@@ -601,6 +601,37 @@ static void trace__gpu_records__instant_events_with_their_arguments(void **state
 	fx_free(x);
 }
 
+/* A CUPTI batch is read as the model reads it (tally_replay_each): the
+ * records before one cut short are drawn, as the model takes them, and a
+ * batch of another version is not drawn at all. */
+static void trace__cupti_batch__drawn_as_far_as_the_model_reads(void **state)
+{
+	struct fixture *x = fx_new();
+	struct tally_msg_batch *mb = calloc(1, sizeof(*mb));
+	struct tally_ev launch = { TALLY_EV_GPU_LAUNCH, 0, 0, 9, TALLY_GPU_API_LAUNCH_KERNEL };
+	struct tally_ev name = { TALLY_EV_GPU_KERNEL_NAME, 0, 0, 9, 100 }; /* no text follows */
+
+	(void)state;
+	mb->hdr = (struct tally_msg){ TALLY_MSG_BATCH, 0, 10, START + 1000, 0, 0 };
+	mb->batch.magic = TALLY_BATCH_MAGIC;
+	mb->batch.version = TALLY_BATCH_VERSION;
+	mb->batch.source = TALLY_SRC_CUPTI;
+	mb->batch.tid = 10;
+	tally_ev_put(mb->batch.words, &mb->batch.count, &launch);
+	tally_ev_put(mb->batch.words, &mb->batch.count, &name);
+	mb->bytes = (uint32_t)(offsetof(struct tally_batch, words) + mb->batch.count * 8);
+	assert_int_equal(model_apply(&x->m, mb, sizeof(*mb)), -EINVAL);
+	assert_int_equal(x->m.records, 1);
+	trace_message(x->t, &x->m, mb, sizeof(*mb));
+	mb->batch.version = TALLY_BATCH_VERSION + 1;
+	feed(x, mb, sizeof(*mb));
+	fx_end(x, START + 2000);
+	assert_valid_json(x->buf);
+	assert_int_equal(count_lines(x->buf, "\"kernel launch\"", "\"source\":\"cupti\"", NULL), 1);
+	free(mb);
+	fx_free(x);
+}
+
 static void trace__short_and_unknown_messages__ignored(void **state)
 {
 	struct fixture *x = fx_new();
@@ -656,6 +687,7 @@ int main(void)
 		cmocka_unit_test(trace__lost_events__one_marker_per_growth),
 		cmocka_unit_test(trace__yields_and_rejections__a_counter_and_instants),
 		cmocka_unit_test(trace__gpu_records__instant_events_with_their_arguments),
+		cmocka_unit_test(trace__cupti_batch__drawn_as_far_as_the_model_reads),
 		cmocka_unit_test(trace__short_and_unknown_messages__ignored),
 		cmocka_unit_test(trace__write_error__reported_at_the_end),
 	};

@@ -300,25 +300,18 @@ void model_apply_pending(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		h->applied = seq_first + count;
 }
 
-/* The CUPTI library's records: GPU records only, a kernel's name in the
- * words after its KERNEL_NAME record. */
-static int apply_gpu_words(struct model *m, const __u64 *words, uint32_t count)
+/* One of the CUPTI library's records: GPU records only, a kernel's name in
+ * the words after its KERNEL_NAME record. */
+static void gpu_record(void *arg, const struct tally_ev *e, const __u64 *name)
 {
-	uint32_t pos = 0;
+	struct model *m = arg;
 
-	while (pos < count) {
-		struct tally_ev e;
-		uint32_t at = pos;
-		if (tally_ev_next(words, count, &pos, &e))
-			return -EINVAL;
-		if (gpu_apply(&m->gpu, GPU_SRC_CUPTI, &e, &words[at + 2]))
-			m->malformed++;
-		else
-			m->records++;
-		if (e.group && e.group < TALLY_MAX_GROUPS)
-			m->groups[e.group].known = true;
-	}
-	return 0;
+	if (gpu_apply(&m->gpu, GPU_SRC_CUPTI, e, name))
+		m->malformed++;
+	else
+		m->records++;
+	if (e->group && e->group < TALLY_MAX_GROUPS)
+		m->groups[e->group].known = true;
 }
 
 static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t len)
@@ -337,7 +330,7 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 	if (tally_batch_check(b, valid, sources))
 		return -EINVAL;
 	if (b->source == TALLY_SRC_CUPTI)
-		return apply_gpu_words(m, b->words, b->count);
+		return tally_replay_each(b, valid, TALLY_SRC_BIT(TALLY_SRC_CUPTI), gpu_record, m);
 	if (b->source == TALLY_SRC_INTERPOSE) {
 		struct model_thread *t = model_thread(m, b->tid, false);
 		int n = injected_apply(&m->injected, b->words, b->count, t ? t->rule_group : -1,

@@ -261,6 +261,24 @@ int tally_replay_batch(struct tally_replay *r, const void *data, size_t bytes)
 	return err;
 }
 
+int tally_replay_each(const struct tally_batch *b, uint64_t valid, __u32 sources,
+		      void (*fn)(void *ctx, const struct tally_ev *e, const __u64 *extra),
+		      void *ctx)
+{
+	uint32_t pos = 0;
+
+	if (tally_batch_check(b, valid, sources))
+		return -EINVAL;
+	while (pos < b->count) {
+		struct tally_ev e;
+		uint32_t at = pos;
+		if (tally_ev_next(b->words, b->count, &pos, &e))
+			return -EINVAL;
+		fn(ctx, &e, &b->words[at + 2]);
+	}
+	return 0;
+}
+
 void tally_replay_stats(const struct tally_replay *r, struct tally_stats *out)
 {
 	*out = (struct tally_stats){

@@ -48,6 +48,15 @@ int tally_replay_words(struct tally_replay *r, const __u64 *words, uint32_t pos,
 		       int32_t rule, uint64_t *applied, uint64_t *refused);
 /* A whole batch as handed over (header and records); -EINVAL when malformed. */
 int tally_replay_batch(struct tally_replay *r, const void *data, size_t bytes);
+/* The records of a batch of which `valid` bytes are the producer's, from
+ * one of `sources` (tally_batch_check), to fn in order, each with the words
+ * after its first two (a KERNEL_NAME record's text), until one does not
+ * decode: 0, or -EINVAL for a batch refused whole or a record cut short
+ * (those before it given). The one reading of a CUPTI batch, the model's
+ * and the trace's: the two read a batch alike. */
+int tally_replay_each(const struct tally_batch *b, uint64_t valid, __u32 sources,
+		      void (*fn)(void *ctx, const struct tally_ev *e, const __u64 *extra),
+		      void *ctx);
 void tally_replay_stats(const struct tally_replay *r, struct tally_stats *out);
 int tally_replay_group(const struct tally_replay *r, uint32_t group, struct tally_group_stats *out);
 

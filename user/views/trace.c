@@ -303,28 +303,38 @@ static void gpu_event(struct trace *t, const struct model *m, uint32_t tid, uint
 	ev_close(t);
 }
 
-/* The CUPTI library's batches: every record stamped with the hand-over
- * time, the only time the message carries. Checked as the model checks
- * them (tally_batch_check), against the message's length only: the trace
- * does not read the producer's `bytes`, so a batch the model refuses for
- * that alone (a count past `bytes`, or `bytes` past a batch) is still
- * drawn here, as it always was. */
+/* A CUPTI record of one batch message: stamped with the hand-over time,
+ * the only time the message carries. */
+struct cupti_at {
+	struct trace *t;
+	const struct model *m;
+	uint32_t tid;
+	uint64_t ts_ns;
+};
+
+static void cupti_record(void *arg, const struct tally_ev *e, const __u64 *name)
+{
+	const struct cupti_at *c = arg;
+
+	(void)name; /* the model interned it: gpu_event asks it by id */
+	if (e->group < TALLY_MAX_GROUPS)
+		gpu_event(c->t, c->m, c->tid, c->ts_ns, e, "cupti");
+}
+
+/* The CUPTI library's batches, read as the model reads them
+ * (tally_replay_each), against the message's length only: the trace does
+ * not read the producer's `bytes`, so a batch the model refuses for that
+ * alone (a count past `bytes`, or `bytes` past a batch) is still drawn
+ * here, as it always was. */
 static void cupti_batch(struct trace *t, const struct model *m, const struct tally_msg_batch *mb,
 			size_t len)
 {
 	const size_t at = offsetof(struct tally_msg_batch, batch);
-	const struct tally_batch *b = &mb->batch;
-	uint32_t pos = 0;
 
-	if (len < at || tally_batch_check(b, len - at, TALLY_SRC_BIT(TALLY_SRC_CUPTI)))
+	if (len < at)
 		return;
-	while (pos < b->count) {
-		struct tally_ev e;
-		if (tally_ev_next(b->words, b->count, &pos, &e))
-			return;
-		if (e.group < TALLY_MAX_GROUPS)
-			gpu_event(t, m, mb->hdr.tid, mb->hdr.ts_ns, &e, "cupti");
-	}
+	struct cupti_at c = { .t = t, .m = m, .tid = mb->hdr.tid, .ts_ns = mb->hdr.ts_ns };
+	tally_replay_each(&mb->batch, len - at, TALLY_SRC_BIT(TALLY_SRC_CUPTI), cupti_record, &c);
 }
 
 static void group_msg(struct trace *t, const struct model *m, const struct tally_msg_group *g)
