@@ -1,59 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The purger: memory goes back while the program idles. A heap gives back
- * pages at its own ticks, which only come while its thread calls the
- * allocator; a thread that has gone quiet, or whose few calls all take the
- * fast paths, would keep a mass free resident for ever. One background
- * thread per process (never one per heap) sweeps such heaps after the purge
- * delay, as their owners would.
- *
- * The owner's paths take no lock. What the purger may touch, and when:
- *
- * - Slow operations (every path but the two fast ones, and the fast paths'
- *   own slow tails) run between op_begin and op_end, which set h->busy, and
- *   look at h->purge (heap_get, op_begin_tail) before they touch the heap.
- *   The purger sets h->purge = BUSY and passes a membarrier, then reads
- *   h->busy. membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) makes every other
- *   thread of the process pass a full barrier before it returns, so the
- *   owner's plain store pairs with the purger's read (a Dekker pair in which
- *   one side pays for both fences): an operation under way at the barrier
- *   has its busy = 1 seen, and one that starts after it sees BUSY and waits
- *   in heap_settle for tally_heaps_lock, which the purger holds. Busy: the
- *   purger pokes instead (below).
- * - malloc's fast path touches direct[] (read), the span it points at (its
- *   free list, metadata, counts) and, traced, h->batch. direct[] holds the
- *   current spans of the bins, which only slow operations change: the purger
- *   leaves every bin's current span alone, never writes h->batch, and counts
- *   and records what it moves in its own heap (h->acct), so it may run beside
- *   any number of these. They publish nothing.
- * - free's fast path works on any span whose owner_tp is the thread's. It
- *   stores the block it frees in tally_tls_freeing (release), then reads the
- *   span's owner_tp. The purger sets every owner_tp of h to PURGE_TP, passes
- *   a second membarrier and reads the owner's tally_tls_freeing: a free whose
- *   read of owner_tp came before the owner's barrier stored its block before
- *   it, so the purger reads that block (or a later one, whose store comes
- *   after the earlier free's stores: that free is over); one after it finds
- *   the span not its own and takes the slow path. At most one free is under
- *   way (the owner is one thread), and the purger leaves its span alone.
- *   (A free interrupted by a signal handler that calls free is undefined
- *   already: free is not async-signal-safe.) The flip comes after the first
- *   barrier because only slow operations write owner_tp: none may be under
- *   way, or its write could undo the flip.
- *
- * So the fast paths pay one store (free's), and nothing rests on timing: an
- * owner preempted for any time inside an operation is seen busy, or leaves
- * its span alone. The sweep itself is heap_purge_sweep. After it the heap is
- * FLIPPED: the owner's next free takes the slow path, and heap_settle gives
- * the spans back to it. A poke (the owner was busy, or membarrier or the read
- * of its block failed) turns direct[] off too and leaves the heap POKED: the owner's next call
- * settles and sweeps it itself. Orphaned heaps and the large-object pool need
- * none of this: the purger sweeps them under the heaps lock, as live threads
- * do at their ticks, on behalf of its own heap. Heaps whose owner still sweeps
- * at its ticks are left to it. The thread starts lazily, when a process has
- * made PURGE_START_KICKS spans reclaimable (a process that never frees never
- * has one), blocks every signal, allocates nothing, and sleeps on a futex
- * when nothing anywhere is pending. If it cannot be started, reclaim stays
- * owner-driven.
+ * The purger (docs/DESIGN.md §2): one thread per process, never one per
+ * heap, that gives memory back while the program idles. It sweeps the heaps
+ * whose owners no longer tick (a quiet thread, or one whose calls all take
+ * the fast paths), the orphans and the large pool. The owner's paths take no
+ * lock: the purger and each owner are the two sides of shared/fence.h's
+ * pair, and what the purger may touch, and when, is told beside purge_heap.
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -66,6 +18,8 @@
 #include "purge.h"
 #include "shared/fence.h"
 
+/* Started lazily, once the process has made this many spans reclaimable: a
+ * process that never frees never has one. */
 #define PURGE_START_KICKS 16	  /* about 1 MiB of spans that could go back */
 #define PURGE_STACK (256UL << 10) /* ASan's frames, in the unit tests, are large */
 #define PURGE_MIN_MS 10		  /* shortest wait between two passes */
@@ -132,7 +86,9 @@ static int purge_barrier(void)
 /* Turn h's free fast path off (no span is the owner's), and with direct its
  * malloc fast path too. The fast paths only read these, a value of the
  * purger's only sends them to a slow path, and the owner restores them all in
- * heap_settle. */
+ * heap_settle.
+ * - Only slow operations write owner_tp: the flip comes after the first
+ *   barrier has shown none under way, or its write could undo the flip. */
 static void purge_flip(struct heap *h, bool direct)
 {
 	for (unsigned i = 0; direct && i < DIRECT_TOTAL; i++)
@@ -165,7 +121,17 @@ static bool purge_hint(const struct heap *h)
 /* The block the owner's free is at: in its TLS, at its thread pointer plus the
  * offset of ours (static TLS). Read through the kernel, which answers EFAULT
  * rather than a fault: a thread may end without its heap orphaned (when other
- * TLS destructors keep allocating after glibc's last round). */
+ * TLS destructors keep allocating after glibc's last round).
+ * - free's fast path works on any span whose owner_tp is the thread's: it
+ *   stores the block in tally_tls_freeing (release), then reads owner_tp
+ *   (free.c). The purger flips every owner_tp, passes the second barrier
+ *   and reads this: a free that read owner_tp before the owner's barrier
+ *   stored its block before it, so this reads that block (or a later one,
+ *   stored after the earlier free's stores: that free is over); a free
+ *   after it finds the span not its own and takes the slow path.
+ * - At most one free is under way (the owner is one thread), and the
+ *   purger leaves its span alone. (A free interrupted by a signal handler
+ *   that calls free is undefined already: free is not async-signal-safe.) */
 static bool purge_read_freeing(const struct heap *h, void **out)
 {
 	uintptr_t off = (uintptr_t)&tally_tls_freeing - thread_pointer();
@@ -178,9 +144,31 @@ static bool purge_read_freeing(const struct heap *h, void **out)
 	return n == (long)sizeof(*out);
 }
 
-/* The protocol above, for one owned heap, under tally_heaps_lock; ph counts
- * and records. Returns when to look at it again (UINT64_MAX: when it has work
- * again). */
+/* One owned heap, under tally_heaps_lock; ph counts and records. Returns
+ * when to look at it again (UINT64_MAX: when it has work again). What the
+ * purger may touch, and when:
+ * - Slow operations (every path but the two fast ones, and the fast paths'
+ *   own slow tails) run between op_begin and op_end, which set h->busy, and
+ *   look at h->purge (heap_get, op_begin_tail) before they touch the heap.
+ *   The purger sets h->purge = BUSY, passes a barrier, then reads h->busy:
+ *   an operation under way at the barrier is seen busy (the purger pokes),
+ *   and one that starts after it sees BUSY and waits in heap_settle for
+ *   tally_heaps_lock, which the purger holds.
+ * - malloc's fast path reads direct[], and touches the span it points at
+ *   and, traced, h->batch. direct[] holds the bins' current spans, which
+ *   only slow operations change: the purger leaves every current span
+ *   alone, never writes h->batch, and counts and records what it moves in
+ *   its own heap (h->acct), so it runs beside any number of these. They
+ *   publish nothing.
+ * - free's fast path: purge_flip, then purge_read_freeing.
+ * - So the fast paths pay one store (free's), and nothing rests on timing:
+ *   an owner preempted for any time inside an operation is seen busy, or
+ *   leaves its span alone.
+ * - After a sweep (heap_purge_sweep) the heap is FLIPPED: the owner's next
+ *   free takes the slow path, and heap_settle gives the spans back to it. A
+ *   poke (the owner was busy, or a barrier or the read of its block failed)
+ *   turns direct[] off too and leaves the heap POKED: the owner's next call
+ *   settles and sweeps it itself. */
 static uint64_t purge_heap(struct heap *h, struct heap *ph, uint64_t now)
 {
 	if (!purge_owned(h))
@@ -239,7 +227,10 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 }
 
 /* One look at every heap and the large pool; returns when the next is due
- * (UINT64_MAX: nothing pending anywhere). */
+ * (UINT64_MAX: nothing pending anywhere).
+ * - The orphans and the large pool need no barrier: swept under the heaps
+ *   lock, as live threads do at their ticks, on behalf of the purger's heap.
+ * - Heaps whose owner still sweeps at its ticks are left to it. */
 static uint64_t purge_pass(uint32_t tid)
 {
 	uint64_t now = os_now_ms(), next = UINT64_MAX;
@@ -303,8 +294,8 @@ static void purge_sleep_ms(uint64_t ms)
 		;
 }
 
-/* Nothing pending: sleep until a kick. Without membarrier the kick's look at
- * idle is not ordered, so the sleep is bounded. */
+/* Nothing pending: sleep on a futex until a kick. Without membarrier the
+ * kick's look at idle is not ordered, so the sleep is bounded. */
 static void purge_sleep_idle(void)
 {
 	atomic_store_explicit(&purge_idle, 1, memory_order_seq_cst);
@@ -318,6 +309,7 @@ static void purge_sleep_idle(void)
 	atomic_store_explicit(&purge_idle, 0, memory_order_relaxed);
 }
 
+/* The thread: allocates nothing, sleeps when nothing anywhere is pending. */
 static void *purge_main(void *arg)
 {
 	uint32_t tid = os_gettid();
@@ -339,7 +331,8 @@ static void *purge_main(void *arg)
 
 /* Start the purger, once per process; outside any operation (purge_poll).
  * With every signal blocked from its first instruction: the program's
- * signals are for its own threads. */
+ * signals are for its own threads. If it cannot start, reclaim stays
+ * owner-driven (RUN_FAILED). */
 void purge_start(void)
 {
 	int expect = RUN_NEVER, saved = errno;
