@@ -1,57 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * glibc mode (docs/DESIGN.md §1, "libc malloc (uprobes, fallback)"): for a target
- * that does not use libtally_alloc, a uprobe and a uretprobe on each public
- * entry of libc's malloc family, as bcc's memleak does. One hit per call, so
- * slow, and the CLI's help says so: a trap and the return's syscall, 5 to 10
- * us a call on the project's VMs, where a probe the kernel must single-step
- * cost about 25. Loaded by user/probes/glibc.c, beside bpf/tally.bpf.c.
- *
- * A probe need not sit on the entry's first byte: the loader puts it on the
- * first instruction the kernel emulates, past only instructions that change
- * neither the stack pointer nor an argument's register nor memory, and past
- * no branch (user/probes/glibc_site.h). So every program here reads, through
- * PT_REGS_PARM*() and PT_REGS_SP(), what the entry had, and the uretprobe
- * finds the return address at the top of the stack.
- *
- * What glibc can tell, over the blocks allocated since the probes were armed:
- * - live: requested bytes of blocks not yet freed;
- * - rounding: usable minus requested bytes over those blocks, the usable size
- *   read from the chunk header exactly as glibc's malloc_usable_size does;
- * - large_count: those blocks that are mmapped chunks;
- * - per group: allocated/deallocated bytes and objects (requested sizes).
- *
- * A block record (map `blocks`) keeps the requested size, which C's free()
- * does not pass. A call's arguments are kept per thread (map `calls`) from
- * its entry to its return.
- *
- * glibc 2.36 (Debian 12) internals, read from its disassembly and checked by
- * tests/glibc/test_glibc.c, which count every call exactly once:
- * - aligned_alloc is an alias of memalign (one address; 2.38 splits them).
- *   Two uprobes on one address both fire, so the loader attaches one per
- *   address.
- * - memalign, valloc, pvalloc and posix_memalign go to the internal
- *   _mid_memalign, which tail-jumps to the public malloc when the alignment
- *   is at most 16 (memalign(16, n), posix_memalign(&p, 8 or 16, n)).
- * - realloc(NULL, n) tail-jumps to malloc; realloc(p, 0) calls free (and
- *   returns NULL); realloc of an mmapped chunk that mremap cannot move, and a
- *   realloc that fails in its arena while other threads exist, call malloc.
- * - reallocarray checks n * m for overflow and tail-jumps to realloc (through
- *   libc's PLT), which may go on to malloc or free as above.
- * - calloc and malloc call no public entry (tcache and arena set-up use the
- *   internal _int_malloc); free calls none.
- * - A thread's exit hands its tcache back through the public free
- *   (__malloc_arena_thread_freeres): blocks the caller had freed already, and
- *   the tcache itself, which the internal _int_malloc made. Both are
- *   unknown frees here, which is right: none of them is live.
- * So a public entry may run inside another one of the same thread, and only
- * the outermost call says what the caller asked for: a call made while the
- * thread is inside a traced call is counted in `nested` and otherwise left to
- * the outer call. "Inside" is told by the stack pointer: an inner call's
- * entry has a stack pointer at or below the outer one's (equal after a tail
- * jump), and a depth count pairs the returns (a tail-jumped inner call
- * returns through the same address as its outer one, and both uretprobes
- * fire there, inner first).
+ * glibc mode (docs/DESIGN.md §1): for a target that does not use
+ * libtally_alloc, a uprobe and a uretprobe on each public entry of libc's
+ * malloc family, as bcc's memleak does, loaded by user/probes/glibc.c beside
+ * bpf/tally.bpf.c. Slow, and the CLI's help says so: a trap and the return's
+ * syscall, 5 to 10 us a call on the project's VMs (a probe the kernel must
+ * single-step cost about 25). The figures and what they cover: `totals`.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -75,6 +29,14 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* After `ret`, a function's stack pointer is its entry's plus the return
  * address it popped. */
 #define GLIBC_RET_ADDR_SZ 8
+
+/* Where a probe sits: not always on the entry's first byte. The loader puts
+ * it on the first instruction the kernel emulates, past only instructions
+ * that change neither the stack pointer nor an argument's register nor
+ * memory, and past no branch (user/probes/glibc_site.h). So:
+ * - every program reads, through PT_REGS_PARM*() and PT_REGS_SP(), what the
+ *   entry had;
+ * - the uretprobe finds the return address at the top of the stack. */
 
 /* Set by the loader once every probe is attached: a block allocated while
  * free was not yet probed could be freed unseen, and its address given out
@@ -119,11 +81,19 @@ struct glibc_call {
 
 /* The figures (struct glibc_totals, glibc.h), one copy for the process,
  * updated with atomic adds (probe hits of different threads run
- * concurrently); the loader reads them through the mmapped .bss. */
+ * concurrently); the loader reads them through the mmapped .bss. Over the
+ * blocks allocated since `armed`:
+ * - live: requested bytes of blocks not yet freed;
+ * - rounding: usable minus requested bytes over those blocks, the usable
+ *   size read from the chunk header exactly as glibc's malloc_usable_size
+ *   does (glibc_block_add);
+ * - large_count: those blocks that are mmapped chunks;
+ * - per group: allocated/deallocated bytes and objects (requested sizes). */
 struct glibc_totals totals = {};
 
-/* Live blocks. Not preallocated: at the default size a preallocated map
- * would hold about 100 MB of kernel memory whatever the target does. */
+/* Live blocks, each with its requested size, which C's free() does not
+ * pass. Not preallocated: at the default size a preallocated map would hold
+ * about 100 MB of kernel memory whatever the target does. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GLIBC_DEFAULT_BLOCKS); /* set by the loader */
@@ -132,6 +102,7 @@ struct {
 	__type(value, struct glibc_block);
 } blocks SEC(".maps");
 
+/* A call's arguments, per thread, from its entry to its return. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, TALLY_BPF_MAX_THREADS);
@@ -212,6 +183,34 @@ static __always_inline void glibc_block_add(__u64 ptr, __u64 size, __u32 g)
 }
 
 /*
+ * A public entry may run inside another one of the same thread, and only the
+ * outermost call says what the caller asked for. glibc 2.36 (Debian 12), read
+ * from its disassembly and checked by tests/glibc/test_glibc.c, which counts
+ * every call exactly once:
+ * - aligned_alloc is an alias of memalign (one address; 2.38 splits them).
+ *   Two uprobes on one address both fire, so the loader attaches one per
+ *   address.
+ * - memalign, valloc, pvalloc and posix_memalign go to the internal
+ *   _mid_memalign, which tail-jumps to the public malloc when the alignment
+ *   is at most 16 (memalign(16, n), posix_memalign(&p, 8 or 16, n)).
+ * - realloc(NULL, n) tail-jumps to malloc; realloc(p, 0) calls free (and
+ *   returns NULL); realloc of an mmapped chunk that mremap cannot move, and
+ *   a realloc that fails in its arena while other threads exist, call malloc.
+ * - reallocarray checks n * m for overflow and tail-jumps to realloc
+ *   (through libc's PLT), which may go on to malloc or free as above.
+ * - calloc and malloc call no public entry (tcache and arena set-up use the
+ *   internal _int_malloc); free calls none.
+ * - A thread's exit hands its tcache back through the public free
+ *   (__malloc_arena_thread_freeres): blocks the caller had freed already,
+ *   and the tcache itself, which _int_malloc made. Both are unknown frees
+ *   here, which is right: none of them is live.
+ * So a call made while the thread is inside a traced call is counted in
+ * `nested` and otherwise left to the outer call. "Inside" is told by the
+ * stack pointer: an inner call's entry has one at or below the outer one's
+ * (equal after a tail jump), and a depth count pairs the returns (a
+ * tail-jumped inner call returns through the same address as its outer one,
+ * and both uretprobes fire there, inner first).
+ *
  * At an entry: true when the thread is inside a traced call already (the
  * outer call accounts for this one). with_return: this entry has a uretprobe
  * that will pair with a depth increment (free has none). A record whose stack
