@@ -603,7 +603,8 @@ static void trace__gpu_records__instant_events_with_their_arguments(void **state
 
 /* A CUPTI batch is read as the model reads it (tally_replay_each): the
  * records before one cut short are drawn, as the model takes them, and a
- * batch of another version is not drawn at all. */
+ * batch of another version, or one whose count runs past the bytes its
+ * producer handed over, is not drawn at all. */
 static void trace__cupti_batch__drawn_as_far_as_the_model_reads(void **state)
 {
 	struct fixture *x = fx_new();
@@ -625,6 +626,13 @@ static void trace__cupti_batch__drawn_as_far_as_the_model_reads(void **state)
 	trace_message(x->t, &x->m, mb, sizeof(*mb));
 	mb->batch.version = TALLY_BATCH_VERSION + 1;
 	feed(x, mb, sizeof(*mb));
+	/* its count past the bytes the producer handed over: the model refuses
+	 * it whole, and the trace draws none of it */
+	mb->batch.version = TALLY_BATCH_VERSION;
+	mb->bytes = (uint32_t)offsetof(struct tally_batch, words);
+	assert_int_equal(model_apply(&x->m, mb, sizeof(*mb)), -EINVAL);
+	assert_int_equal(x->m.records, 1);
+	trace_message(x->t, &x->m, mb, sizeof(*mb));
 	fx_end(x, START + 2000);
 	assert_valid_json(x->buf);
 	assert_int_equal(count_lines(x->buf, "\"kernel launch\"", "\"source\":\"cupti\"", NULL), 1);

@@ -316,18 +316,12 @@ static void gpu_record(void *arg, const struct tally_ev *e, const __u64 *name)
 
 static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t len)
 {
-	const size_t at = offsetof(struct tally_msg_batch, batch);
 	const struct tally_batch *b = &mb->batch;
 	const __u32 sources = TALLY_SRC_BIT(TALLY_SRC_ALLOC) | TALLY_SRC_BIT(TALLY_SRC_CUPTI) |
 			      TALLY_SRC_BIT(TALLY_SRC_INTERPOSE);
+	uint64_t valid = tally_msg_batch_valid(mb, len);
 
-	/* valid: what the producer said it handed over (no more than a batch)
-	 * and the message holds; the BPF ring's messages are all of a whole
-	 * batch's size, their words past `bytes` are not the producer's */
-	if (len < at || mb->bytes > sizeof(*b))
-		return -EINVAL;
-	size_t valid = mb->bytes < len - at ? mb->bytes : len - at;
-	if (tally_batch_check(b, valid, sources))
+	if (!valid || tally_batch_check(b, valid, sources))
 		return -EINVAL;
 	if (b->source == TALLY_SRC_CUPTI)
 		return tally_replay_each(b, valid, TALLY_SRC_BIT(TALLY_SRC_CUPTI), gpu_record, m);

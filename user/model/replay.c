@@ -261,6 +261,15 @@ int tally_replay_batch(struct tally_replay *r, const void *data, size_t bytes)
 	return err;
 }
 
+uint64_t tally_msg_batch_valid(const struct tally_msg_batch *mb, size_t len)
+{
+	const size_t at = offsetof(struct tally_msg_batch, batch);
+
+	if (len < at || mb->bytes > sizeof(mb->batch))
+		return 0;
+	return mb->bytes < len - at ? mb->bytes : len - at;
+}
+
 int tally_replay_each(const struct tally_batch *b, uint64_t valid, __u32 sources,
 		      void (*fn)(void *ctx, const struct tally_ev *e, const __u64 *extra),
 		      void *ctx)

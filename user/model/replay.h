@@ -48,6 +48,12 @@ int tally_replay_words(struct tally_replay *r, const __u64 *words, uint32_t pos,
 		       int32_t rule, uint64_t *applied, uint64_t *refused);
 /* A whole batch as handed over (header and records); -EINVAL when malformed. */
 int tally_replay_batch(struct tally_replay *r, const void *data, size_t bytes);
+/* The bytes of a batch message (len bytes) that are the producer's: what
+ * it said it handed over (mb->bytes, no more than a batch) and the message
+ * holds; the BPF ring's messages are all of a whole batch's size, and their
+ * words past `bytes` are not the producer's. 0: no batch at all (the
+ * message too short for one, or bytes past a batch). */
+uint64_t tally_msg_batch_valid(const struct tally_msg_batch *mb, size_t len);
 /* The records of a batch of which `valid` bytes are the producer's, from
  * one of `sources` (tally_batch_check), to fn in order, each with the words
  * after its first two (a KERNEL_NAME record's text), until one does not

@@ -321,20 +321,18 @@ static void cupti_record(void *arg, const struct tally_ev *e, const __u64 *name)
 		gpu_event(c->t, c->m, c->tid, c->ts_ns, e, "cupti");
 }
 
-/* The CUPTI library's batches, read as the model reads them
- * (tally_replay_each), against the message's length only: the trace does
- * not read the producer's `bytes`, so a batch the model refuses for that
- * alone (a count past `bytes`, or `bytes` past a batch) is still drawn
- * here, as it always was. */
+/* The CUPTI library's batches, read as the model reads them: the same
+ * bytes (tally_msg_batch_valid) and the same records (tally_replay_each),
+ * so that the trace draws no record the model refused. */
 static void cupti_batch(struct trace *t, const struct model *m, const struct tally_msg_batch *mb,
 			size_t len)
 {
-	const size_t at = offsetof(struct tally_msg_batch, batch);
-
-	if (len < at)
-		return;
+	uint64_t valid = tally_msg_batch_valid(mb, len);
 	struct cupti_at c = { .t = t, .m = m, .tid = mb->hdr.tid, .ts_ns = mb->hdr.ts_ns };
-	tally_replay_each(&mb->batch, len - at, TALLY_SRC_BIT(TALLY_SRC_CUPTI), cupti_record, &c);
+
+	if (valid)
+		tally_replay_each(&mb->batch, valid, TALLY_SRC_BIT(TALLY_SRC_CUPTI), cupti_record,
+				  &c);
 }
 
 static void group_msg(struct trace *t, const struct model *m, const struct tally_msg_group *g)
