@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "../util/grow.h"
 
 void model_init(struct model *m)
 {
@@ -103,14 +104,8 @@ struct model_thread *model_thread(struct model *m, uint32_t tid, bool create)
 			return &m->threads[i];
 	if (!create)
 		return NULL;
-	if (m->nthreads == m->cap_threads) {
-		size_t cap = m->cap_threads ? m->cap_threads * 2 : 64;
-		struct model_thread *n = realloc(m->threads, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		m->threads = n;
-		m->cap_threads = cap;
-	}
+	if (grow((void **)&m->threads, &m->cap_threads, m->nthreads + 1, sizeof(*m->threads), 64))
+		return NULL;
 	struct model_thread *t = &m->threads[m->nthreads++];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
@@ -149,14 +144,8 @@ static struct model_heap *model_heap(struct model *m, uint64_t id)
 	for (size_t i = 0; i < m->nheaps; i++)
 		if (m->heaps[i].id == id)
 			return &m->heaps[i];
-	if (m->nheaps == m->cap_heaps) {
-		size_t cap = m->cap_heaps ? m->cap_heaps * 2 : 16;
-		struct model_heap *n = realloc(m->heaps, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		m->heaps = n;
-		m->cap_heaps = cap;
-	}
+	if (grow((void **)&m->heaps, &m->cap_heaps, m->nheaps + 1, sizeof(*m->heaps), 16))
+		return NULL;
 	struct model_heap *h = &m->heaps[m->nheaps++];
 	h->id = id;
 	h->applied = h->done = h->seeded = 0;

@@ -25,6 +25,7 @@
 
 #include "../util/clock.h"
 #include "heap_rings.h"
+#include "../util/grow.h"
 
 #define GAP_WAIT_NS (200ULL * 1000 * 1000)
 
@@ -83,14 +84,8 @@ static void gone_add(struct heap_rings *r, uint32_t pid, uint64_t n)
 		}
 	if (!n)
 		return;
-	if (r->ngone == r->capgone) {
-		size_t cap = r->capgone ? r->capgone * 2 : 8;
-		struct pid_read *v = realloc(r->gone, cap * sizeof(*v));
-		if (!v)
-			return;
-		r->gone = v;
-		r->capgone = cap;
-	}
+	if (grow((void **)&r->gone, &r->capgone, r->ngone + 1, sizeof(*r->gone), 8))
+		return;
 	r->gone[r->ngone++] = (struct pid_read){ .pid = pid, .n = n };
 }
 
@@ -249,16 +244,10 @@ static void ring_announced(struct heap_rings *r, uint32_t pid, const struct tall
 		r->missed++;
 		goto unmap;
 	}
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 8;
-		struct hring *v = realloc(r->v, cap * sizeof(*v));
-		if (!v) {
-			/* taken, and never read: its batches are lost, and said so */
-			r->missed++;
-			goto unmap;
-		}
-		r->v = v;
-		r->cap = cap;
+	if (grow((void **)&r->v, &r->cap, r->n + 1, sizeof(*r->v), 8)) {
+		/* taken, and never read: its batches are lost, and said so */
+		r->missed++;
+		goto unmap;
 	}
 	r->v[r->n++] = (struct hring){ .pid = pid,
 				       .heap_id = b->heap_id,
