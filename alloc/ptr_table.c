@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The allocator's address-keyed tables (ptr_table.h). */
+#include <errno.h>
 #include <string.h>
 
 #include "internal.h"
@@ -74,7 +75,7 @@ int ptr_table_reserve(struct ptr_table *t, struct heap *h)
 	size_t ncap = t->cap ? t->cap * 2 : OS_PAGE / t->esize;
 	void *n = heap_meta_alloc(h, ncap * t->esize);
 	if (!n)
-		return -1;
+		return -ENOMEM;
 	memset(n, 0, ncap * t->esize);
 	t->v = n;
 	t->cap = ncap;

@@ -29,7 +29,7 @@ void *ptr_table_find(const struct ptr_table *t, uintptr_t p);
  * address set, the rest zero. */
 void *ptr_table_put(struct ptr_table *t, uintptr_t p);
 void ptr_table_del(struct ptr_table *t, void *e);
-/* Room for one more: 0, or -1 when the table cannot grow. */
+/* Room for one more: 0, or -ENOMEM when the table cannot grow. */
 int ptr_table_reserve(struct ptr_table *t, struct heap *h);
 /* The bytes its slots are mapped in. */
 size_t ptr_table_mapped(const struct ptr_table *t);

@@ -16,6 +16,7 @@
  * TALLY_KERNEL_NAME_MAX bytes here, escaped by whoever shows them. Two names
  * alike in their first TALLY_KERNEL_NAME_MAX bytes share an id.
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,7 @@ static int names_grow(void)
 	struct tally_cupti_name **t = calloc(cap, sizeof(*t));
 
 	if (!t)
-		return -1;
+		return -ENOMEM;
 	for (size_t i = 0; i < names_cap; i++) {
 		struct tally_cupti_name *nm = names[i];
 		if (!nm)

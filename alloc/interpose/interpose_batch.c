@@ -279,10 +279,12 @@ static void release_all(void)
 
 /* Every thread stopped at its next record: claimed (the lock, without
  * membarrier), and with the barrier each owner either sees the claim or is
- * seen busy and is waited for. 0, or -1 (none claimed) without the barrier. */
+ * seen busy and is waited for. 0, or -errno without the barrier (none
+ * claimed then). */
 static int claim_all(void)
 {
 	struct ithread *t;
+	int err;
 
 	atomic_store(&cutting, 1);
 	for (t = atomic_load(&ip_threads); t; t = t->next) {
@@ -292,9 +294,9 @@ static int claim_all(void)
 		else
 			atomic_store_explicit(&t->claimed, 1, memory_order_relaxed);
 	}
-	if (!ip_locking && fence_heavy()) {
+	if (!ip_locking && (err = fence_heavy())) {
 		release_all();
-		return -1;
+		return err;
 	}
 	for (t = atomic_load(&ip_threads); t; t = t->next)
 		while (!ip_locking && atomic_load_explicit(&t->busy, memory_order_acquire))
