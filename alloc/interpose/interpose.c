@@ -388,10 +388,16 @@ static int resolve(void)
 
 	if (!libc)
 		return -ENOENT;
-	/* in this order, up to the first missing */
-	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
-		if (!(*syms[i].slot = dlsym(libc, syms[i].name)))
+	/* in this order, up to the first missing; then none is kept, since a
+	 * later start resolves again only while real.malloc is unset, and
+	 * would otherwise call through the missing one (mallinfo2 before
+	 * glibc 2.33) */
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		if (!(*syms[i].slot = dlsym(libc, syms[i].name))) {
+			real.malloc = NULL;
 			return -ENOENT;
+		}
+	}
 	/* the SDK's, when the process has it (without a dlerror message) */
 	sdk_current = sdk_lookup_group_current();
 	return 0;
