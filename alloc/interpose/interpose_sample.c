@@ -24,6 +24,7 @@
 
 #include "internal.h"
 #include "../shared/sample_util.h"
+#include "../shared/hash.h"
 
 static uint64_t rate;
 __thread int64_t ip_sample_left;
@@ -65,7 +66,7 @@ static void ids_leave(void)
 
 static size_t ids_home(uintptr_t p, size_t cap)
 {
-	return (size_t)(((p >> 4) * 0x9e3779b97f4a7c15ULL) >> 32) & (cap - 1);
+	return (size_t)(hash_fib64(p >> 4) >> 32) & (cap - 1);
 }
 
 static int ids_grow(void)
@@ -159,7 +160,7 @@ bool ip_sample_gap_ended(void)
 	if (!rng) {
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		rng = ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL) ^ (uintptr_t)&rng;
+		rng = hash_fib64((uint64_t)ts.tv_nsec) ^ (uintptr_t)&rng;
 		rng |= 1;
 	}
 	drawn_for = key;

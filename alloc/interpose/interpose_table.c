@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "../shared/hash.h"
 
 /*
  * Open addressing (linear probing) in 64 stripes, each under a spin lock of
@@ -58,7 +59,7 @@ static struct stripe stripes[STRIPES];
 
 static uint64_t hash_ptr(uintptr_t p)
 {
-	return (p >> 4) * 0x9e3779b97f4a7c15ULL;
+	return hash_fib64(p >> 4);
 }
 
 /* p's home slot: the hash's top bits pick the stripe, the bits below them
