@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "../user/views/top/top.h"
+#include "../user/views/top/top_frame.h"
 #include "../user/views/top/top_sites.h"
 #include "../user/views/top/top_text.h"
 #include "../user/views/top/internal.h"

@@ -16,7 +16,7 @@
 #include "cli.h"
 #include "../session/profile.h"
 #include "../views/snapshot_doc.h"
-#include "../views/top/top.h"
+#include "../views/top/top_frame.h"
 #include "../views/top/top_sites.h"
 #include "../views/top/top_text.h"
 #include "../views/top/top_view.h"
@@ -322,7 +322,7 @@ static int run_live(struct top_run *r)
 	return TALLY_EXIT_OK;
 }
 
-static bool no_color(void)
+static bool colors_off(void)
 {
 	const char *v = getenv("NO_COLOR");
 
@@ -359,7 +359,7 @@ static int run_top(struct top_opts *o)
 		o->mode = batch ? TOP_MODE_PROC_GROUPS : TOP_MODE_GROUPS;
 	if (!session_figures(&r->s, &r->fig))
 		top_prev_take(&r->prev, &r->fig, o->mode);
-	if (!batch && top_view_open(no_color())) {
+	if (!batch && top_view_open(colors_off())) {
 		const char *term = getenv("TERM");
 		fprintf(stderr, "tally top: cannot drive the terminal (TERM=%s): batch mode\n",
 			term ? term : "unset");

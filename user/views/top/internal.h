@@ -3,12 +3,12 @@
  * What the files of tally top share and its callers do not need: the rows
  * over a tree (top_tree.c for top_rows.c), the ordering's steps, and the
  * helpers both renderers use (top_text.c, top_view.c). The module's face is
- * top.h, with top_sites.h, top_text.h and top_view.h.
+ * top_frame.h, with top_sites.h, top_text.h and top_view.h.
  */
 #ifndef TALLY_TOP_INTERNAL_H
 #define TALLY_TOP_INTERNAL_H
 
-#include "top.h"
+#include "top_frame.h"
 
 /* The ID column's title: "PID" in the processes view, else "ID". */
 const char *top_id_title(enum top_mode mode);

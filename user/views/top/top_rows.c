@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The figures of `tally top` (top.h): pure code, no I/O. */
+/* The figures of `tally top` (top_frame.h): pure code, no I/O. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "top.h"
+#include "top_frame.h"
 #include "internal.h"
 #include "../../util/text.h"
 

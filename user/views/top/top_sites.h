@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The sites view of `tally top`: the tree's heap profile (pprof.h) by call
- * site, as rows of text and numbers in the frame (top.h). Pure code: the
+ * site, as rows of text and numbers in the frame (top_frame.h). Pure code: the
  * caller builds and symbolizes the profile, only for this view. Every string
  * of a site (its functions, its objects' paths, its group) comes from the
  * traced process and is sanitized here (docs/STYLE.md rule 10).
@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "../pprof.h"
-#include "top.h"
+#include "top_frame.h"
 
 /*
  * The sites of p into f->sites: the TOP_SITES_MAX with the most bytes in use,

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "top.h"
+#include "top_frame.h"
 
 #define TOP_TEXT_BAR 64 /* cells of the identity bar */
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The rows of `tally top` over a tree of processes (top.h): the groups
+ * The rows of `tally top` over a tree of processes (top_frame.h): the groups
  * summed over its running processes by name (a worker pool's "ingest" is
  * one row), a row per process, or a row per group of each process. Which
  * processes a frame lists: the root, every one still running, and those
@@ -13,7 +13,7 @@
 
 #include "../../../alloc/shared/hash.h"
 #include "../../util/grow.h"
-#include "top.h"
+#include "top_frame.h"
 #include "internal.h"
 #include "../../util/text.h"
 

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The live screen of `tally top` (curses). The only file that calls curses:
- * it draws a frame (top.h) and turns keys into changes of struct top_ui.
+ * it draws a frame (top_frame.h) and turns keys into changes of struct top_ui.
  */
 #ifndef TALLY_TOP_VIEW_H
 #define TALLY_TOP_VIEW_H
 
 #include <stdbool.h>
 
-#include "top.h"
+#include "top_frame.h"
 
 struct top_ui {
 	struct top_order order;

@@ -9,8 +9,8 @@
  * is sanitized here, once, so that neither view can pass a control byte to a
  * terminal (docs/STYLE.md rule 10).
  */
-#ifndef TALLY_TOP_H
-#define TALLY_TOP_H
+#ifndef TALLY_TOP_FRAME_H
+#define TALLY_TOP_FRAME_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -229,4 +229,4 @@ struct top_order {
 	bool desc;
 };
 
-#endif /* TALLY_TOP_H */
+#endif /* TALLY_TOP_FRAME_H */
