@@ -19,13 +19,13 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.c alloc/heap.c \
 	alloc/large.c alloc/malloc.c alloc/free.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
-	alloc/shared/ring.c alloc/shared/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/shared/sample_util.c alloc/ptr_table.c \
+	alloc/common/ring.c alloc/common/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/common/sample_util.c alloc/ptr_table.c \
 	alloc/mallinfo.c
-SDK_SRCS := alloc/sdk/sdk.c alloc/shared/probe_guard.c
+SDK_SRCS := alloc/sdk/sdk.c alloc/common/probe_guard.c
 # what `--inject` loads into a process on glibc's malloc
 INTERPOSE_SRCS := alloc/interpose/interpose.c alloc/interpose/interpose_thread.c alloc/interpose/interpose_batch.c \
 	alloc/interpose/interpose_table.c alloc/interpose/interpose_shadow.c alloc/interpose/interpose_got.c \
-	alloc/interpose/interpose_sample.c alloc/shared/sample_util.c alloc/shared/ring.c alloc/shared/probe_guard.c
+	alloc/interpose/interpose_sample.c alloc/common/sample_util.c alloc/common/ring.c alloc/common/probe_guard.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
 # the probe-cost benchmark), one that hands every batch to a test sink (the
@@ -185,12 +185,12 @@ $(BUILD)/tests/replay_plain.o: user/model/replay.c
 
 # The SDK alone under the sanitizers (with any allocator: here ASan's), and
 # with libtally_alloc, which charges allocations to the current group.
-$(BUILD)/tests/san/alloc/sdk/sdk.o $(BUILD)/tests/san/alloc/shared/probe_guard.o: \
+$(BUILD)/tests/san/alloc/sdk/sdk.o $(BUILD)/tests/san/alloc/common/probe_guard.o: \
 		$(BUILD)/tests/san/alloc/%.o: alloc/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC $@"; $(CC) $(CFLAGS_BASE) $(SAN) -fvisibility=hidden -c $< -o $@
 $(BUILD)/tests/test_sdk: $(BUILD)/tests/san/tests/test_sdk.o $(BUILD)/tests/san/alloc/sdk/sdk.o \
-		$(BUILD)/tests/san/alloc/shared/probe_guard.o
+		$(BUILD)/tests/san/alloc/common/probe_guard.o
 	$(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/sdk_alloc/test_sdk.o: tests/test_sdk.c
 	@mkdir -p $(dir $@)

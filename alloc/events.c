@@ -2,7 +2,7 @@
 /*
  * A heap's batch of records handed over (docs/DESIGN.md §5): ev_flush, at
  * ticks, at thread exit and at tally_alloc_collect, into the heap's shared
- * ring once the tracer has taken it (shared/ring.c; a heap that fills
+ * ring once the tracer has taken it (common/ring.c; a heap that fills
  * batches gets one), else through the tally:batch probe. At the process's
  * end, the exit hand-over: every heap's records, then the allocator's own
  * figures (tally:stats). Records are only written while the probe's
@@ -28,7 +28,7 @@ static _Atomic bool exit_final;
 #if defined(TALLY_ALLOC_TEST_SINK)
 void tally_alloc_test_sink(const struct tally_batch *b, size_t bytes);
 #elif !defined(TALLY_NO_PROBES)
-#include "shared/probes.h"
+#include "common/probes.h"
 #include "sample.h"
 /* tally:batch's semaphore is part of tally_arena (segment.c) */
 TALLY_SEMAPHORE_REF(batch);

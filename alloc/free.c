@@ -276,7 +276,7 @@ __attribute__((noinline)) static void free_traced(void *p)
 TALLY_API void TA(free)(void *p)
 {
 	/* before the look at the span's owner_tp, which the purger turns off
-	 * before it reads this (purge.c): the frequent side of shared/fence.h */
+	 * before it reads this (purge.c): the frequent side of common/fence.h */
 	__atomic_store_n(&tally_tls_freeing, p, __ATOMIC_RELEASE);
 	fence_light();
 #if defined(TALLY_ALLOC_TEST_SINK)

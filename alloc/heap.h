@@ -13,8 +13,8 @@
 
 #include "../bpf/contract/tally_events.h"
 #include "bin.h"
-#include "shared/fence.h"
-#include "shared/ring.h"
+#include "common/fence.h"
+#include "common/ring.h"
 #include "include/tally_alloc.h"
 
 #define PURGE_MS_DEFAULT 1000
@@ -128,7 +128,7 @@ struct heap {
 static inline __attribute__((always_inline)) void op_begin(struct heap *h)
 {
 	h->busy = 1;
-	/* the frequent side of shared/fence.h's pair: the compiler must not
+	/* the frequent side of common/fence.h's pair: the compiler must not
 	 * move the operation's loads above the store; the processor may, and
 	 * the purger's fence_heavy takes care of that */
 	fence_light();

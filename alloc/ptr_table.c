@@ -5,9 +5,9 @@
 
 #include "internal.h"
 #include "ptr_table.h"
-#include "shared/hash.h"
+#include "common/hash.h"
 
-/* Fibonacci hashing of the address past its alignment (shared/hash.h), bits
+/* Fibonacci hashing of the address past its alignment (common/hash.h), bits
  * from 20 up. */
 #define HASH_SHIFT 20
 

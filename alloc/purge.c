@@ -4,7 +4,7 @@
  * heap, that gives memory back while the program idles. It sweeps the heaps
  * whose owners no longer tick (a quiet thread, or one whose calls all take
  * the fast paths), the orphans and the large pool. The owner's paths take no
- * lock: the purger and each owner are the two sides of shared/fence.h's
+ * lock: the purger and each owner are the two sides of common/fence.h's
  * pair, and what the purger may touch, and when, is told beside purge_heap.
  */
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "purge.h"
-#include "shared/fence.h"
+#include "common/fence.h"
 
 /* Started lazily, once the process has made this many spans reclaimable: a
  * process that never frees never has one. */
@@ -76,7 +76,7 @@ void purge_kick(struct heap *h)
 		atomic_store_explicit(&tally_purge_want, true, memory_order_relaxed);
 }
 
-/* The rare side's fence (shared/fence.h): 0, or -errno (-EPERM, as the
+/* The rare side's fence (common/fence.h): 0, or -errno (-EPERM, as the
  * kernel answers, where membarrier was not registered). */
 static int purge_barrier(void)
 {

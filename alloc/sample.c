@@ -30,8 +30,8 @@
 
 #include "internal.h"
 #include "ptr_table.h"
-#include "shared/hash.h"
-#include "shared/sample_util.h"
+#include "common/hash.h"
+#include "common/sample_util.h"
 
 uint64_t tally_sample_rate = SAMPLE_RATE_DEFAULT;
 uint64_t tally_sample_epoch;

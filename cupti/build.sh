@@ -51,7 +51,7 @@ cc_obj() { # OUT SRC FLAGS...
 
 # The library: only InitializeInjection exported; libcupti, never libcuda.
 objs=()
-for src in "${PURE[@]}" cupti/injection.c alloc/shared/probe_guard.c; do
+for src in "${PURE[@]}" cupti/injection.c alloc/common/probe_guard.c; do
 	obj=$BUILD/cupti/$(basename "${src%.c}").o
 	cc_obj "$obj" "$src" "${CFLAGS[@]}"
 	objs+=("$obj")

@@ -37,8 +37,8 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "../alloc/shared/hash.h"
-#include "../alloc/shared/sdk_lookup.h"
+#include "../alloc/common/hash.h"
+#include "../alloc/common/sdk_lookup.h"
 
 #define SENT_SLOTS 1024 /* > names a batch can hold: each takes >= 5 words with its launch */
 #define MSEC_PER_SEC 1000ULL
@@ -238,7 +238,7 @@ void tally_cupti_refused(int result, const char *why, const char *holder)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Knuth's multiplicative hash (shared/hash.h): ids are small and
+/* Knuth's multiplicative hash (common/hash.h): ids are small and
  * consecutive, and this spreads them over the slots */
 static size_t sent_home(uint32_t id)
 {

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
-#include "../alloc/shared/hash.h"
+#include "../alloc/common/hash.h"
 
 #define MAP_MIN_CAP 64
 

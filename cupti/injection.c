@@ -21,7 +21,7 @@
 
 #include <cupti.h>
 
-#include "../alloc/shared/probes.h"
+#include "../alloc/common/probes.h"
 #include "internal.h"
 
 TALLY_SEMAPHORE(batch);

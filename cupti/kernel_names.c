@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "../alloc/shared/hash.h"
+#include "../alloc/common/hash.h"
 
 #define FCACHE_SLOTS 64	 /* per thread, direct-mapped by handle */
 #define NAMES_MIN_CAP 64 /* slots of the name table, a power of two */

@@ -89,7 +89,7 @@ static void announce(struct fixture *f, uint64_t seq, uint32_t len)
 	assert_int_equal(heap_rings_before(f->r, &bpf_msg, sizeof(bpf_msg)), 0);
 }
 
-/* The producer's side (alloc/shared/ring.c's ring_put). */
+/* The producer's side (alloc/common/ring.c's ring_put). */
 static void put(struct fixture *f, uint64_t seq, uint32_t count, uint64_t ts)
 {
 	assert_int_equal(f->ring->full[f->next], 0);

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../alloc/shared/hash.h"
+#include "../alloc/common/hash.h"
 #include "../user/model/replay.h"
 #include "../user/model/sites.h"
 #include "../user/util/grow.h"
@@ -228,7 +228,7 @@ static void sites__modules__latest_wins(void **state)
 	sites_free(&s);
 }
 
-/* The one set of hashes (alloc/shared/hash.h) the sites, the symbols, top
+/* The one set of hashes (alloc/common/hash.h) the sites, the symbols, top
  * and the guests' tables share: FNV-1a's published vectors, and the values
  * each copy it replaced computed (Python, each copy's arithmetic). */
 static void hash__values_as_the_copies_had_them(void **state)

@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "../../bpf/contract/tally_events.h"
-#include "../shared/fence.h"
-#include "../shared/ring.h"
+#include "../common/fence.h"
+#include "../common/ring.h"
 
 #define IP_API __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -68,7 +68,7 @@ extern IP_API _Atomic uint64_t tally_interpose_outcome;
  * went quiet, and at exit the library hands over every thread's, so the
  * owner and the flusher must not touch a batch at once; an atomic exchange
  * per call (a lock) cost the owner a fifth of its speed. So they are the
- * two sides of ../shared/fence.h's pair: the owner enters `busy` against
+ * two sides of ../common/fence.h's pair: the owner enters `busy` against
  * `claimed` (fence_enter, no fence but the compiler's), the flusher stores
  * `claimed` and reads `busy` past a fence_heavy (microseconds, once a
  * tick). Where membarrier is refused, the owner takes `claimed` as a lock

@@ -29,8 +29,8 @@
 #include "../../bpf/contract/tally_events.h"
 #include "internal.h"
 #include "../../bpf/contract/interpose_abi.h"
-#include "../shared/probes.h"
-#include "../shared/sdk_lookup.h"
+#include "../common/probes.h"
+#include "../common/sdk_lookup.h"
 
 /* ---- glibc's own functions ---- */
 

@@ -13,8 +13,8 @@
 
 #include "../../bpf/contract/tally_events.h"
 #include "internal.h"
-#include "../shared/probes.h"
-#include "../shared/ring.h"
+#include "../common/probes.h"
+#include "../common/ring.h"
 
 /* raised by the kernel while tally's probe is attached (interpose.c reads it) */
 TALLY_SEMAPHORE(batch);
@@ -48,7 +48,7 @@ static _Atomic uint8_t cutting;	 /* a thread new to the list waits while it is 1
 /* Hand the batch over: in the thread's shared ring once the tracer has
  * taken it, else through the probe. A thread whose batches fill (`full`)
  * gets a ring, announced in a batch of its own, as libtally_alloc's heaps
- * do (alloc/shared/ring.c). */
+ * do (alloc/common/ring.c). */
 static void handover(struct ithread *t, bool full)
 {
 	struct tally_batch *b = &t->batch;

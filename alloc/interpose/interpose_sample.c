@@ -23,8 +23,8 @@
 #include <time.h>
 
 #include "internal.h"
-#include "../shared/sample_util.h"
-#include "../shared/hash.h"
+#include "../common/sample_util.h"
+#include "../common/hash.h"
 
 static uint64_t rate;
 __thread int64_t ip_sample_left;

@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 
 #include "internal.h"
-#include "../shared/hash.h"
+#include "../common/hash.h"
 
 /*
  * Open addressing (linear probing) in 64 stripes, each under a spin lock of

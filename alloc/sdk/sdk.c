@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../shared/probes.h"
+#include "../common/probes.h"
 #include "../../bpf/contract/sdk_registry.h"
 #include "../include/tally.h"
 

@@ -30,7 +30,7 @@
 
 static uint32_t fake_group;
 
-/* Bound to the library's weak reference (alloc/shared/sdk_lookup.h): exported (the
+/* Bound to the library's weak reference (alloc/common/sdk_lookup.h): exported (the
  * test links -rdynamic, and is compiled with -fvisibility=hidden like the
  * library). test_nosdk.c is the process without one. */
 __attribute__((visibility("default"))) struct tally_group tally_group_current(void);

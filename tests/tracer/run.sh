@@ -297,7 +297,7 @@ ok=$(awk -v a="${a:-0}" -v b="${b:-0}" -v t="${t:-0}" -v ca="${ca:-0}" -v cb="${
 	BEGIN { ca /= 1e9; cb /= 1e9; exit !(a > 0 && abs(ca - a) <= 0.05 * a && abs(cb - b) <= 0.05 * b && abs(ca + cb - t) <= 0.02 * t) }'; echo $?)
 check "CPU: A (exclusive) and B within 5 %, A + B within 2 % of the thread's CPU" "$ok" "workload A=${a}s B=${b}s thread=${t}s; tally A=${ca}ns B=${cb}ns"
 
-# 3b. the heaps' shared rings (alloc/shared/ring.c, user/probes/heap_rings.c): a
+# 3b. the heaps' shared rings (alloc/common/ring.c, user/probes/heap_rings.c): a
 #     burst's full batches read in place, every record kept, in order
 timeout 120 "$TALLY" snapshot -- "$WL" burst 300000 >"$tmp/r1.json" 2>"$tmp/r1.err"
 rc=$?

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../alloc/shared/hash.h"
+#include "../../alloc/common/hash.h"
 #include "../util/grow.h"
 #include "sites.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The shared rings traced heaps put their full batches in (struct
- * tally_ring, bpf/contract/tally_events.h; alloc/shared/ring.c): mapped here from the
+ * tally_ring, bpf/contract/tally_events.h; alloc/common/ring.c): mapped here from the
  * process, read in place, and handed to the loader's callback as if the BPF
  * ring had carried them, each heap's batches in the order of their records.
  */

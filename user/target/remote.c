@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "../../alloc/shared/hash.h"
+#include "../../alloc/common/hash.h"
 #include "../../alloc/stats_walk.h"
 #include "../util/clock.h"
 #include "../util/grow.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../alloc/shared/hash.h"
+#include "../../alloc/common/hash.h"
 #include "symbols.h"
 
 /* libstdc++'s demangler (extern "C" in the C++ ABI); the binary links -lstdc++. */

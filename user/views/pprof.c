@@ -19,7 +19,7 @@
 #define ZLIB_CONST
 #include <zlib.h>
 
-#include "../../alloc/shared/hash.h"
+#include "../../alloc/common/hash.h"
 #include "../util/grow.h"
 #include "pprof.h"
 

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "../../alloc/shared/hash.h"
+#include "../../alloc/common/hash.h"
 #include "trace_threads.h"
 
 /* Fibonacci hashing: the product's high bits, which every bit of the tid

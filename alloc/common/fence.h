@@ -24,8 +24,8 @@
  * - fence_register and fence_heavy return 0 or -errno, and leave errno as
  *   the syscall set it: a caller that must keep errno saves it.
  */
-#ifndef TALLY_ALLOC_SHARED_FENCE_H
-#define TALLY_ALLOC_SHARED_FENCE_H
+#ifndef TALLY_ALLOC_COMMON_FENCE_H
+#define TALLY_ALLOC_COMMON_FENCE_H
 
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -76,4 +76,4 @@ static inline void fence_leave(_Atomic uint8_t *mine)
 	atomic_store_explicit(mine, 0, memory_order_release);
 }
 
-#endif /* TALLY_ALLOC_SHARED_FENCE_H */
+#endif /* TALLY_ALLOC_COMMON_FENCE_H */

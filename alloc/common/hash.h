@@ -3,7 +3,7 @@
  * The hashes of tally's tables, written once: Fibonacci (multiplicative)
  * hashing, splitmix64's finalizer, FNV-1a.
  *
- * Here, in alloc/shared/, because both sides use them: the guest libraries
+ * Here, in alloc/common/, because both sides use them: the guest libraries
  * (the allocator's address tables, the CUPTI library's) and the tracer
  * (user/: symbols, sites, top's rows, the views). Code in the traced process
  * may not include user/ (scripts/check-layout.sh), the tracer may include
