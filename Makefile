@@ -108,10 +108,10 @@ BPF_OBJS := tally glibc cuda
 SKELS := $(patsubst %,$(BUILD)/bpf/%.skel.h,$(BPF_OBJS))
 # user/ in layers (docs/ARCHITECTURE.md): cmd/ the commands, session/ one
 # trace from start to end, probes/ the BPF objects' loaders and the shared
-# rings, target/ the process as the OS shows it (/proc, ELF, its memory,
+# rings, os/ the target as the OS shows it (/proc, ELF, its memory,
 # injection, symbols), model/ the pure rebuild of the figures, views/ their
 # renderings, util/ the clock and small helpers.
-USER_LAYERS := cmd session probes target model views util
+USER_LAYERS := cmd session probes os model views util
 USER_SRCS := $(sort $(foreach d,$(USER_LAYERS),$(wildcard user/$(d)/*.c user/$(d)/*/*.c)))
 USER_OBJS := $(call obj,user,$(USER_SRCS)) $(BUILD)/user/stats_identity.o
 # -fwrapv: the model's figures are sums of 64-bit values a target hands over
@@ -216,7 +216,7 @@ $(BUILD)/tests/test_figures: $(BUILD)/tests/san/tests/test_figures.o \
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The reader against fakes, and against this test's own process, whose
 # allocator (under tally_p_ names) it reads through process_vm_readv.
-$(BUILD)/tests/test_remote: $(BUILD)/tests/san/tests/test_remote.o $(BUILD)/tests/san/user/target/remote.o \
+$(BUILD)/tests/test_remote: $(BUILD)/tests/san/tests/test_remote.o $(BUILD)/tests/san/user/os/remote.o \
 		$(ALLOC_SAN_OBJS)
 	$(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
 # The shared rings' reader against a ring this test maps and fills itself.
@@ -232,13 +232,13 @@ $(BUILD)/tests/test_text: $(BUILD)/tests/san/tests/test_text.o $(BUILD)/tests/sa
 $(BUILD)/tests/test_cli: $(BUILD)/tests/san/tests/test_cli.o $(BUILD)/tests/san/user/cmd/cli_parse.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # /proc and ELF parsing, against this test's own process, its libc, and files it writes.
-$(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/tests/san/user/target/target.o \
-		$(BUILD)/tests/san/user/target/target_ns.o $(BUILD)/tests/san/user/target/target_cmdline.o \
+$(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/tests/san/user/os/target.o \
+		$(BUILD)/tests/san/user/os/target_ns.o $(BUILD)/tests/san/user/os/target_cmdline.o \
 		$(BUILD)/tests/san/user/util/proc_maps.o
 	$(CC) $(SAN) -pthread -o $@ $^ -lelf $(CMOCKA_LIBS)
 # Namespaces and cgroups: crafted files, and containers built with unshare.
 $(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \
-		$(BUILD)/tests/san/user/target/target_ns.o $(BUILD)/tests/san/user/target/target.o \
+		$(BUILD)/tests/san/user/os/target_ns.o $(BUILD)/tests/san/user/os/target.o \
 		$(BUILD)/tests/san/user/util/proc_maps.o
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
@@ -285,7 +285,7 @@ $(BUILD)/tests/fuzz/decoder/%.o: %.c
 	@echo "  FUZZCC $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -Wno-unknown-attributes \
 		-DTALLY_IDENTITY_API= -c $< -o $@
 $(BUILD)/tests/fuzz/fuzz_remote: $(BUILD)/tests/fuzz/remote/tests/fuzz/fuzz_remote.o \
-		$(BUILD)/tests/fuzz/remote/user/target/remote.o
+		$(BUILD)/tests/fuzz/remote/user/os/remote.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
 $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_decoder.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/model.o $(BUILD)/tests/fuzz/decoder/user/model/replay.o \
@@ -313,8 +313,8 @@ $(BUILD)/tests/fork_workload: tests/fork/workload.c
 # -z now keeps lazy binding out of the measured sequences.
 $(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/probes/glibc.o \
 		$(BUILD)/user/user/probes/glibc_site.o $(BUILD)/user/user/probes/uprobe_multi.o \
-		$(BUILD)/user/user/target/target.o \
-		$(BUILD)/user/user/target/target_ns.o $(BUILD)/user/user/util/proc_maps.o | $(SKELS)
+		$(BUILD)/user/user/os/target.o \
+		$(BUILD)/user/user/os/target_ns.o $(BUILD)/user/user/util/proc_maps.o | $(SKELS)
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(filter %.o,$^) $(USER_LIBS) $(CMOCKA_LIBS)
 # Where glibc mode's probes go: the decoder alone, on byte sequences.
@@ -342,9 +342,9 @@ $(BUILD)/tests/libinject_lib.so: tests/inject/lib.c
 $(BUILD)/tests/inject_chaos: tests/inject/chaos.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
-$(BUILD)/tests/inject_chaos_kill: tests/inject/chaos_kill.c $(BUILD)/user/user/target/inject.o \
-		$(BUILD)/user/user/target/inject_call.o $(BUILD)/user/user/target/target.o \
-		$(BUILD)/user/user/target/target_ns.o $(BUILD)/user/user/target/target_alloc.o \
+$(BUILD)/tests/inject_chaos_kill: tests/inject/chaos_kill.c $(BUILD)/user/user/os/inject.o \
+		$(BUILD)/user/user/os/inject_call.o $(BUILD)/user/user/os/target.o \
+		$(BUILD)/user/user/os/target_ns.o $(BUILD)/user/user/os/target_alloc.o \
 		$(BUILD)/user/user/util/proc_maps.o
 	@mkdir -p $(dir $@)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(filter %.o,$^) -lelf -lz
@@ -457,7 +457,7 @@ test-build: $(BUILD)/tests/test_image_size
 $(BUILD)/tests/gpu/.built: tests/gpu/image_workload.c tests/image_fixtures.c \
 	tests/image_fixtures.h bpf/image_format.h
 
-# Heap profiles: the symbolizer (user/target/symbols.c) and its fixtures, run by
+# Heap profiles: the symbolizer (user/os/symbols.c) and its fixtures, run by
 # its test: a C program built as a release build with debug information, the
 # same stripped, a C++ one (demangling); beside the first, the build ID
 # readelf finds in it, for the test to compare with the symbolizer's.
@@ -473,7 +473,7 @@ $(BUILD)/tests/symbols/fixture_cxx: tests/symbols/fixture_cxx.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -o $@ $<
 $(BUILD)/tests/test_symbols: $(BUILD)/tests/san/tests/test_symbols.o \
-		$(BUILD)/tests/san/user/target/symbols.o $(BUILD)/tests/san/user/target/symbols_maps.o \
+		$(BUILD)/tests/san/user/os/symbols.o $(BUILD)/tests/san/user/os/symbols_maps.o \
 		$(BUILD)/tests/san/user/util/proc_maps.o \
 		| $(SYM_FIXTURES)
 	$(CC) $(SAN) -o $@ $^ -ldw -lelf -lstdc++ $(CMOCKA_LIBS)
@@ -482,7 +482,7 @@ test-build: $(BUILD)/tests/test_symbols $(SYM_FIXTURES)
 # USDT sites read from ELF notes for uprobe_multi links (user/probes/usdt.c): the
 # test's own probes and libtally_alloc.so's.
 $(BUILD)/tests/test_usdt: $(BUILD)/tests/san/tests/test_usdt.o $(BUILD)/tests/san/user/probes/usdt.o \
-		$(BUILD)/tests/san/user/target/target.o $(BUILD)/tests/san/user/target/target_ns.o \
+		$(BUILD)/tests/san/user/os/target.o $(BUILD)/tests/san/user/os/target_ns.o \
 		$(BUILD)/tests/san/user/util/proc_maps.o | $(BUILD)/libtally_alloc.so
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 test-build: $(BUILD)/tests/test_usdt

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The layout's rules (docs/ARCHITECTURE.md), checked on the tracked sources.
-# Layers of user/, lowest first: util/, model/, views/ (pure); target/ and
+# Layers of user/, lowest first: util/, model/, views/ (pure); os/ and
 # probes/ (the OS and the kernel); session/; cmd/. A layer includes only
 # layers below it, and:
 #   1. bpf/contract/ (what every side compiles against) includes nothing of
@@ -10,7 +10,7 @@
 #   3. user/util/ includes nothing of user/; user/model/ only util/, and no
 #      libbpf, skeleton, curses or libmicrohttpd; user/views/ only model/ and
 #      util/, and no libbpf or skeleton;
-#   4. user/target/ includes no probes, session, views or cmd; user/probes/
+#   4. user/os/ includes no probes, session, views or cmd; user/probes/
 #      no session, views or cmd; user/session/ no views or cmd;
 #   5. no source file of the product (alloc, bpf, cupti, user, demo) over
 #      600 lines (docs/STYLE.md: one concern per file);
@@ -51,9 +51,9 @@ check "user/util includes nothing of user/" "$(includes user/util '\.\./[a-z]+/'
 check "user/model includes only util, and no libbpf, skeleton, curses or microhttpd" \
 	"$(includes user/model "\.\./(cmd|session|probes|target|views)/|$NOLIB|curses|microhttpd")"
 check "user/views includes only model and util, and no libbpf or skeleton" \
-	"$(includes user/views "\.\./(cmd|session|probes|target)/|$NOLIB")"
-check "user/target includes no probes, session, views or cmd" \
-	"$(includes user/target '\.\./(cmd|session|probes|views)/')"
+	"$(includes user/views "\.\./(cmd|session|probes|os)/|$NOLIB")"
+check "user/os includes no probes, session, views or cmd" \
+	"$(includes user/os '\.\./(cmd|session|probes|views)/')"
 check "user/probes includes no session, views or cmd" "$(includes user/probes '\.\./(cmd|session|views)/')"
 check "user/session includes no views or cmd" "$(includes user/session '\.\./(cmd|views)/')"
 

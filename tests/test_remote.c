@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The remote state reader (user/target/remote.c) against a memory that is not a
+ * The remote state reader (user/os/remote.c) against a memory that is not a
  * process: the bounds on a hostile target's state. The fuzz targets
  * (tests/fuzz) look for crashes; these pin down what it answers. And against
  * a real one, this test's own: the allocator runs here under tally_p_ names
@@ -24,7 +24,7 @@
 
 #include "../alloc/internal.h"
 #include "../alloc/include/tally_alloc_prefixed.h"
-#include "../user/target/remote.h"
+#include "../user/os/remote.h"
 
 #define HEAPS_AT 0x1000ULL
 #define TOP 0x7f0000000000ULL /* the first heap; each next one 64 KiB below */

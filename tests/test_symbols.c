@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The symbolizer (user/target/symbols.c) against running programs the Makefile
+ * The symbolizer (user/os/symbols.c) against running programs the Makefile
  * built beside this test (tests/symbols/): a C program built -O2 -g
  * -fomit-frame-pointer, the same stripped, and a C++ one. Each prints where
  * its functions are and return addresses with the lines of their calls; the
@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "../user/target/symbols.h"
+#include "../user/os/symbols.h"
 
 static char fixtures[PATH_MAX]; /* the folder of the fixture programs */
 static char tmpdir[] = "/tmp/tally-test-symbols.XXXXXX";

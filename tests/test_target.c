@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * What tally reads of a target from /proc and its ELF files (user/target/target.c),
+ * What tally reads of a target from /proc and its ELF files (user/os/target.c),
  * against this test's own process (its libc, a library it maps, its
  * executable, its threads and names), against files it writes in /proc's
  * formats with what /proc can hold (paths with spaces, deleted files, long
@@ -31,7 +31,7 @@
 #include <cmocka.h>
 #include "test_skip.h"
 
-#include "../user/target/target.h"
+#include "../user/os/target.h"
 #include "../user/util/proc_maps.h"
 
 static char tmpdir[] = "/tmp/tally-test-target.XXXXXX";

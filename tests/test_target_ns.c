@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Where a target lives (user/target/target_ns.c): the container id a cgroup
+ * Where a target lives (user/os/target_ns.c): the container id a cgroup
  * path carries, the cgroup file's format (v2, and a hybrid host's v1 lines),
  * and, against real processes, the mount and PID namespaces a container is
  * made of (built here with unshare, as root; skipped otherwise).
@@ -21,7 +21,7 @@
 #include <cmocka.h>
 #include "test_skip.h"
 
-#include "../user/target/target.h"
+#include "../user/os/target.h"
 
 #define ID64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define ID63 "123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

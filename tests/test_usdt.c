@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "../user/target/target.h"
+#include "../user/os/target.h"
 #include "../user/probes/usdt.h"
 
 static const char *alloc_lib; /* argv[1] */

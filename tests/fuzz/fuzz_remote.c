@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target: the remote state reader (user/target/remote.c) on a target
+ * libFuzzer target: the remote state reader (user/os/remote.c) on a target
  * whose memory is the fuzzer's input. Every address maps onto the input with
  * wrap-around (byte A is input[A % size]), so that any pointer the input
  * holds points back into it and the fuzzer can build heap and segment lists,
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../user/target/remote.h"
+#include "../../user/os/remote.h"
 
 #define FAULT_RANGES 3
 

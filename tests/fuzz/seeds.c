@@ -18,7 +18,7 @@
 
 #include "../../alloc/internal.h"
 #include "../../bpf/contract/sdk_registry.h"
-#include "../../user/target/remote.h"
+#include "../../user/os/remote.h"
 
 /* The seeds that reach the walk's bounds are for the fuzz build's (Makefile:
  * FUZZ_BOUNDS), which fit an input; the product's do not. */

@@ -33,7 +33,7 @@
 
 #include "../../user/probes/glibc.h" /* the loader's; bpf/glibc.h is its BPF object's */
 #include "../../user/probes/glibc_site.h"
-#include "../../user/target/target.h"
+#include "../../user/os/target.h"
 #include "tally_bpf.h"
 #include "tally.skel.h"
 

@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../user/target/inject.h"
+#include "../../user/os/inject.h"
 
 static long tracer_of(pid_t pid)
 {

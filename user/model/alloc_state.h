@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * A running target's allocator state as read from its memory (user/target/remote.c
+ * A running target's allocator state as read from its memory (user/os/remote.c
  * reads it; the model starts from it at a late attach, model_seed_alloc, and
  * completes a view's cut with each heap's pending records). Plain data.
  */

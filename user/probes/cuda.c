@@ -29,7 +29,7 @@
 #include "cuda.h"
 #include "cuda.skel.h"
 #include "loader.h"
-#include "../target/target.h"
+#include "../os/target.h"
 #include "uprobe_multi.h"
 
 struct entry {

@@ -27,7 +27,7 @@
 #include "glibc_site.h"
 #include "links.h"
 #include "uprobe_multi.h"
-#include "../target/target.h"
+#include "../os/target.h"
 #include "../../bpf/contract/tally_events.h"
 
 #include "../../bpf/glibc.h" /* struct glibc_totals, before the skeleton that names it */

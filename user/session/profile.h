@@ -9,7 +9,7 @@
 #define TALLY_PROFILE_H
 
 #include "../model/prof.h"
-#include "../target/symbols.h"
+#include "../os/symbols.h"
 #include "session.h"
 
 #define PROFILE_BEFORE_ATTACH "(allocated before attach)"

@@ -19,7 +19,7 @@
 
 #include "inject_cut.h"
 #include "session.h"
-#include "../target/symbols.h"
+#include "../os/symbols.h"
 #include "internal.h"
 #include "../util/timing.h"
 

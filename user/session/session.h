@@ -18,14 +18,14 @@
 #include "../util/clock.h"
 #include "../probes/cuda.h"
 #include "../probes/nvml.h"
-#include "../target/target_lock.h"
+#include "../os/target_lock.h"
 #include "../probes/glibc.h"
 #include "../probes/loader.h"
 #include "../model/figures.h"
 #include "../model/model.h"
 #include "../model/sources.h"
 #include "../model/tree.h"
-#include "../target/target.h"
+#include "../os/target.h"
 #include "../util/exit_status.h"
 
 struct session_opts {

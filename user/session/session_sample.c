@@ -8,7 +8,7 @@
 
 #include "../util/clock.h"
 #include "session.h"
-#include "../target/target.h"
+#include "../os/target.h"
 
 void session_sample_attach(const struct session *s, pid_t pid)
 {

@@ -20,8 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../target/inject.h"
-#include "../target/target_alloc.h"
+#include "../os/inject.h"
+#include "../os/target_alloc.h"
 #include "session.h"
 #include "internal.h"
 #include "../util/timing.h"

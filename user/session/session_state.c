@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../target/remote.h"
+#include "../os/remote.h"
 #include "session.h"
 #include "internal.h"
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * What the target layer's files share and its callers do not need. Its face
- * to the rest of tally is target.h (and a header of each file's name).
+ * What the files of user/os/ (the target as the OS shows it) share and
+ * their callers do not need. The layer's face to the rest of tally is
+ * target.h, and a header of each file's name.
  */
 #ifndef TALLY_TARGET_INTERNAL_H
 #define TALLY_TARGET_INTERNAL_H
