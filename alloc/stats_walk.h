@@ -2,7 +2,7 @@
 /*
  * How the public figures are derived from heaps and spans (struct heap_stats
  * says why they are derived rather than counted). Shared by the allocator
- * (stats.c, reading its own memory) and by the tracer (user/target/remote.c, reading
+ * (stats.c, reading its own memory) and by the tracer (user/os/remote.c, reading
  * a copy of a target's memory for a late attach), so that both derive them
  * the same way. A span's metadata is passed separately: the tracer's copy of
  * it is not where span_meta(sp) points.

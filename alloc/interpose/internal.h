@@ -55,7 +55,7 @@ struct ip_func {
 	void *wrapper;
 };
 
-/* interpose.c, what the injector calls in the process (user/target/inject.c,
+/* interpose.c, what the injector calls in the process (user/os/inject.c,
  * interpose_abi.h): start recording, sampling for heap profiles one block
  * per sample_rate bytes on average (0: none); the outcome in
  * tally_interpose_outcome: 0, -EALREADY while a tracer records already,

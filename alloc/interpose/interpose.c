@@ -2,7 +2,7 @@
 /*
  * libtally_interpose.so's wrappers and its start (docs/DESIGN.md §10), what
  * `tally -p PID --inject` loads into a process on glibc's malloc
- * (user/target/inject.c makes it dlopen the library, then call
+ * (user/os/inject.c makes it dlopen the library, then call
  * tally_interpose_begin). The malloc family's GOT entries lead here
  * (interpose_got.c); each wrapper calls glibc's own function and, while
  * traced, records the call in the thread's batch (interpose_batch.c). A
