@@ -466,6 +466,20 @@ for _ in $(seq 100); do grep -q 'Seccomp:[[:space:]]*2' /proc/$sp/status && brea
 refused "a process under a seccomp filter" "$sp" "seccomp"
 kill "$sp"
 
+# a process of another user (nobody) opens the library itself: tally copied
+# under a directory that user cannot search is refused in one line that
+# names it (dlopen failed there, and tally could only say "its dlerror()")
+mkdir -p "$tmp/closed/bin" && chmod 700 "$tmp/closed"
+cp "$T" "$(dirname "$T")"/libtally*.so "$tmp/closed/bin/"
+setpriv --reuid=nobody --regid=nogroup --clear-groups sleep 30 &
+sp=$!
+pids+=("$sp")
+for _ in $(seq 100); do [ "$(stat -c %U /proc/"$sp" 2>/dev/null)" = nobody ] &&
+	[ "$(readlink /proc/"$sp"/exe)" != "$(command -v setpriv)" ] && break; sleep 0.05; done
+T=$tmp/closed/bin/tally refused "a process whose user cannot read tally's library" "$sp" \
+	"runs as uid $(id -u nobody), which cannot search /.*: --inject needs tally.s libraries"
+kill "$sp"
+
 "$T" snapshot -p 999999 --inject -d 1 -o "$tmp/n.json" 2>"$tmp/n.err"
 [ $? -eq 5 ] && [ ! -e "$tmp/n.json" ]
 check "refused: a PID that does not exist (status 5, no file)" $? "$(cat "$tmp/n.err")"

@@ -125,6 +125,88 @@ static int check_namespaces(pid_t pid, const char *interposer, char *why, size_t
 	return 0;
 }
 
+/* The process's effective uid and gid and its supplementary groups, as
+ * /proc/PID/status has them. 0 or -errno. */
+static int creds_of(pid_t pid, uid_t *uid, gid_t *gid, gid_t *groups, size_t *ngroups)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0, max = *ngroups;
+	unsigned a, b;
+	int got = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (!(f = fopen(path, "re")))
+		return -errno;
+	*ngroups = 0;
+	while (getline(&line, &cap, f) > 0) {
+		if (sscanf(line, "Uid: %u %u", &a, &b) == 2)
+			*uid = b, got |= 1;
+		else if (sscanf(line, "Gid: %u %u", &a, &b) == 2)
+			*gid = b, got |= 2;
+		else if (!strncmp(line, "Groups:", 7))
+			for (char *t = strtok(line + 7, " \t\n"); t && *ngroups < max;
+			     t = strtok(NULL, " \t\n"))
+				groups[(*ngroups)++] = (gid_t)strtoul(t, NULL, 10);
+	}
+	free(line);
+	fclose(f);
+	return got == 3 ? 0 : -EINVAL;
+}
+
+/* Whether those credentials have `bit` (4 read, 1 search) on st by its mode
+ * bits (an ACL that grants more is not read: the refusal then names the
+ * path, and the user can open it). */
+static bool may(const struct stat *st, uid_t uid, gid_t gid, const gid_t *g, size_t ng,
+		unsigned bit)
+{
+	bool in_group = st->st_gid == gid;
+
+	if (uid == 0)
+		return true;
+	if (st->st_uid == uid)
+		return (st->st_mode >> 6) & bit;
+	for (size_t i = 0; i < ng && !in_group; i++)
+		in_group = g[i] == st->st_gid;
+	return ((in_group ? st->st_mode >> 3 : st->st_mode) & bit) != 0;
+}
+
+/* The process opens the library itself, as the user it runs as (an nginx
+ * worker runs as nobody): each directory on the path searchable for it and
+ * the file readable, else dlopen fails there with nothing tally can say. */
+static int check_readable(pid_t pid, const char *interposer, char *why, size_t len)
+{
+	gid_t groups[256];
+	size_t ng = sizeof(groups) / sizeof(groups[0]);
+	char part[4096];
+	struct stat st;
+	uid_t uid = 0;
+	gid_t gid = 0;
+
+	if (creds_of(pid, &uid, &gid, groups, &ng) || strlen(interposer) >= sizeof(part))
+		return 0; /* not known: dlopen says */
+	/* every directory from the root down, searched; then the file, read */
+	for (const char *c = interposer; c; c = strchr(c + 1, '/')) {
+		snprintf(part, sizeof(part), "%.*s", c == interposer ? 1 : (int)(c - interposer),
+			 interposer);
+		if (stat(part, &st))
+			return 0;
+		if (!may(&st, uid, gid, groups, ng, 1))
+			return say(
+				why, len, -EACCES,
+				"process %d runs as uid %u, which cannot search %s: --inject needs "
+				"tally's libraries where that user can read them",
+				pid, (unsigned)uid, part);
+	}
+	if (!stat(interposer, &st) && !may(&st, uid, gid, groups, ng, 4))
+		return say(
+			why, len, -EACCES,
+			"process %d runs as uid %u, which cannot read %s: --inject needs tally's "
+			"libraries where that user can read them",
+			pid, (unsigned)uid, interposer);
+	return 0;
+}
+
 /* Its program: not set-uid, on glibc's malloc. */
 static int check_program(pid_t pid, char *why, size_t len)
 {
@@ -163,6 +245,8 @@ int inject_check(pid_t pid, const char *interposer, char *why, size_t len)
 		err = check_namespaces(pid, interposer, why, len);
 	if (!err)
 		err = check_program(pid, why, len);
+	if (!err)
+		err = check_readable(pid, interposer, why, len);
 	/* one that exits meanwhile lists part of its maps, or none (it has not
 	 * lost glibc) */
 	if (err && target_exiting(pid))
