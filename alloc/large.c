@@ -262,6 +262,10 @@ bool large_free(struct heap *h, void *p, size_t expect_q)
 		}
 	}
 	if (slot >= 0) {
+		/* the delay counts from the free: the heap's clock is read at its
+		 * ticks, and an owner that last ticked before a slow stretch of
+		 * its own would stamp the entry old enough to go at once */
+		h->now_ms = os_now_ms();
 		pool[slot] = (struct pool_ent){ (void *)e.ptr, e.len, h->now_ms };
 		pool_bytes += e.len;
 		h->stats.hysteresis += e.len;
@@ -342,7 +346,10 @@ void large_sweep(struct heap *h, bool force)
 	pthread_mutex_lock(&large_lock);
 	for (int i = 0; i < POOL_SLOTS; i++) {
 		struct pool_ent *e = &pool[i];
-		if (e->ptr && (force || h->now_ms - e->stamp_ms >= tally_purge_ms))
+		/* another heap's clock may be older than the stamp: that entry is
+		 * young, not 2^64 ms old */
+		if (e->ptr && (force || (h->now_ms >= e->stamp_ms &&
+					 h->now_ms - e->stamp_ms >= tally_purge_ms)))
 			pool_evict(h, e);
 	}
 	pthread_mutex_unlock(&large_lock);
