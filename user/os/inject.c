@@ -45,25 +45,50 @@ static int say(char *why, size_t len, int err, const char *fmt, ...)
 	return err;
 }
 
+/* The numbers on /proc/PID/status's line `key` (as "Uid:"), up to n of
+ * them into v: how many. The key is matched at a line's start ("Gid:" is
+ * not "Tgid:"); status begins with "Name:", never asked for. */
+static size_t status_numbers(const char *status, const char *key, unsigned long *v, size_t n)
+{
+	char at[32];
+	const char *p;
+	size_t k = 0;
+
+	snprintf(at, sizeof(at), "\n%s", key);
+	if (!(p = strstr(status, at)))
+		return 0;
+	for (p += strlen(at); k < n; k++) {
+		char *end;
+
+		p += strspn(p, " \t");
+		if (*p < '0' || *p > '9')
+			break;
+		v[k] = strtoul(p, &end, 10);
+		p = end;
+	}
+	return k;
+}
+
 /* The number after `key` in /proc/PID/status; -1 when absent. */
 static long status_field(const char *status, const char *key)
 {
-	const char *p = strstr(status, key);
+	unsigned long v;
 
-	return p ? strtol(p + strlen(key), NULL, 10) : -1;
+	return status_numbers(status, key, &v, 1) ? (long)v : -1;
 }
 
-/* What /proc/PID/status says: another tracer, seccomp. */
-static int check_status(pid_t pid, char *why, size_t len)
+/* What /proc/PID/status says: another tracer, seccomp. The text is read
+ * into status (size bytes) for check_readable too. */
+static int check_status(pid_t pid, char *status, size_t size, char *why, size_t len)
 {
-	char path[64], status[4096];
+	char path[64];
 	ssize_t n;
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return say(why, len, -errno, "cannot read %s: %s", path, strerror(errno));
-	n = read(fd, status, sizeof(status) - 1);
+	n = read(fd, status, size - 1);
 	close(fd);
 	if (n <= 0)
 		return say(why, len, -EIO, "cannot read %s", path);
@@ -125,40 +150,11 @@ static int check_namespaces(pid_t pid, const char *interposer, char *why, size_t
 	return 0;
 }
 
-/* The process's effective uid and gid and its supplementary groups, as
- * /proc/PID/status has them. 0 or -errno. */
-static int creds_of(pid_t pid, uid_t *uid, gid_t *gid, gid_t *groups, size_t *ngroups)
-{
-	char path[64], *line = NULL;
-	size_t cap = 0, max = *ngroups;
-	unsigned a, b;
-	int got = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (!(f = fopen(path, "re")))
-		return -errno;
-	*ngroups = 0;
-	while (getline(&line, &cap, f) > 0) {
-		if (sscanf(line, "Uid: %u %u", &a, &b) == 2)
-			*uid = b, got |= 1;
-		else if (sscanf(line, "Gid: %u %u", &a, &b) == 2)
-			*gid = b, got |= 2;
-		else if (!strncmp(line, "Groups:", 7))
-			for (char *t = strtok(line + 7, " \t\n"); t && *ngroups < max;
-			     t = strtok(NULL, " \t\n"))
-				groups[(*ngroups)++] = (gid_t)strtoul(t, NULL, 10);
-	}
-	free(line);
-	fclose(f);
-	return got == 3 ? 0 : -EINVAL;
-}
-
 /* Whether those credentials have `bit` (4 read, 1 search) on st by its mode
  * bits (an ACL that grants more is not read: the refusal then names the
  * path, and the user can open it). */
-static bool may(const struct stat *st, uid_t uid, gid_t gid, const gid_t *g, size_t ng,
-		unsigned bit)
+static bool may(const struct stat *st, unsigned long uid, unsigned long gid, const unsigned long *g,
+		size_t ng, unsigned bit)
 {
 	bool in_group = st->st_gid == gid;
 
@@ -174,17 +170,20 @@ static bool may(const struct stat *st, uid_t uid, gid_t gid, const gid_t *g, siz
 /* The process opens the library itself, as the user it runs as (an nginx
  * worker runs as nobody): each directory on the path searchable for it and
  * the file readable, else dlopen fails there with nothing tally can say. */
-static int check_readable(pid_t pid, const char *interposer, char *why, size_t len)
+static int check_readable(pid_t pid, const char *status, const char *interposer, char *why,
+			  size_t len)
 {
-	gid_t groups[256];
-	size_t ng = sizeof(groups) / sizeof(groups[0]);
+	unsigned long ids[2], groups[256]; /* Uid: and Gid: are real, effective, ... */
 	char part[4096];
 	struct stat st;
-	uid_t uid = 0;
-	gid_t gid = 0;
 
-	if (creds_of(pid, &uid, &gid, groups, &ng) || strlen(interposer) >= sizeof(part))
+	if (status_numbers(status, "Uid:", ids, 2) < 2 || strlen(interposer) >= sizeof(part))
 		return 0; /* not known: dlopen says */
+	unsigned long uid = ids[1];
+	if (status_numbers(status, "Gid:", ids, 2) < 2)
+		return 0;
+	unsigned long gid = ids[1];
+	size_t ng = status_numbers(status, "Groups:", groups, sizeof(groups) / sizeof(groups[0]));
 	/* every directory from the root down, searched; then the file, read */
 	for (const char *c = interposer; c; c = strchr(c + 1, '/')) {
 		snprintf(part, sizeof(part), "%.*s", c == interposer ? 1 : (int)(c - interposer),
@@ -194,16 +193,16 @@ static int check_readable(pid_t pid, const char *interposer, char *why, size_t l
 		if (!may(&st, uid, gid, groups, ng, 1))
 			return say(
 				why, len, -EACCES,
-				"process %d runs as uid %u, which cannot search %s: --inject needs "
+				"process %d runs as uid %lu, which cannot search %s: --inject needs "
 				"tally's libraries where that user can read them",
-				pid, (unsigned)uid, part);
+				pid, uid, part);
 	}
 	if (!stat(interposer, &st) && !may(&st, uid, gid, groups, ng, 4))
 		return say(
 			why, len, -EACCES,
-			"process %d runs as uid %u, which cannot read %s: --inject needs tally's "
+			"process %d runs as uid %lu, which cannot read %s: --inject needs tally's "
 			"libraries where that user can read them",
-			pid, (unsigned)uid, interposer);
+			pid, uid, interposer);
 	return 0;
 }
 
@@ -239,14 +238,15 @@ static int check_program(pid_t pid, char *why, size_t len)
 
 int inject_check(pid_t pid, const char *interposer, char *why, size_t len)
 {
-	int err = check_status(pid, why, len);
+	char status[4096];
+	int err = check_status(pid, status, sizeof(status), why, len);
 
 	if (!err)
 		err = check_namespaces(pid, interposer, why, len);
 	if (!err)
 		err = check_program(pid, why, len);
 	if (!err)
-		err = check_readable(pid, interposer, why, len);
+		err = check_readable(pid, status, interposer, why, len);
 	/* one that exits meanwhile lists part of its maps, or none (it has not
 	 * lost glibc) */
 	if (err && target_exiting(pid))
