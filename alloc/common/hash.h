@@ -15,8 +15,8 @@
  * some are seen (top's group keys). A change here changes them all; change
  * a constant only with every table that uses it.
  */
-#ifndef TALLY_SHARED_HASH_H
-#define TALLY_SHARED_HASH_H
+#ifndef TALLY_ALLOC_COMMON_HASH_H
+#define TALLY_ALLOC_COMMON_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>
