@@ -567,8 +567,8 @@ static void document__sites__frames_lines_and_the_largest_only(void **state)
 	static const size_t ix[2] = { 0, 1 };
 	struct prof_sample smp[SNAPSHOT_SITES + 2];
 	for (int i = 0; i < SNAPSHOT_SITES + 2; i++)
-		smp[i] = (struct prof_sample){ ix, 2, 3, 300, 2, SNAPSHOT_SITES + 2 - i, "io", 42,
-					       1, 100 + i };
+		smp[i] = (struct prof_sample){ ix,   2,	 3, 300,    2, SNAPSHOT_SITES + 2 - i,
+					       "io", 42, 1, 100 + i };
 	smp[SNAPSHOT_SITES + 1].inuse_space = 0;
 	struct prof p = { maps, 1, locs, 2, smp, SNAPSHOT_SITES + 2, 65536, 0, 0, NULL };
 

@@ -562,12 +562,11 @@ static const struct label *label(const struct profile *d, const struct sample *s
 
 static void pprof__header__sample_types_period_and_strings(void **state)
 {
-	static const char *const want[][2] = { { "alloc_objects", "count" },
-					       { "alloc_space", "bytes" },
-					       { "inuse_objects", "count" },
-					       { "inuse_space", "bytes" },
-					       { "peak_objects", "count" },
-					       { "peak_space", "bytes" } };
+	static const char *const want[][2] = {
+		{ "alloc_objects", "count" }, { "alloc_space", "bytes" },
+		{ "inuse_objects", "count" }, { "inuse_space", "bytes" },
+		{ "peak_objects", "count" },  { "peak_space", "bytes" }
+	};
 	struct prof p = fixture();
 	struct profile *d = decode(&p);
 
@@ -1019,8 +1018,8 @@ static void folded__equal_stacks__merged(void **state)
 	size_t a[] = { 3, 1, 0 }, b[] = { 4, 1, 0 }, c[] = { 6 };
 	struct prof_sample s[] = {
 		{ a, 3, 0, 0, 0, 100, NULL, 0, 0, 0 }, { c, 1, 0, 0, 0, 7, NULL, 0, 0, 0 },
-		{ b, 3, 0, 0, 0, 23, NULL, 0, 0, 0 },	 { a, 3, 0, 0, 0, 0, NULL, 0, 0, 0 },
-		{ c, 1, 0, 0, 0, -7, NULL, 0, 0, 0 },	 { NULL, 0, 0, 0, 0, 5, NULL, 0, 0, 0 },
+		{ b, 3, 0, 0, 0, 23, NULL, 0, 0, 0 },  { a, 3, 0, 0, 0, 0, NULL, 0, 0, 0 },
+		{ c, 1, 0, 0, 0, -7, NULL, 0, 0, 0 },  { NULL, 0, 0, 0, 0, 5, NULL, 0, 0, 0 },
 		{ S2, 2, 0, 0, 0, -1, NULL, 0, 0, 0 },
 	};
 	struct prof p = fixture();

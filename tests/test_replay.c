@@ -293,9 +293,8 @@ static void replay__peak_inside_a_run_with_its_figures(void **state)
 	assert_int_equal(at.rounding, 4 + 8 + 12);
 	assert_int_equal(at.span_free, 2808 - 624);
 	/* the identity holds at the peak as it does now */
-	assert_int_equal(at.mapped, at.live + at.rounding + at.cache + at.span_free +
-					    at.returned + at.virgin + at.hysteresis +
-					    at.segment_overhead);
+	assert_int_equal(at.mapped, at.live + at.rounding + at.cache + at.span_free + at.returned +
+					    at.virgin + at.hysteresis + at.segment_overhead);
 	assert_int_equal(tally_replay_group_peak(&r, 3), 600);
 	assert_int_equal(tally_replay_group_peak(&r, 0), 0);
 	/* summed in one go, the figures now are those of the plain sum */

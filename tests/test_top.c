@@ -888,7 +888,8 @@ static void sites__no_profile_none_sampled_or_failed__one_line(void **state)
 			       "no sites: cannot build the heap profile: "));
 	top_sites_failed(&f, -ENOMEM);
 	assert_non_null(strstr(top_sites_empty(&f, buf, sizeof(buf)), strerror(ENOMEM)));
-	prof_of(&p, (const struct prof_sample[]){ { stack_inlined, 3, 1, 8, 1, 8, "g", 1, 0, 0 } }, 1);
+	prof_of(&p, (const struct prof_sample[]){ { stack_inlined, 3, 1, 8, 1, 8, "g", 1, 0, 0 } },
+		1);
 	assert_int_equal(top_sites_build(&f, &p), 0);
 	assert_null(top_sites_empty(&f, buf, sizeof(buf)));
 	top_frame_free(&f);
