@@ -142,9 +142,9 @@ struct figures_group {
 /* A peak of live or of mapped (docs/DESIGN.md §11): the whole identity at
  * the record that reached it, in the window of the batch that held it. */
 struct figures_peak {
-	bool known;	   /* libtally_alloc's records: the replay keeps it */
-	bool exact;	   /* one moment of the process (struct model_peak) */
-	bool since_attach; /* counted from a state read at the attach */
+	bool known;		 /* libtally_alloc's records: the replay keeps it */
+	bool exact;		 /* one moment of the process (struct model_peak) */
+	bool since_attach;	 /* counted from a state read at the attach */
 	uint64_t at_ns, from_ns; /* CLOCK_MONOTONIC: at or before at, after from */
 	int64_t v[TALLY_STATS_COUNT];
 };

@@ -23,10 +23,10 @@ static void term_from(struct tally_replay *r, uint8_t term, int64_t bytes)
 
 static void mark_take(const struct tally_replay *r, struct tally_replay_mark *k, uint64_t seq)
 {
-	*k = (struct tally_replay_mark){ r->mapped,	       r->live,	     r->rounding,
-					 r->cache,	       r->span_free, r->returned,
-					 r->virgin,	       r->hysteresis, r->segment_overhead,
-					 r->large_count,       r->spans_assigned, seq };
+	*k = (struct tally_replay_mark){ r->mapped,	 r->live,	    r->rounding,
+					 r->cache,	 r->span_free,	    r->returned,
+					 r->virgin,	 r->hysteresis,	    r->segment_overhead,
+					 r->large_count, r->spans_assigned, seq };
 }
 
 void tally_replay_mark_now(struct tally_replay *r)

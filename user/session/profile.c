@@ -231,7 +231,11 @@ static int add_before_attach(struct profile *pr, struct proc_build *b, const dou
 		pr->locs[k] = (struct prof_loc){ 0, -1, (const struct prof_line *)(uintptr_t)x, 1 };
 		pr->ix[ix] = (size_t)k;
 		/* (objects at the peak: not kept per group; the bytes' share) */
-		double v[6] = { 0, 0, fmax(lobj, 0), left, fmax(lobj, 0) * fmax(peak, 0) / left,
+		double v[6] = { 0,
+				0,
+				fmax(lobj, 0),
+				left,
+				fmax(lobj, 0) * fmax(peak, 0) / left,
 				fmax(peak, 0) };
 		if (add_sample(pr, b, (uint16_t)g, v, (size_t)ix, 1))
 			return -ENOMEM;

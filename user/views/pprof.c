@@ -326,7 +326,7 @@ static void encode_label(struct enc *e, const char *key, const char *str, int64_
 
 static void encode_sample(struct enc *e, const struct prof_sample *s)
 {
-	int64_t v[NTYPES] = { s->alloc_objects, s->alloc_space, s->inuse_objects,
+	int64_t v[NTYPES] = { s->alloc_objects, s->alloc_space,	 s->inuse_objects,
 			      s->inuse_space,	s->peak_objects, s->peak_space };
 	struct buf *b = &e->out;
 	size_t m = pb_open(b, PROFILE_SAMPLE), packed;
