@@ -523,3 +523,9 @@ $(BUILD)/tests/profile/sites_workload: tests/profile/sites_workload.c $(BUILD)/l
 $(BUILD)/tests/profile/sites_workload_stripped: $(BUILD)/tests/profile/sites_workload
 	strip -o $@ $<
 test-build: $(BUILD)/tests/profile/sites_workload $(BUILD)/tests/profile/sites_workload_stripped
+# The peak's workload (tests/peak/run.sh), also without frame pointers.
+$(BUILD)/tests/peak/peak_workload: tests/peak/peak_workload.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fomit-frame-pointer -o $@ $< -L$(BUILD) -l:libtally.so -lm \
+		-Wl,-rpath,'$$ORIGIN/../..'
+test-build: $(BUILD)/tests/peak/peak_workload
