@@ -211,7 +211,7 @@ $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(MODEL_SAN_OBJ
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The figures of a tick, and the snapshot document of docs/DESIGN.md §6 built from them.
 $(BUILD)/tests/test_figures: $(BUILD)/tests/san/tests/test_figures.o \
-		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) \
+		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/answers.o $(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) \
 		$(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The reader against fakes, and against this test's own process, whose

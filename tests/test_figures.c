@@ -486,7 +486,12 @@ static void document__tally_mode__every_field_in_order(void **state)
 		"\"groups\":[{\"name\":\"root\",\"live\":0},{\"name\":\"io \\\"q\\\"\",\"live\":1500}],"
 		"\"sites\":[]},"
 		"\"peak_mapped\":{\"at_s\":2.5,\"after_s\":2,\"exact\":true,\"since\":\"start\","
-		"\"live\":1500,\"mapped\":1048576}";
+		"\"live\":1500,\"mapped\":1048576},"
+		"\"leaked\":[],\"temporary\":[],\"lifetimes\":[{\"group\":\"root\","
+		"\"lt_1ms\":0,\"lt_10ms\":0,\"lt_100ms\":0,\"lt_1s\":0,\"lt_10s\":0,\"longer\":0,\"live\":0},"
+		"{\"group\":\"io \\\"q\\\"\","
+		"\"lt_1ms\":0,\"lt_10ms\":0,\"lt_100ms\":0,\"lt_1s\":0,\"lt_10s\":0,\"longer\":0,\"live\":0}"
+		"]";
 	/* over its life: CPU and allocations, though it has ended */
 	assert_doc(doc,
 		   one_process_doc(
@@ -527,7 +532,10 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,"
 		"\"peak_live\":null,\"cpu_ns\":0,"
 		"\"instance\":{" ZERO_INSTANCE ",\"exact\":true}}],"
-		"\"peak\":null,\"peak_mapped\":null";
+		"\"peak\":null,\"peak_mapped\":null,"
+		"\"leaked\":[],\"temporary\":[],\"lifetimes\":[{\"group\":\"root\","
+		"\"lt_1ms\":0,\"lt_10ms\":0,\"lt_100ms\":0,\"lt_1s\":0,\"lt_10s\":0,\"longer\":0,\"live\":0}"
+		"]";
 	assert_doc(doc,
 		   one_process_doc(want,
 				   "\"exact\":false,\"inexact_processes\":1,\"inexact\":"
@@ -567,8 +575,9 @@ static void document__sites__frames_lines_and_the_largest_only(void **state)
 	static const size_t ix[2] = { 0, 1 };
 	struct prof_sample smp[SNAPSHOT_SITES + 2];
 	for (int i = 0; i < SNAPSHOT_SITES + 2; i++)
-		smp[i] = (struct prof_sample){ ix,   2,	 3, 300,    2, SNAPSHOT_SITES + 2 - i,
-					       "io", 42, 1, 100 + i };
+		smp[i] = (struct prof_sample){ ix,   2,	 3, 300,     2,	    SNAPSHOT_SITES + 2 - i,
+					       "io", 42, 1, 100 + i, { 0 }, 0,
+					       0 };
 	smp[SNAPSHOT_SITES + 1].inuse_space = 0;
 	struct prof p = { maps, 1, locs, 2, smp, SNAPSHOT_SITES + 2, 65536, 0, 0, NULL };
 
@@ -585,7 +594,8 @@ static void document__sites__frames_lines_and_the_largest_only(void **state)
 		"\"address\":4352},{\"function\":null,\"file\":null,\"line\":null,"
 		"\"module\":null,\"address\":8704}],\"group\":\"io\",\"pid\":42,"
 		"\"inuse_bytes\":22,\"inuse_objects\":2,\"alloc_bytes\":300,\"alloc_objects\":3,"
-		"\"peak_bytes\":100,\"peak_objects\":1}"));
+		"\"peak_bytes\":100,\"peak_objects\":1,\"lifetimes\":{\"lt_1ms\":0,\"lt_10ms\":0,"
+		"\"lt_100ms\":0,\"lt_1s\":0,\"lt_10s\":0,\"longer\":0,\"live\":2}}"));
 	/* the peak's sites: most at the peak first, one in use at the end or not */
 	assert_non_null(strstr(doc, "\"address\":8704}],\"group\":\"io\",\"peak_bytes\":121,"
 				    "\"peak_objects\":1},{\"frames\""));

@@ -219,6 +219,7 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		return;
 	}
 	m->sites.clock = &m->replay; /* (models move) */
+	m->sites.now_ns = m->now_ns;
 	/* records already in a state read from memory */
 	while (pos < count && seq_first + pos < h->applied) {
 		struct tally_ev e;
@@ -318,6 +319,7 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 	if (b->source == TALLY_SRC_INTERPOSE) {
 		struct model_thread *t = model_thread(m, b->tid, false);
 		m->sites.clock = NULL; /* glibc's figures: no replay, no peak */
+		m->sites.now_ns = m->now_ns;
 		int n = injected_apply(&m->injected, b->words, b->count, t ? t->rule_group : -1,
 				       sites_on_record, &m->sites);
 		if (n < 0)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answers.h"
 #include "snapshot_doc.h"
 
 /* Signed: a rebuild that lost records can take a term below zero, which
@@ -217,92 +218,6 @@ static void write_events(struct json_writer *w, const struct figures_events *e)
 	json_end_object(w);
 }
 
-static void write_site_frames(struct json_writer *w, const struct prof *p,
-			      const struct prof_sample *s);
-
-static double seconds_since(uint64_t ns, uint64_t start_ns)
-{
-	return ns > start_ns ? (double)(ns - start_ns) / 1e9 : 0;
-}
-
-/* The process's sites that held most at its peak, most first. */
-static void write_peak_sites(struct json_writer *w, const struct figures_process *p,
-			     const struct prof *prof)
-{
-	size_t shown[SNAPSHOT_SITES], n = 0;
-
-	json_key(w, "sites");
-	json_begin_array(w);
-	for (; prof && n < SNAPSHOT_SITES; n++) {
-		size_t best = SIZE_MAX;
-		for (size_t i = 0; i < prof->nsamples; i++) {
-			const struct prof_sample *s = &prof->samples[i];
-			bool taken = false;
-			for (size_t k = 0; k < n && !taken; k++)
-				taken = shown[k] == i;
-			if (!taken && s->pid == (int64_t)p->target.pid && s->peak_space > 0 &&
-			    (best == SIZE_MAX || s->peak_space > prof->samples[best].peak_space))
-				best = i;
-		}
-		if (best == SIZE_MAX)
-			break;
-		shown[n] = best;
-		const struct prof_sample *s = &prof->samples[best];
-		json_begin_object(w);
-		write_site_frames(w, prof, s);
-		json_kv_str(w, "group", s->group ? s->group : "root");
-		json_kv_i64(w, "peak_bytes", s->peak_space);
-		json_kv_i64(w, "peak_objects", s->peak_objects);
-		json_end_object(w);
-	}
-	json_end_array(w);
-}
-
-static void write_peak_moment(struct json_writer *w, const struct figures_process *p,
-			      const struct figures_peak *pk)
-{
-	json_kv_double(w, "at_s", seconds_since(pk->at_ns, p->start_ns));
-	json_kv_double(w, "after_s", seconds_since(pk->from_ns, p->start_ns));
-	json_kv_bool(w, "exact", pk->exact);
-	json_kv_str(w, "since", pk->since_attach ? "attach" : "start");
-	json_kv_i64(w, "live", pk->v[1]);
-	json_kv_i64(w, "mapped", pk->v[0]);
-}
-
-/* "peak" and "peak_mapped" (docs/DESIGN.md §11): null where no replay
- * keeps them (glibc mode, no allocator traced). */
-static void write_peak(struct json_writer *w, const struct figures_process *p,
-		       const struct prof *prof)
-{
-	json_key(w, "peak");
-	if (!p->peak.known) {
-		json_null(w);
-		json_kv_null(w, "peak_mapped");
-		return;
-	}
-	json_begin_object(w);
-	write_peak_moment(w, p, &p->peak);
-	json_key(w, "stats");
-	json_begin_object(w);
-	write_stats_terms(w, p->peak.v, (1u << TALLY_STATS_COUNT) - 1);
-	json_end_object(w);
-	json_key(w, "groups");
-	json_begin_array(w);
-	for (unsigned g = 0; g < p->ngroups; g++) {
-		json_begin_object(w);
-		json_kv_str(w, "name", p->groups[g].name ? p->groups[g].name : "root");
-		json_kv_i64(w, "live", p->groups[g].peak_live);
-		json_end_object(w);
-	}
-	json_end_array(w);
-	write_peak_sites(w, p, prof);
-	json_end_object(w);
-	json_key(w, "peak_mapped");
-	json_begin_object(w);
-	write_peak_moment(w, p, &p->peak_mapped);
-	json_end_object(w);
-}
-
 static void write_process_fields(struct json_writer *w, const struct figures_process *p,
 				 const struct prof *prof)
 {
@@ -337,7 +252,7 @@ static void write_process_fields(struct json_writer *w, const struct figures_pro
 	for (unsigned g = 0; g < p->ngroups; g++)
 		write_group(w, p, &p->groups[g]);
 	json_end_array(w);
-	write_peak(w, p, prof);
+	answers_write(w, p, prof);
 }
 
 /* What the tree did over its life: every process it had, ended ones (and
@@ -429,46 +344,6 @@ static void write_tree(struct json_writer *w, const struct figures *f)
 	json_end_object(w);
 }
 
-/* A frame: one line of a location (several where functions were inlined). */
-static void write_frame(struct json_writer *w, const struct prof *p, const struct prof_loc *l,
-			const struct prof_line *ln)
-{
-	json_begin_object(w);
-	if (ln && ln->function)
-		json_kv_str(w, "function", ln->function);
-	else
-		json_kv_null(w, "function");
-	if (ln && ln->file)
-		json_kv_str(w, "file", ln->file);
-	else
-		json_kv_null(w, "file");
-	if (ln && ln->line)
-		json_kv_i64(w, "line", ln->line);
-	else
-		json_kv_null(w, "line");
-	if (l->mapping >= 0)
-		json_kv_str(w, "module", p->maps[l->mapping].file);
-	else
-		json_kv_null(w, "module");
-	json_kv_u64(w, "address", l->addr);
-	json_end_object(w);
-}
-
-static void write_site_frames(struct json_writer *w, const struct prof *p,
-			      const struct prof_sample *s)
-{
-	json_key(w, "frames");
-	json_begin_array(w);
-	for (size_t k = 0; k < s->nlocs; k++) {
-		const struct prof_loc *l = &p->locs[s->locs[k]];
-		for (size_t j = 0; j < l->nlines; j++)
-			write_frame(w, p, l, &l->lines[j]);
-		if (!l->nlines)
-			write_frame(w, p, l, NULL);
-	}
-	json_end_array(w);
-}
-
 static void write_sites(struct json_writer *w, const struct prof *p)
 {
 	json_key(w, "sampling");
@@ -485,7 +360,7 @@ static void write_sites(struct json_writer *w, const struct prof *p)
 		if (!s->inuse_space && !s->alloc_space)
 			break;
 		json_begin_object(w);
-		write_site_frames(w, p, s);
+		answers_frames(w, p, s);
 		json_kv_str(w, "group", s->group ? s->group : "root");
 		json_kv_i64(w, "pid", s->pid);
 		json_kv_i64(w, "inuse_bytes", s->inuse_space);
@@ -494,6 +369,7 @@ static void write_sites(struct json_writer *w, const struct prof *p)
 		json_kv_i64(w, "alloc_objects", s->alloc_objects);
 		json_kv_i64(w, "peak_bytes", s->peak_space);
 		json_kv_i64(w, "peak_objects", s->peak_objects);
+		answers_site_life(w, s);
 		json_end_object(w);
 	}
 	json_end_array(w);
