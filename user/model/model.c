@@ -201,6 +201,13 @@ void model_release(struct model *m)
 	}
 }
 
+/* The sites' replay (models move) and the moment of the records they take. */
+static void sites_bind(struct model *m, const struct tally_replay *r)
+{
+	m->sites.clock = r;
+	m->sites.now_ns = m->now_ns;
+}
+
 /* Malloc's and free's one-word records, nearly all of them: applied
  * without decoding to struct tally_ev, so the consumer keeps up with a busy
  * target. A record it cannot decode counts as malformed and ends the
@@ -218,8 +225,7 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		m->malformed++;
 		return;
 	}
-	m->sites.clock = &m->replay; /* (models move) */
-	m->sites.now_ns = m->now_ns;
+	sites_bind(m, &m->replay);
 	/* records already in a state read from memory */
 	while (pos < count && seq_first + pos < h->applied) {
 		struct tally_ev e;
@@ -318,8 +324,7 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 		return tally_replay_each(b, valid, TALLY_SRC_BIT(TALLY_SRC_CUPTI), gpu_record, m);
 	if (b->source == TALLY_SRC_INTERPOSE) {
 		struct model_thread *t = model_thread(m, b->tid, false);
-		m->sites.clock = NULL; /* glibc's figures: no replay, no peak */
-		m->sites.now_ns = m->now_ns;
+		sites_bind(m, NULL); /* glibc's figures: no replay, no peak */
 		int n = injected_apply(&m->injected, b->words, b->count, t ? t->rule_group : -1,
 				       sites_on_record, &m->sites);
 		if (n < 0)
