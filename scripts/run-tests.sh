@@ -125,6 +125,7 @@ run gpu_driver 300 tests/gpu/run.sh
 run top_view 300 tests/top/run.sh
 run demo 120 tests/demo/run.sh
 run record 300 tests/record/run.sh
+run report 300 tests/report/run.sh
 run serve 300 tests/serve/run.sh
 run profile 300 tests/profile/run.sh
 run container 120 tests/container/run.sh

@@ -216,7 +216,9 @@
 				width: l.line ? 2 : 1,
 				dash: l.line ? [4, 3] : undefined,
 				fill: opt.stacked && !l.line ? color + 'cc' : undefined,
-				value: (u, v, si, i) => (i === null || i === undefined ? '—' : fmt(l.data[i])),
+				// without a cursor, the legend says the end's value
+				value: (u, v, si, i) => fmt(l.data[i === null || i === undefined ?
+					l.data.length - 1 : i]),
 			});
 		});
 		const bands = [];

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Integration tests of `tally report` (root): the page of a workload with
+# two SDK groups whose peak is mid-run, a child process and a group named
+# with hostile HTML. The data the page carries are compared with the
+# workload's own counts (tests/report/workload.c); then Debian's chromium
+# renders it headless with every host unresolvable, and the checks read
+# what a person would see in the DOM it dumps: the groups in the charts'
+# legends, the charts, the flame graph's frames (the workload's function
+# names), the process tree, no console message, and no markup from the
+# hostile name. Each check prints "ok" or "FAIL"; the last line is
+# "N passed, M failed, K skipped".
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+TALLY=$PWD/$BUILD/tally
+WL=$PWD/$BUILD/tests/report_workload
+. tests/lib.sh
+
+need_root report
+
+# a group's name that would end the data's <script> element, and open an
+# element, were it written raw
+EVIL='</script><img src=x>&amp;<b>'
+
+# the usage errors: one line, exit 2, nothing written
+"$TALLY" report -- /bin/true >"$tmp/noo.out" 2>"$tmp/noo.err"
+rc=$?
+check "report without -o: exit 2, one line" \
+	"$([ $rc -eq 2 ] && [ "$(wc -l <"$tmp/noo.err")" -eq 1 ]; echo $?)" \
+	"rc $rc, stderr: $(head -c 300 "$tmp/noo.err")"
+"$TALLY" report -o "$tmp/none/r.html" -- /bin/true >"$tmp/nodir.out" 2>"$tmp/nodir.err"
+rc=$?
+check "report -o in a missing directory: exit 2, one line, no file" \
+	"$([ $rc -eq 2 ] && [ "$(wc -l <"$tmp/nodir.err")" -eq 1 ] && [ ! -e "$tmp/none" ]; echo $?)" \
+	"rc $rc, stderr: $(head -c 300 "$tmp/nodir.err")"
+
+page=$tmp/r.html
+truth=$tmp/truth.json
+"$TALLY" report -o "$page" -- "$WL" "$truth" "$EVIL" >"$tmp/run.out" 2>"$tmp/run.err"
+rc=$?
+check "report of the workload: exit 0, a page" "$([ $rc -eq 0 ] && [ -s "$page" ]; echo $?)" \
+	"rc $rc, stderr: $(head -c 500 "$tmp/run.err")"
+echo "# the page: $(stat -c %s "$page" 2>/dev/null) bytes"
+
+# The page's data against the workload's truth: each group's live bytes at
+# the end (the snapshot it embeds) and at its peak (the largest point of
+# the series: both groups hold their peak for 1.5 s, 15 ticks, so a point
+# falls on it), and the peak before the last point.
+python3 - "$page" "$truth" "$EVIL" >"$tmp/data.txt" 2>&1 <<'PY'
+import json, re, sys
+page, truth, evil = sys.argv[1:]
+h = open(page, encoding='utf-8').read()
+want = json.load(open(truth))
+m = re.findall(r'<script type="application/json" id="tally-data">(.*?)</script>', h, re.S)
+assert len(m) == 1, 'one data element, whole: %d' % len(m)
+d = json.loads(m[0])
+snap = {g['name']: g['live_bytes'] for g in d['snapshot']['groups']}
+ser = {g['name']: g['live'] for g in d['series']['groups']}
+bad = []
+for g in ('ingest', 'render'):
+    if snap.get(g) != want['end'][g]:
+        bad.append('%s at the end: %s, want %s' % (g, snap.get(g), want['end'][g]))
+    pts = [v for v in ser.get(g, []) if v is not None]
+    top = max(pts) if pts else None
+    if top != want['peak'][g]:
+        bad.append('%s peak: %s, want %s' % (g, top, want['peak'][g]))
+    elif pts.index(top) == len(pts) - 1 or pts[-1] != want['end'][g]:
+        bad.append('%s: the peak is the last point, or the last is not the end' % g)
+if snap.get(evil) != want['odd']:
+    bad.append('the hostile group: %s, want %s' % (snap.get(evil), want['odd']))
+pids = sorted(p['target']['pid'] for p in d['snapshot']['processes'])
+if want['child'] not in pids or len(pids) != 2:
+    bad.append('processes %s, want the root and %s' % (pids, want['child']))
+print('\n'.join(bad) or 'match')
+PY
+check "the page's data are the workload's (groups at the end, at the peak, the tree)" \
+	"$([ "$(cat "$tmp/data.txt")" = match ]; echo $?)" "$(head -c 800 "$tmp/data.txt")"
+
+# Nothing fetched: no element or style that loads from a URL, no fetch or
+# XMLHttpRequest in a script, and a policy that forbids it all.
+fetches=$(grep -oiE '(src|href)=["'"'"']?(https?:)?//|url\((["'"'"'])?(https?:)?//|@import|\bfetch\(|XMLHttpRequest|navigator\.sendBeacon' "$page" | sort | uniq -c)
+check "the page fetches nothing" \
+	"$([ -z "$fetches" ] && grep -q "Content-Security-Policy\" content=\"default-src 'none'" "$page"; echo $?)" \
+	"$fetches"
+
+if ! command -v chromium >/dev/null; then
+	skip "chromium renders the page" "chromium is not installed (scripts/setup.sh installs it)" 10
+	finish
+	exit
+fi
+# headless, every host name unresolvable: a page that needed the network
+# would miss it here; the virtual time lets its scripts run to the end
+timeout 120 chromium --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 \
+	--host-resolver-rules='MAP * ~NOTFOUND' --user-data-dir="$tmp/chromium" \
+	--virtual-time-budget=5000 --dump-dom "file://$page" >"$tmp/dom.html" 2>"$tmp/chromium.err"
+rc=$?
+check "chromium renders the page" "$([ $rc -eq 0 ] && [ -s "$tmp/dom.html" ]; echo $?)" \
+	"rc $rc: $(tail -c 500 "$tmp/chromium.err")"
+# the page writes nothing to the console but its own errors; chromium says
+# every console message, and every uncaught exception, as INFO:CONSOLE
+console=$(grep -E ':CONSOLE' "$tmp/chromium.err")
+check "no console message" "$([ -z "$console" ]; echo $?)" "$(head -c 800 <<<"$console")"
+
+python3 - "$tmp/dom.html" "$truth" "$EVIL" >"$tmp/dom.txt" 2>&1 <<'PY'
+import json, re, sys
+from html.parser import HTMLParser
+dom, truth, evil = sys.argv[1:]
+want = json.load(open(truth))
+
+class Seen(HTMLParser):
+    """The elements' classes and ids, and the text inside elements of some."""
+    def __init__(self):
+        super().__init__()
+        self.stack, self.texts, self.classes, self.ids = [], {}, [], set()
+        self.imgs = 0
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == 'img':
+            self.imgs += 1
+        cls = (a.get('class') or '').split()
+        self.classes += cls
+        if 'id' in a:
+            self.ids.add(a['id'])
+        if tag not in ('br', 'img', 'input', 'meta', 'link', 'canvas', 'col', 'hr'):
+            self.stack.append(cls + (['#' + a['id']] if 'id' in a else []) +
+                              (['pid=' + a['data-pid']] if 'data-pid' in a else []))
+    def handle_endtag(self, tag):
+        if tag not in ('br', 'img', 'input', 'meta', 'link', 'canvas', 'col', 'hr') and self.stack:
+            self.stack.pop()
+    def handle_data(self, data):
+        for cls in {c for s in self.stack for c in s}:
+            self.texts.setdefault(cls, []).append(data)
+
+p = Seen()
+p.feed(open(dom, encoding='utf-8').read())
+t = lambda c: ''.join(p.texts.get(c, []))
+checks = {
+    'four charts drawn (uPlot)': p.classes.count('uplot') >= 4 and 'u-over' in p.classes,
+    'the groups in the charts\' legends': all(g in p.texts.get('u-label', [])
+                                              for g in ('ingest', 'render', evil)),
+    'the groups table': all(g in t('groups') for g in ('ingest', 'render')),
+    'the peak marked': 'Peak:' in t('peak-note'),
+    'the flame graph\'s frames': all(f in p.texts.get('frame', [])
+                                     for f in ('main', 'ingest_records', 'render_frames')),
+    'the process tree': ('pid=%d' % want['child']) in p.texts and
+                        'report_workload' in t('pid=%d' % want['child']),
+    'no markup from the hostile name': p.imgs == 0,
+    'no error drawn': 'error' not in p.classes,
+}
+bad = [k for k, v in checks.items() if not v]
+print('\n'.join(bad) or 'seen')
+PY
+dom=$(cat "$tmp/dom.txt")
+for what in "four charts drawn (uPlot)" "the groups in the charts' legends" "the groups table" \
+	"the peak marked" "the flame graph's frames" "the process tree" \
+	"no markup from the hostile name" "no error drawn"; do
+	grep -qxF "$what" <<<"$dom"
+	check "the page shows $what" "$([ $? -ne 0 ] && [ -n "$dom" ] && ! grep -q Traceback <<<"$dom"; echo $?)" "${dom//$'\n'/; }"
+done
+
+finish
