@@ -139,9 +139,9 @@ $(BUILD)/user/stats_identity.o: alloc/stats_identity.c
 # (package.json, pinned by package-lock.json; scripts/setup.sh runs npm ci)
 # and the page's own script and style, taken in by .incbin; an edit of any
 # rebuilds tally.
-REPORT_UPLOT_DIR := node_modules/uplot/dist
-REPORT_ASSETS := $(REPORT_UPLOT_DIR)/uPlot.iife.min.js $(REPORT_UPLOT_DIR)/uPlot.min.css \
-	user/views/report/page.js user/views/report/page.css
+REPORT_UPLOT_DIR := node_modules/uplot
+REPORT_ASSETS := $(REPORT_UPLOT_DIR)/dist/uPlot.iife.min.js $(REPORT_UPLOT_DIR)/dist/uPlot.min.css \
+	$(REPORT_UPLOT_DIR)/LICENSE user/views/report/page.js user/views/report/page.css
 $(BUILD)/user/user/views/report/assets.o: USER_CFLAGS += -DREPORT_UPLOT_DIR=$(REPORT_UPLOT_DIR)
 $(BUILD)/user/user/views/report/assets.o: $(REPORT_ASSETS)
 $(REPORT_UPLOT_DIR)/%:

@@ -9,7 +9,7 @@
 #include "assets.h"
 
 #ifndef REPORT_UPLOT_DIR
-#error "REPORT_UPLOT_DIR: the Makefile names where npm put uPlot (node_modules/uplot/dist)"
+#error "REPORT_UPLOT_DIR: the Makefile names where npm put uPlot (node_modules/uplot)"
 #endif
 
 #define REPORT_STR(x) REPORT_STR_(x)
@@ -24,7 +24,9 @@
 	".size " #sym ", . - " #sym "\n"                                                           \
 	".previous\n"
 
-__asm__(REPORT_ASSET(report_uplot_js, REPORT_STR(REPORT_UPLOT_DIR) "/uPlot.iife.min.js")
-		REPORT_ASSET(report_uplot_css, REPORT_STR(REPORT_UPLOT_DIR) "/uPlot.min.css")
-			REPORT_ASSET(report_page_js, "user/views/report/page.js")
-				REPORT_ASSET(report_page_css, "user/views/report/page.css"));
+__asm__(REPORT_ASSET(report_uplot_js, REPORT_STR(REPORT_UPLOT_DIR) "/dist/uPlot.iife.min.js")
+		REPORT_ASSET(report_uplot_css, REPORT_STR(REPORT_UPLOT_DIR) "/dist/uPlot.min.css")
+			REPORT_ASSET(report_uplot_license, REPORT_STR(REPORT_UPLOT_DIR) "/LICENSE")
+				REPORT_ASSET(report_page_js, "user/views/report/page.js")
+					REPORT_ASSET(report_page_css,
+						     "user/views/report/page.css"));

@@ -374,7 +374,10 @@
 				if (o && o !== g)
 					o.search(q);
 		});
-		show(0);
+		// the first view with bytes: a short run's few blocks in use at
+		// its end may hold no sample
+		const first = graphs.findIndex(([, , g]) => g && g.root.value > 0);
+		show(first < 0 ? 0 : first);
 	}
 
 	// An icicle of DOM elements, so that a frame is text a person can select

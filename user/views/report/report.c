@@ -143,8 +143,11 @@ static void write_body(FILE *out, const struct figures_process *root, const char
 	      "JavaScript; its data are in the element tally-data.</noscript></main>\n",
 	      out);
 	write_json_script(out, json, len);
-	fprintf(out, "<script>\n%s\n</script>\n<script>\n%s\n</script>\n</body>\n</html>\n",
-		report_uplot_js, report_page_js);
+	/* MIT's notice goes with each copy of uPlot (it has no "--") */
+	fprintf(out,
+		"<!-- uPlot 1.6.32, https://github.com/leeoniya/uPlot:\n%s-->\n"
+		"<script>\n%s\n</script>\n<script>\n%s\n</script>\n</body>\n</html>\n",
+		report_uplot_license, report_uplot_js, report_page_js);
 }
 
 int report_write(FILE *out, const struct figures *f, const struct prof *sites,

@@ -131,9 +131,20 @@ static struct series_proc *proc_of(struct series *s, int32_t pid, const char *co
 {
 	struct series_proc *p;
 
-	for (unsigned i = 0; i < s->nprocs; i++)
-		if (s->procs[i].pid == pid)
-			return &s->procs[i];
+	for (unsigned i = 0; i < s->nprocs; i++) {
+		p = &s->procs[i];
+		if (p->pid != pid)
+			continue;
+		/* its latest name: a shell that execs a program is the program */
+		if (pid != -1 && comm && strcmp(p->comm, comm)) {
+			char *c = strdup(comm);
+			if (!c)
+				return NULL;
+			free(p->comm);
+			p->comm = c;
+		}
+		return p;
+	}
 	if (s->nprocs >= SERIES_MAX_PROCS && pid != -1)
 		return proc_of(s, -1, SERIES_OTHER);
 	p = &s->procs[s->nprocs];
@@ -162,8 +173,31 @@ static const char *group_name(const struct figures_group *g, char *buf, size_t s
 	return buf;
 }
 
+/* CPU per group over every process the tree keeps, ended ones too: the
+ * sum over the running ones alone falls when one ends, and the page draws
+ * its slope as cores busy. */
+static int series_cpu(struct series *s, const struct figures *f, unsigned i)
+{
+	for (unsigned k = 0; k < f->nprocs; k++) {
+		const struct figures_process *p = &f->procs[k];
+		for (unsigned j = 0; j < p->ngroups; j++) {
+			const struct figures_group *fg = &p->groups[j];
+			char buf[16];
+			struct series_group *g;
+			if (!fg->shown)
+				continue;
+			g = group_of(s, group_name(fg, buf, sizeof(buf)));
+			if (!g)
+				return -ENOMEM;
+			put(g->cpu_ns, i, (int64_t)fg->cpu_ns);
+		}
+	}
+	return 0;
+}
+
 /* The tree's figures at point i: the identity and groups of the processes
- * alive (figures_sum), each process's live bytes. */
+ * alive (figures_sum), the groups' CPU (series_cpu), each process's live
+ * bytes. */
 static int series_fill(struct series *s, const struct figures *f, unsigned i)
 {
 	struct figures_process sum;
@@ -186,10 +220,11 @@ static int series_fill(struct series *s, const struct figures *f, unsigned i)
 			break;
 		}
 		put(g->live, i, fg->live_bytes);
-		put(g->cpu_ns, i, (int64_t)fg->cpu_ns);
 		put(g->device_bytes, i, fg->instance.device_bytes_allocated);
 	}
 	figures_process_free(&sum);
+	if (!err)
+		err = series_cpu(s, f, i);
 	for (unsigned k = 0; k < f->nprocs && !err; k++) {
 		const struct figures_process *p = &f->procs[k];
 		struct series_proc *sp;
