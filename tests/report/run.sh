@@ -84,7 +84,7 @@ check "the page fetches nothing" \
 	"$fetches"
 
 if ! command -v chromium >/dev/null; then
-	skip "chromium renders the page" "chromium is not installed (scripts/setup.sh installs it)" 10
+	skip "chromium renders the page" "chromium is not installed (scripts/setup.sh installs it)" 12
 	finish
 	exit
 fi
@@ -157,5 +157,63 @@ for what in "four charts drawn (uPlot)" "the groups in the charts' legends" "the
 	grep -qxF "$what" <<<"$dom"
 	check "the page shows $what" "$([ $? -ne 0 ] && [ -n "$dom" ] && ! grep -q Traceback <<<"$dom"; echo $?)" "${dom//$'\n'/; }"
 done
+
+# What other parts of the snapshot add (peak, peak_live, leaked, temporary,
+# oom_kill), given to the page by hand: a second page of the same data with
+# them, drawn in the peak's flame graph, the tables and the tree. A
+# document without them is the one above ("not in this document").
+python3 - "$page" "$tmp/r2.html" <<'PY'
+import json, re, sys
+src, dst = sys.argv[1:]
+h = open(src, encoding='utf-8').read()
+m = re.search(r'(<script type="application/json" id="tally-data">)(.*?)(</script>)', h, re.S)
+d = json.loads(m.group(2))
+s = d['snapshot']
+sites = s['sites']
+t = d['series']['t']
+peak = {'at_s': t[len(t) // 2], 'live': 123456789, 'mapped': 234567890,
+        'groups': [{'name': 'ingest', 'live': 6291456}], 'sites': sites}
+s['peak'] = peak
+s['tree']['peak'] = peak
+for p in s['processes']:
+    p['peak'] = peak
+for g in s['groups']:
+    g['peak_live'] = 6291456 if g['name'] == 'ingest' else 0
+for p in s['processes']:
+    for g in p['groups']:
+        g['peak_live'] = 6291456 if g['name'] == 'ingest' else 0
+s['leaked'] = sites[:2]
+s['temporary'] = sites[:1]
+s['target']['oom_kill'] = False
+data = json.dumps(d).replace('<', '\\u003c')
+open(dst, 'w', encoding='utf-8').write(h[:m.start(2)] + data + h[m.end(2):])
+PY
+timeout 120 chromium --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 \
+	--host-resolver-rules='MAP * ~NOTFOUND' --user-data-dir="$tmp/chromium" \
+	--virtual-time-budget=5000 --dump-dom "file://$tmp/r2.html" >"$tmp/dom2.html" 2>"$tmp/chromium2.err"
+console=$(grep -E ':CONSOLE' "$tmp/chromium2.err")
+check "the page with peak, leaks and temporaries: no console message" \
+	"$([ -s "$tmp/dom2.html" ] && [ -z "$console" ]; echo $?)" "$(head -c 800 <<<"$console")"
+python3 - "$tmp/dom2.html" >"$tmp/dom2.txt" 2>&1 <<'PY'
+import re, sys
+d = open(sys.argv[1], encoding='utf-8').read()
+def part(id_):
+    m = re.search(r'<section id="%s">(.*?)</section>' % id_, d, re.S)
+    return m.group(1) if m else ''
+bad = []
+if not re.search(r'id="flame-peak"[^>]*>.*?class="frame[^"]*"[^>]*>ingest_records<', d, re.S):
+    bad.append('no ingest_records frame in the peak flame graph')
+if len(re.findall('<tr>', part('leaks'))) != 3 or len(re.findall('<tr>', part('temporaries'))) != 2:
+    bad.append('leaks and temporaries: not 2 and 1 rows')
+if 'not in this document' in part('groups') or '6.00 MiB' not in part('groups'):
+    bad.append('the groups table lacks peak_live')
+if 'peak 117.7 MiB' not in part('tree'):
+    bad.append('the tree lacks the peak')
+if 'the largest point drawn' in part('live') or 'Peak: 117.7 MiB' not in part('live'):
+    bad.append("the peak is not the document's")
+print('\n'.join(bad) or 'drawn')
+PY
+check "the page draws peak, peak_live, leaked and temporary" \
+	"$([ "$(cat "$tmp/dom2.txt")" = drawn ]; echo $?)" "$(tr '\n' ';' <"$tmp/dom2.txt")"
 
 finish

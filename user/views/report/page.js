@@ -133,6 +133,10 @@
 					items.push(who + ', GPU: ' + w);
 		}
 		const tr = snap.tree || {};
+		const listed = procs.filter((p) => p.exact === false).length;
+		if (tr.inexact > listed)
+			items.push((tr.inexact - listed) + ' more processes of the tree, not listed one by ' +
+				'one, are not exact');
 		if (tr.not_listed)
 			items.push(tr.not_listed + ' processes of the tree are not listed one by one');
 		if (snap.target && snap.target.state_read_consistent === false)
