@@ -54,7 +54,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target $(BUILD)/tests/inject_workload $(BUILD)/tests/inject_workload_cxx \
 	$(BUILD)/tests/libinject_lib.so $(BUILD)/tests/inject_groups $(BUILD)/tests/inject_chaos \
-	$(BUILD)/tests/inject_chaos_kill $(BUILD)/tests/report_workload
+	$(BUILD)/tests/inject_chaos_kill $(BUILD)/tests/report_workload $(BUILD)/tests/test_report
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
@@ -256,6 +256,13 @@ $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/
 		$(BUILD)/tests/san/user/views/trace_threads.o \
 		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+# tally report's series, escaping and data element (tests/test_report.c).
+$(BUILD)/tests/test_report: $(BUILD)/tests/san/tests/test_report.o \
+		$(patsubst %,$(BUILD)/tests/san/user/views/%.o,report/series report/report report/assets \
+		snapshot_doc json folded) $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/san/user/views/report/assets.o: CFLAGS_BASE += -DREPORT_UPLOT_DIR=$(REPORT_UPLOT_DIR)
+$(BUILD)/tests/san/user/views/report/assets.o: $(REPORT_ASSETS)
 $(BUILD)/tests/test_top: $(BUILD)/tests/san/user/views/top/top_sites.o $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top/top_rows.o \
 		$(BUILD)/tests/san/user/views/top/top_tree.o \
 		$(BUILD)/tests/san/user/views/top/top_text.o $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
