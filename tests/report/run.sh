@@ -36,7 +36,7 @@ check "report -o in a missing directory: exit 2, one line, no file" \
 
 page=$tmp/r.html
 truth=$tmp/truth.json
-"$TALLY" report -o "$page" -- "$WL" "$truth" "$EVIL" >"$tmp/run.out" 2>"$tmp/run.err"
+"$TALLY" report --rate 4096 -o "$page" -- "$WL" "$truth" "$EVIL" >"$tmp/run.out" 2>"$tmp/run.err"
 rc=$?
 check "report of the workload: exit 0, a page" "$([ $rc -eq 0 ] && [ -s "$page" ]; echo $?)" \
 	"rc $rc, stderr: $(head -c 500 "$tmp/run.err")"
@@ -185,6 +185,31 @@ for p in s['processes']:
 s['leaked'] = sites[:2]
 s['temporary'] = sites[:1]
 s['target']['oom_kill'] = False
+# a person's clicks, as a script after the page's: the "Allocated" tab, a
+# click on ingest_records (zoomed: full width, its sibling render_frames
+# gone), a search for "fill" (marked frames, their share said)
+clicks = '''<script>
+(function () {
+	const out = [];
+	document.querySelector('button[data-view="alloc"]').click();
+	const box = document.getElementById('flame-alloc');
+	out.push('tab:' + (box.style.display === '' ? 'shown' : 'hidden'));
+	const named = (t) => [...box.querySelectorAll('.frame')].filter((e) => e.textContent === t);
+	named('ingest_records')[0].click();
+	const z = named('ingest_records')[0];
+	out.push('zoom:' + (z && z.style.width === '100%' && !named('render_frames').length ? 'ok' : 'no'));
+	const q = document.getElementById('flame-search');
+	q.value = 'fill';
+	q.dispatchEvent(new Event('input'));
+	const said = document.querySelector('.matched').textContent;
+	out.push('search:' + (box.querySelectorAll('.frame.match').length && said.startsWith('matched: ') ? 'ok' : 'no'));
+	const pre = document.createElement('pre');
+	pre.id = 'clicks';
+	pre.textContent = out.join(' ');
+	document.body.appendChild(pre);
+})();
+</script>'''
+h = h.replace('</body>', clicks + '\n</body>')
 data = json.dumps(d).replace('<', '\\u003c')
 open(dst, 'w', encoding='utf-8').write(h[:m.start(2)] + data + h[m.end(2):])
 PY
@@ -209,11 +234,13 @@ if 'not in this document' in part('groups') or '6.00 MiB' not in part('groups'):
     bad.append('the groups table lacks peak_live')
 if 'peak 117.7 MiB' not in part('tree'):
     bad.append('the tree lacks the peak')
+if '<pre id="clicks">tab:shown zoom:ok search:ok</pre>' not in d:
+    bad.append('clicks: ' + (re.findall(r'<pre id="clicks">(.*?)</pre>', d) or ['none'])[0])
 if 'the largest point drawn' in part('live') or 'Peak: 117.7 MiB' not in part('live'):
     bad.append("the peak is not the document's")
 print('\n'.join(bad) or 'drawn')
 PY
-check "the page draws peak, peak_live, leaked and temporary" \
+check "the page draws peak, peak_live, leaked and temporary; its flame graph zooms and searches" \
 	"$([ "$(cat "$tmp/dom2.txt")" = drawn ]; echo $?)" "$(tr '\n' ';' <"$tmp/dom2.txt")"
 
 finish
