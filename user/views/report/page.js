@@ -97,7 +97,8 @@
 				at = t;
 			}
 		});
-		return at === null ? null : { at: at, live: best, exact: false };
+		// nothing live at any point: no peak to mark
+		return at === null || best <= 0 ? null : { at: at, live: best, exact: false };
 	}
 	const peak = peakOf();
 
@@ -151,13 +152,15 @@
 			s.appendChild(ul);
 		const est = el('ul', { class: 'estimates' });
 		const rate = D.folded.rate;
-		est.appendChild(el('li', {}, rate ? 'The flame graphs and the sites are estimates: one block ' +
-			'sampled per ' + bytes(rate) + ' allocated on average, each weighed by its chance of ' +
-			'being sampled.' : 'No heap profile was taken: the flame graphs are empty.'));
+		const sampled = rate && (D.folded.inuse || D.folded.alloc);
+		est.appendChild(el('li', {}, sampled ? 'The flame graphs and the sites are estimates: one ' +
+			'block sampled per ' + bytes(rate) + ' allocated on average, each weighed by its chance ' +
+			'of being sampled.' : 'No allocation was sampled: the flame graphs are empty.'));
 		est.appendChild(el('li', {}, 'The charts have a point every ' + ser.point_ms + ' ms' +
-			(ser.thinned ? ' (thinned from every ' + ser.interval_ms + ' ms: the series keeps at ' +
-				'most ' + ser.max_points + ' points, halving its resolution when full)' : '') +
-			': what happened between two points is not drawn.'));
+			(ser.thinned ? ', thinned from every ' + ser.interval_ms + ' ms' : '') +
+			': what happened between two points is not drawn. The series keeps at most ' +
+			ser.max_points + ' points: when full, it drops every second one and goes on at ' +
+			'half the resolution.'));
 		if (ser.groups.length > ser.max_groups || ser.processes.length > ser.max_processes)
 			est.appendChild(el('li', {}, 'Past ' + ser.max_groups + ' groups or ' +
 				ser.max_processes + ' processes, the rest are summed as "(other)".'));
