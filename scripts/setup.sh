@@ -17,11 +17,13 @@ pkgs=(
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
 	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux libncurses-dev libmicrohttpd-dev curl
 	sqlite3 strace time libdw-dev golang-go golang-github-google-pprof-dev
-	nginx-light wrk redis-server memcached postgresql locales
-	npm chromium
+	nginx-light wrk redis-server memcached postgresql locales chromium
 )
-# npm: `tally report`'s page bundles uPlot, installed below by `npm ci` from
-# package-lock.json; chromium: tests/report renders the page headless.
+# chromium: tests/report renders `tally report`'s page headless. npm: the
+# page bundles uPlot, installed below by `npm ci` from package-lock.json;
+# Debian's package only where no npm is there, since it conflicts with
+# NodeSource's nodejs, which carries its own npm.
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 # The tracers tally is compared with (`make bench-trace`), only when asked:
 # `scripts/setup.sh --bench`. bcc compiles its programs against kernel
 # headers; Debian's serve for a kernel that ships none.
