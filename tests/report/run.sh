@@ -34,6 +34,28 @@ check "report -o in a missing directory: exit 2, one line, no file" \
 	"$([ $rc -eq 2 ] && [ "$(wc -l <"$tmp/nodir.err")" -eq 1 ] && [ ! -e "$tmp/none" ]; echo $?)" \
 	"rc $rc, stderr: $(head -c 300 "$tmp/nodir.err")"
 
+# SIGINT while the target runs on: a whole page, and no temporary left
+# (not under timeout(1): it would pass the SIGINT to the target's group too)
+mkdir -p "$tmp/int"
+"$TALLY" report -v -o "$tmp/int/r.html" -- sleep 60 2>"$tmp/int.err" &
+tpid=$!
+pids+=("$tpid")
+wait_attached "$tmp/int.err"
+kill -INT "$tpid"
+wait "$tpid"
+rc=$?
+python3 - "$tmp/int/r.html" >"$tmp/int.txt" 2>&1 <<'PY'
+import json, re, sys
+h = open(sys.argv[1], encoding='utf-8').read()
+d = json.loads(re.search(r'id="tally-data">(.*?)</script>', h, re.S).group(1))
+assert d['snapshot']['target']['comm'] == 'sleep', d['snapshot']['target']['comm']
+assert len(d['series']['t']) >= 1 and h.rstrip().endswith('</html>')
+print('whole')
+PY
+check "report, SIGINT: exit 0, a whole page, no temporary left" \
+	"$([ $rc -eq 0 ] && [ "$(cat "$tmp/int.txt")" = whole ] && [ "$(ls -A "$tmp/int")" = r.html ]; echo $?)" \
+	"rc $rc: $(tr '\n' ';' <"$tmp/int.txt") files: $(ls -A "$tmp/int" | tr '\n' ' ')"
+
 page=$tmp/r.html
 truth=$tmp/truth.json
 "$TALLY" report --rate 4096 -o "$page" -- "$WL" "$truth" "$EVIL" >"$tmp/run.out" 2>"$tmp/run.err"
