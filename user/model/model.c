@@ -147,11 +147,8 @@ static struct model_heap *model_heap(struct model *m, uint64_t id)
 	if (grow((void **)&m->heaps, &m->cap_heaps, m->nheaps + 1, sizeof(*m->heaps), 16))
 		return NULL;
 	struct model_heap *h = &m->heaps[m->nheaps++];
-	h->id = id;
-	h->applied = h->done = h->seeded = 0;
 	/* made after the cut: all past it */
-	h->limit = m->cut || m->holding ? 0 : UINT64_MAX;
-	h->wait = 0;
+	*h = (struct model_heap){ .id = id, .limit = m->cut || m->holding ? 0 : UINT64_MAX };
 	return h;
 }
 
@@ -221,6 +218,7 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		m->malformed++;
 		return;
 	}
+	m->sites.clock = &m->replay; /* (models move) */
 	/* records already in a state read from memory */
 	while (pos < count && seq_first + pos < h->applied) {
 		struct tally_ev e;
@@ -254,9 +252,12 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		}
 	}
 	uint64_t applied = 0, refused = 0;
+	const uint64_t before[3] = { m->replay.peak.seq, m->replay.peak_mapped.seq,
+				     m->replay.live_moves };
 	m->replay.on_sample = sites_on_record;
 	m->replay.sample_ctx = &m->sites;
 	int err = tally_replay_words(&m->replay, words, pos, count, rule, &applied, &refused);
+	model_peak_note(m, h, before);
 	m->records += applied;
 	m->malformed += refused + (err ? 1 : 0);
 	if (err)
@@ -316,6 +317,7 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 		return tally_replay_each(b, valid, TALLY_SRC_BIT(TALLY_SRC_CUPTI), gpu_record, m);
 	if (b->source == TALLY_SRC_INTERPOSE) {
 		struct model_thread *t = model_thread(m, b->tid, false);
+		m->sites.clock = NULL; /* glibc's figures: no replay, no peak */
 		int n = injected_apply(&m->injected, b->words, b->count, t ? t->rule_group : -1,
 				       sites_on_record, &m->sites);
 		if (n < 0)
@@ -423,6 +425,8 @@ int model_apply(struct model *m, const void *data, size_t len)
 	m->received++;
 	if (len < sizeof(*hdr))
 		goto out;
+	if (hdr->ts_ns > m->now_ns)
+		m->now_ns = hdr->ts_ns;
 	switch (hdr->kind) {
 	case TALLY_MSG_BATCH:
 		err = apply_batch(m, data, len);
@@ -494,6 +498,9 @@ void model_seed_alloc(struct model *m, const struct remote_alloc *ra)
 	}
 	/* without it, blocks from before the attach are not named: not fatal */
 	sites_seed(&m->sites, r);
+	/* the peaks are those since this read: what came before it is not known */
+	model_peak_restart(m);
+	m->peak_seeded = true;
 	for (uint32_t i = 0; i < ra->nheaps; i++) {
 		struct model_heap *h = model_heap(m, ra->heaps[i].id);
 		if (h && h->applied < ra->heaps[i].pos)

@@ -44,6 +44,8 @@ struct prof_sample {
 	int64_t alloc_objects, alloc_space, inuse_objects, inuse_space;
 	const char *group; /* label "group"; NULL: none */
 	int64_t pid;	   /* label "pid" (numeric); 0: none */
+	/* in use at its process's peak of live (docs/DESIGN.md §11) */
+	int64_t peak_objects, peak_space;
 };
 
 struct prof {

@@ -278,6 +278,35 @@ static void live_del(struct sites *s, struct sites_live *e)
 	s->nlive--;
 }
 
+/* Site st's in-use is about to change: its figures at the peak kept first
+ * if this is its first change since. */
+static void site_touch(const struct sites *s, struct site *st)
+{
+	if (!s->clock)
+		return;
+	if (st->changed <= s->clock->peak.seq) {
+		st->peak_bytes = st->inuse_bytes;
+		st->peak_objects = st->inuse_objects;
+	}
+	st->changed = s->clock->records;
+}
+
+void sites_at_peak(const struct sites *s, const struct site *st, const struct tally_replay *r,
+		   double *bytes, double *objects)
+{
+	bool now = !s->settled && r && st->changed <= r->peak.seq;
+	*bytes = now ? st->inuse_bytes : st->peak_bytes;
+	*objects = now ? st->inuse_objects : st->peak_objects;
+}
+
+void sites_settle(struct sites *s, const struct tally_replay *r)
+{
+	for (size_t i = 0; i < s->n && !s->settled; i++)
+		sites_at_peak(s, &s->v[i], r, &s->v[i].peak_bytes, &s->v[i].peak_objects);
+	s->settled = true;
+	s->clock = NULL;
+}
+
 static void sample_add(struct sites *s, const struct tally_ev *e, const __u64 *extra)
 {
 	uint64_t bytes = extra[0], rate = extra[1];
@@ -302,6 +331,7 @@ static void sample_add(struct sites *s, const struct tally_ev *e, const __u64 *e
 		s->frees++;
 		return;
 	}
+	site_touch(s, st);
 	st->inuse_objects += w;
 	st->inuse_bytes += w * (double)bytes;
 	size_t j = live_home(s, e->bytes);
@@ -374,6 +404,7 @@ void sites_on_record(void *ctx, const struct tally_ev *e, const __u64 *extra)
 		return;
 	}
 	struct site *st = &s->v[l->site];
+	site_touch(s, st);
 	st->inuse_bytes -= l->bytes;
 	st->inuse_objects -= l->objects;
 	/* sums of doubles: a site whose samples are all freed is at zero */

@@ -30,6 +30,11 @@ struct site {
 	double alloc_bytes, alloc_objects;
 	double inuse_bytes, inuse_objects;
 	uint64_t samples; /* samples taken here */
+	/* in use at the replay's peak, kept lazily as the replay keeps a
+	 * group's (struct tally_replay): taken at the site's first change
+	 * after the peak; `changed`: the replay's records then */
+	double peak_bytes, peak_objects;
+	uint64_t changed;
 };
 
 /* An object frames lie in, as the process announced it (TALLY_EV_MODULE). */
@@ -69,6 +74,11 @@ struct sites {
 	uint64_t unknown_frees, early;
 	uint64_t refused; /* malformed records, or no memory */
 	uint64_t rate;	  /* the rate of the last sample (the profile's period) */
+	/* the replay whose records these samples come among, for the peak:
+	 * set by the caller before each use, as tally_replay.sample_ctx
+	 * (models move); NULL: no peak kept */
+	const struct tally_replay *clock;
+	bool settled; /* sites_settle: peak_bytes and peak_objects are final */
 	struct sites_module *mods;
 	size_t nmods, cap_mods;
 	char *names; /* the modules' paths, one after the other */
@@ -99,6 +109,13 @@ void sites_on_record(void *ctx, const struct tally_ev *e, const __u64 *extra);
 const struct sites_module *sites_module_of(const struct sites *s, uint64_t pc);
 /* The weight of one sample of `bytes` drawn at `rate`: the blocks it stands for. */
 double sites_weight(uint64_t bytes, uint64_t rate);
+/* A site's estimated bytes and objects in use at the peak of `r` (the
+ * replay its records came through; NULL once settled). */
+void sites_at_peak(const struct sites *s, const struct site *st, const struct tally_replay *r,
+		   double *bytes, double *objects);
+/* An ended process's: each site's figures at r's peak fixed, for a reader
+ * without the replay. */
+void sites_settle(struct sites *s, const struct tally_replay *r);
 /* Estimated in-use bytes of every site together. */
 double sites_inuse(const struct sites *s);
 static inline const uint64_t *sites_frames(const struct sites *s, const struct site *st,

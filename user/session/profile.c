@@ -186,7 +186,7 @@ static const char *group_name(const struct proc_build *b, uint16_t group)
 }
 
 static int add_sample(struct profile *pr, const struct proc_build *b, uint16_t group,
-		      const double v[4], size_t first_ix, size_t nlocs)
+		      const double v[6], size_t first_ix, size_t nlocs)
 {
 	ssize_t i = PUSH(pr, samples);
 	const char *name = group_name(b, group);
@@ -199,13 +199,17 @@ static int add_sample(struct profile *pr, const struct proc_build *b, uint16_t g
 	ps->alloc_space = llround(v[1]);
 	ps->inuse_objects = llround(v[2]);
 	ps->inuse_space = llround(v[3]);
+	ps->peak_objects = llround(v[4]);
+	ps->peak_space = llround(v[5]);
 	ps->group = own(pr, name[0] ? name : "root", strlen(name[0] ? name : "root"));
 	ps->pid = b->pid;
 	return ps->group ? 0 : -ENOMEM;
 }
 
 /* A late attach's blocks without a stack, per group: what the group has
- * live beyond what its sites account for, at most what it had then. */
+ * live beyond what its sites account for, at most what it had then; at
+ * the peak likewise. inuse: per group, bytes and objects in use now and
+ * at the peak. */
 static int add_before_attach(struct profile *pr, struct proc_build *b, const double *inuse)
 {
 	const struct sites *st = b->st;
@@ -214,8 +218,10 @@ static int add_before_attach(struct profile *pr, struct proc_build *b, const dou
 		const struct tally_replay *r = &b->m->replay;
 		double live = (double)(r->groups[g].alloc_bytes - r->groups[g].dealloc_bytes);
 		double objs = (double)(r->groups[g].alloc_objs - r->groups[g].dealloc_objs);
-		double left = fmin(live - inuse[2 * g], (double)st->seed[g].bytes);
-		double lobj = fmin(objs - inuse[2 * g + 1], (double)st->seed[g].objects);
+		double left = fmin(live - inuse[4 * g], (double)st->seed[g].bytes);
+		double lobj = fmin(objs - inuse[4 * g + 1], (double)st->seed[g].objects);
+		double peak = fmin((double)tally_replay_group_peak(r, g) - inuse[4 * g + 2],
+				   (double)st->seed[g].bytes);
 		if (left < 1)
 			continue;
 		ssize_t k = PUSH(pr, locs), x = PUSH(pr, lines), ix = PUSH(pr, ix);
@@ -224,7 +230,13 @@ static int add_before_attach(struct profile *pr, struct proc_build *b, const dou
 		pr->lines[x].function = PROFILE_BEFORE_ATTACH;
 		pr->locs[k] = (struct prof_loc){ 0, -1, (const struct prof_line *)(uintptr_t)x, 1 };
 		pr->ix[ix] = (size_t)k;
-		double v[4] = { 0, 0, fmax(lobj, 0), left };
+		/* (objects at the peak: not kept per group; the bytes' share) */
+		double v[6] = { 0,
+				0,
+				fmax(lobj, 0),
+				left,
+				fmax(lobj, 0) * fmax(peak, 0) / left,
+				fmax(peak, 0) };
 		if (add_sample(pr, b, (uint16_t)g, v, (size_t)ix, 1))
 			return -ENOMEM;
 	}
@@ -234,7 +246,7 @@ static int add_before_attach(struct profile *pr, struct proc_build *b, const dou
 static int add_process(struct profile *pr, struct proc_build *b)
 {
 	const struct sites *st = b->st;
-	double *inuse = calloc(2 * TALLY_MAX_GROUPS, sizeof(*inuse));
+	double *inuse = calloc(4 * TALLY_MAX_GROUPS, sizeof(*inuse));
 	int err = inuse ? proc_maps(pr, b) : -ENOMEM;
 
 	/* pprof takes the first mapping for the program: the root's */
@@ -247,8 +259,12 @@ static int add_process(struct profile *pr, struct proc_build *b)
 		uint32_t n;
 		const uint64_t *pcs = sites_frames(st, site, &n);
 		size_t first = pr->nix;
-		inuse[2 * site->group] += site->inuse_bytes;
-		inuse[2 * site->group + 1] += site->inuse_objects;
+		double v[6] = { site->alloc_objects, site->alloc_bytes, site->inuse_objects,
+				site->inuse_bytes };
+		sites_at_peak(st, site, b->m ? &b->m->replay : NULL, &v[5], &v[4]);
+		inuse[4 * site->group] += site->inuse_bytes;
+		inuse[4 * site->group + 1] += site->inuse_objects;
+		inuse[4 * site->group + 2] += v[5];
 		for (uint32_t f = 0; !err && f < n; f++) {
 			ssize_t at = location_for(pr, b, pcs[f]);
 			ssize_t ix = at < 0 ? at : PUSH(pr, ix);
@@ -257,8 +273,6 @@ static int add_process(struct profile *pr, struct proc_build *b)
 			else
 				pr->ix[ix] = (size_t)at;
 		}
-		double v[4] = { site->alloc_objects, site->alloc_bytes, site->inuse_objects,
-				site->inuse_bytes };
 		if (!err)
 			err = add_sample(pr, b, site->group, v, first, n);
 	}

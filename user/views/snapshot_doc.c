@@ -131,6 +131,10 @@ static void write_group(struct json_writer *w, const struct figures_process *p,
 	json_kv_u64(w, "deallocated_bytes", fg->dealloc_bytes);
 	json_kv_u64(w, "deallocated_objects", fg->dealloc_objs);
 	json_kv_i64(w, "live_bytes", fg->live_bytes);
+	if (p->peak.known)
+		json_kv_i64(w, "peak_live", fg->peak_live);
+	else
+		json_kv_null(w, "peak_live");
 	json_kv_u64(w, "cpu_ns", fg->cpu_ns);
 	json_key(w, "instance");
 	json_begin_object(w);
@@ -213,7 +217,94 @@ static void write_events(struct json_writer *w, const struct figures_events *e)
 	json_end_object(w);
 }
 
-static void write_process_fields(struct json_writer *w, const struct figures_process *p)
+static void write_site_frames(struct json_writer *w, const struct prof *p,
+			      const struct prof_sample *s);
+
+static double seconds_since(uint64_t ns, uint64_t start_ns)
+{
+	return ns > start_ns ? (double)(ns - start_ns) / 1e9 : 0;
+}
+
+/* The process's sites that held most at its peak, most first. */
+static void write_peak_sites(struct json_writer *w, const struct figures_process *p,
+			     const struct prof *prof)
+{
+	size_t shown[SNAPSHOT_SITES], n = 0;
+
+	json_key(w, "sites");
+	json_begin_array(w);
+	for (; prof && n < SNAPSHOT_SITES; n++) {
+		size_t best = SIZE_MAX;
+		for (size_t i = 0; i < prof->nsamples; i++) {
+			const struct prof_sample *s = &prof->samples[i];
+			bool taken = false;
+			for (size_t k = 0; k < n && !taken; k++)
+				taken = shown[k] == i;
+			if (!taken && s->pid == (int64_t)p->target.pid && s->peak_space > 0 &&
+			    (best == SIZE_MAX || s->peak_space > prof->samples[best].peak_space))
+				best = i;
+		}
+		if (best == SIZE_MAX)
+			break;
+		shown[n] = best;
+		const struct prof_sample *s = &prof->samples[best];
+		json_begin_object(w);
+		write_site_frames(w, prof, s);
+		json_kv_str(w, "group", s->group ? s->group : "root");
+		json_kv_i64(w, "peak_bytes", s->peak_space);
+		json_kv_i64(w, "peak_objects", s->peak_objects);
+		json_end_object(w);
+	}
+	json_end_array(w);
+}
+
+static void write_peak_moment(struct json_writer *w, const struct figures_process *p,
+			      const struct figures_peak *pk)
+{
+	json_kv_double(w, "at_s", seconds_since(pk->at_ns, p->start_ns));
+	json_kv_double(w, "after_s", seconds_since(pk->from_ns, p->start_ns));
+	json_kv_bool(w, "exact", pk->exact);
+	json_kv_str(w, "since", pk->since_attach ? "attach" : "start");
+	json_kv_i64(w, "live", pk->v[1]);
+	json_kv_i64(w, "mapped", pk->v[0]);
+}
+
+/* "peak" and "peak_mapped" (docs/DESIGN.md §11): null where no replay
+ * keeps them (glibc mode, no allocator traced). */
+static void write_peak(struct json_writer *w, const struct figures_process *p,
+		       const struct prof *prof)
+{
+	json_key(w, "peak");
+	if (!p->peak.known) {
+		json_null(w);
+		json_kv_null(w, "peak_mapped");
+		return;
+	}
+	json_begin_object(w);
+	write_peak_moment(w, p, &p->peak);
+	json_key(w, "stats");
+	json_begin_object(w);
+	write_stats_terms(w, p->peak.v, (1u << TALLY_STATS_COUNT) - 1);
+	json_end_object(w);
+	json_key(w, "groups");
+	json_begin_array(w);
+	for (unsigned g = 0; g < p->ngroups; g++) {
+		json_begin_object(w);
+		json_kv_str(w, "name", p->groups[g].name ? p->groups[g].name : "root");
+		json_kv_i64(w, "live", p->groups[g].peak_live);
+		json_end_object(w);
+	}
+	json_end_array(w);
+	write_peak_sites(w, p, prof);
+	json_end_object(w);
+	json_key(w, "peak_mapped");
+	json_begin_object(w);
+	write_peak_moment(w, p, &p->peak_mapped);
+	json_end_object(w);
+}
+
+static void write_process_fields(struct json_writer *w, const struct figures_process *p,
+				 const struct prof *prof)
 {
 	write_target(w, p);
 	json_kv_bool(w, "exact", p->exact);
@@ -246,6 +337,7 @@ static void write_process_fields(struct json_writer *w, const struct figures_pro
 	for (unsigned g = 0; g < p->ngroups; g++)
 		write_group(w, p, &p->groups[g]);
 	json_end_array(w);
+	write_peak(w, p, prof);
 }
 
 /* What the tree did over its life: every process it had, ended ones (and
@@ -362,6 +454,21 @@ static void write_frame(struct json_writer *w, const struct prof *p, const struc
 	json_end_object(w);
 }
 
+static void write_site_frames(struct json_writer *w, const struct prof *p,
+			      const struct prof_sample *s)
+{
+	json_key(w, "frames");
+	json_begin_array(w);
+	for (size_t k = 0; k < s->nlocs; k++) {
+		const struct prof_loc *l = &p->locs[s->locs[k]];
+		for (size_t j = 0; j < l->nlines; j++)
+			write_frame(w, p, l, &l->lines[j]);
+		if (!l->nlines)
+			write_frame(w, p, l, NULL);
+	}
+	json_end_array(w);
+}
+
 static void write_sites(struct json_writer *w, const struct prof *p)
 {
 	json_key(w, "sampling");
@@ -378,22 +485,15 @@ static void write_sites(struct json_writer *w, const struct prof *p)
 		if (!s->inuse_space && !s->alloc_space)
 			break;
 		json_begin_object(w);
-		json_key(w, "frames");
-		json_begin_array(w);
-		for (size_t k = 0; k < s->nlocs; k++) {
-			const struct prof_loc *l = &p->locs[s->locs[k]];
-			for (size_t j = 0; j < l->nlines; j++)
-				write_frame(w, p, l, &l->lines[j]);
-			if (!l->nlines)
-				write_frame(w, p, l, NULL);
-		}
-		json_end_array(w);
+		write_site_frames(w, p, s);
 		json_kv_str(w, "group", s->group ? s->group : "root");
 		json_kv_i64(w, "pid", s->pid);
 		json_kv_i64(w, "inuse_bytes", s->inuse_space);
 		json_kv_i64(w, "inuse_objects", s->inuse_objects);
 		json_kv_i64(w, "alloc_bytes", s->alloc_space);
 		json_kv_i64(w, "alloc_objects", s->alloc_objects);
+		json_kv_i64(w, "peak_bytes", s->peak_space);
+		json_kv_i64(w, "peak_objects", s->peak_objects);
 		json_end_object(w);
 	}
 	json_end_array(w);
@@ -402,13 +502,13 @@ static void write_sites(struct json_writer *w, const struct prof *p)
 void snapshot_write(struct json_writer *w, const struct figures *f, const struct prof *sites)
 {
 	json_begin_object(w);
-	write_process_fields(w, &f->procs[0]);
+	write_process_fields(w, &f->procs[0], sites);
 	write_sites(w, sites);
 	json_key(w, "processes");
 	json_begin_array(w);
 	for (unsigned i = 0; i < f->nprocs; i++) {
 		json_begin_object(w);
-		write_process_fields(w, &f->procs[i]);
+		write_process_fields(w, &f->procs[i], sites);
 		json_end_object(w);
 	}
 	json_end_array(w);
