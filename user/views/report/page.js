@@ -79,13 +79,18 @@
 	const last = (a) => (a && a.length ? a[a.length - 1] : null);
 	const tEnd = last(ser.t) || 0;
 
-	// The peak: the document's when it has one (the tree's, else the root's),
-	// else the largest of the series' points, which may miss one between two
-	// ticks: the page says which.
+	// The peak: the document's when it has one (the root's, kept record by
+	// record; null where no replay keeps one), else the largest of the
+	// series' points, which may miss one between two ticks: the page says
+	// which.
 	function peakOf() {
 		const p = (snap.tree && snap.tree.peak) || snap.peak;
 		if (p && typeof p.at_s === 'number')
-			return { at: p.at_s, live: p.live, exact: true };
+			return {
+				at: p.at_s, live: p.live, doc: true,
+				// another heap moved in the batch's window: somewhere in it
+				after: p.exact === false && typeof p.after_s === 'number' ? p.after_s : null,
+			};
 		let best = -1, at = null;
 		const live = ser.stats.live;
 		ser.t.forEach((t, i) => {
@@ -98,9 +103,14 @@
 			}
 		});
 		// nothing live at any point: no peak to mark
-		return at === null || best <= 0 ? null : { at: at, live: best, exact: false };
+		return at === null || best <= 0 ? null : { at: at, live: best, doc: false, after: null };
 	}
 	const peak = peakOf();
+	const t0 = snap.target || {};
+	const peakSaid = !peak ? '' : bytes(peak.live) + ' live at ' + secs(peak.at) +
+		(peak.after !== null ? ' (between ' + secs(peak.after) + ' and then)' : '') +
+		(peak.doc ? ' in ' + (t0.comm || '?') + ' (pid ' + t0.pid + ')'
+			: ' (the largest point drawn)');
 
 	function summary() {
 		const t = snap.target || {};
@@ -116,8 +126,7 @@
 			['traced for', secs(tEnd)],
 			['processes in the tree', procs.length],
 			['figures', snap.exact ? 'exact' : 'not exact (see below)'],
-			['peak live', peak ? bytes(peak.live) + ' at ' + secs(peak.at) +
-				(peak.exact ? '' : ' (the largest point of the series)') : '—'],
+			['peak live', peak ? peakSaid : '—'],
 		], 'kv'));
 	}
 
@@ -245,8 +254,7 @@
 			plugins: opt.peak ? [peakPlugin()] : [],
 		}, data, box);
 		if (opt.peak && peak)
-			box.appendChild(el('p', { class: 'peak-note' }, 'Peak: ' + bytes(peak.live) +
-				' live at ' + secs(peak.at) + (peak.exact ? '' : ' (the largest point drawn)') +
+			box.appendChild(el('p', { class: 'peak-note' }, 'Peak: ' + peakSaid +
 				' (dashed red line).'));
 	}
 
@@ -304,13 +312,15 @@
 				r.cpu += g.cpu_ns;
 				if (typeof g.peak_live === 'number')
 					r.peak = (r.peak || 0) + g.peak_live;
+				else if (g.peak_live === null && r.peak === null)
+					r.peak = undefined; // in the document, not known
 				by.set(name, r);
 			}
 		const rows = ser.groups.map((g) => {
 			const r = by.get(g.name) || {};
 			const seen = Math.max(...g.live.filter((v) => v !== null), 0);
-			return [g.name, bytes(last(g.live)), r.peak === null || r.peak === undefined ? ABSENT
-				: bytes(r.peak), bytes(seen), bytes(r.alloc), count(r.objs),
+			return [g.name, bytes(last(g.live)), r.peak === undefined ? 'not known'
+				: r.peak === null ? ABSENT : bytes(r.peak), bytes(seen), bytes(r.alloc), count(r.objs),
 				secs((r.cpu || 0) / 1e9), bytes(last(g.device_bytes))];
 		});
 		s.appendChild(table(['group', 'live at the end', 'peak live', 'largest point drawn',
@@ -346,9 +356,19 @@
 			'a frame\'s width is its bytes. Click a frame to zoom into it, the top bar to zoom out; ' +
 			'the search marks every frame whose name holds the text.');
 		const pk = (snap.tree && snap.tree.peak) || snap.peak;
+		// the whole profile at each process's peak (folded), else the
+		// document's largest sites there; null: no replay kept a peak
+		let atPeak = null;
+		if (D.folded.peak)
+			atPeak = fromFolded(D.folded.peak);
+		else if (pk && Array.isArray(pk.sites))
+			atPeak = fromSites(pk.sites, pk.sites.some((x) => 'peak_bytes' in x) ? 'peak_bytes'
+				: 'inuse_bytes');
+		else if (pk)
+			atPeak = [];
 		const views = [
 			['inuse', 'In use at the end', fromFolded(D.folded.inuse)],
-			['peak', 'In use at the peak', pk && pk.sites ? fromSites(pk.sites, 'inuse_bytes') : null],
+			['peak', 'In use at the peak', atPeak],
 			['alloc', 'Allocated', fromFolded(D.folded.alloc)],
 		];
 		const tabs = el('div', { class: 'tabs' });
@@ -363,7 +383,8 @@
 			s.appendChild(box);
 			const g = stacks === null ? null : new Flame(box, stacks, label);
 			if (!g)
-				box.appendChild(el('p', { class: 'empty' }, label + ': ' + ABSENT));
+				box.appendChild(el('p', { class: 'empty' }, label + ': ' +
+					(pk === null ? 'not known (no replay keeps a peak here)' : ABSENT)));
 			graphs.push([b, box, g]);
 			b.addEventListener('click', () => show(k));
 		});
@@ -521,7 +542,7 @@
 				t.exit_code !== undefined ? 'exit ' + t.exit_code : 'running';
 			const live = p.stats && p.stats.live !== null ? bytes(p.stats.live) : '—';
 			const pk = p.peak && typeof p.peak.live === 'number' ? 'peak ' + bytes(p.peak.live) +
-				' at ' + secs(p.peak.at_s) : 'peak: ' + ABSENT;
+				' at ' + secs(p.peak.at_s) : 'peak: ' + (p.peak === null ? 'not known' : ABSENT);
 			const li = el('li', { class: 'proc', 'data-pid': t.pid },
 				el('span', { class: 'comm' }, t.comm || '?'), ' ',
 				el('span', { class: 'pid' }, 'pid ' + t.pid), ' — ',

@@ -90,6 +90,8 @@ static int report_data(char **buf, size_t *len, const struct figures *f, const s
 	err = write_folded(&w, "inuse", sites, FOLDED_INUSE);
 	if (!err)
 		err = write_folded(&w, "alloc", sites, FOLDED_ALLOC);
+	if (!err)
+		err = write_folded(&w, "peak", sites, FOLDED_PEAK);
 	json_end_object(&w);
 	json_end_object(&w);
 	if (!err)
