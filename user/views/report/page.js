@@ -323,7 +323,7 @@
 				: r.peak === null ? ABSENT : bytes(r.peak), bytes(seen), bytes(r.alloc), count(r.objs),
 				secs((r.cpu || 0) / 1e9), bytes(last(g.device_bytes))];
 		});
-		s.appendChild(table(['group', 'live at the end', 'peak live', 'largest point drawn',
+		s.appendChild(table(['group', 'live at the end', 'live at each process\'s peak', 'largest point drawn',
 			'allocated', 'allocations', 'CPU', 'GPU device bytes'], rows, 'groups'));
 	}
 
