@@ -54,7 +54,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target $(BUILD)/tests/inject_workload $(BUILD)/tests/inject_workload_cxx \
 	$(BUILD)/tests/libinject_lib.so $(BUILD)/tests/inject_groups $(BUILD)/tests/inject_chaos \
-	$(BUILD)/tests/inject_chaos_kill
+	$(BUILD)/tests/inject_chaos_kill $(BUILD)/tests/report_workload $(BUILD)/tests/test_report
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
@@ -135,6 +135,17 @@ $(BUILD)/user/%.o: %.c | $(SKELS)
 $(BUILD)/user/stats_identity.o: alloc/stats_identity.c
 	@mkdir -p $(dir $@)
 	@echo "  CC $@"; $(CC) $(USER_CFLAGS) -DTALLY_IDENTITY_API= -c $< -o $@
+# tally report's page (user/views/report/assets.c): uPlot from npm
+# (package.json, pinned by package-lock.json; scripts/setup.sh runs npm ci)
+# and the page's own script and style, taken in by .incbin; an edit of any
+# rebuilds tally.
+REPORT_UPLOT_DIR := node_modules/uplot
+REPORT_ASSETS := $(REPORT_UPLOT_DIR)/dist/uPlot.iife.min.js $(REPORT_UPLOT_DIR)/dist/uPlot.min.css \
+	$(REPORT_UPLOT_DIR)/LICENSE user/views/report/page.js user/views/report/page.css
+$(BUILD)/user/user/views/report/assets.o: USER_CFLAGS += -DREPORT_UPLOT_DIR=$(REPORT_UPLOT_DIR)
+$(BUILD)/user/user/views/report/assets.o: $(REPORT_ASSETS)
+$(REPORT_UPLOT_DIR)/%:
+	@echo "build: $@ is missing: run scripts/setup.sh (its npm ci installs uPlot)" >&2; exit 1
 $(BUILD)/tally: $(USER_OBJS)
 	@echo "  LD $@"; $(CC) -o $@ $^ $(USER_LIBS)
 
@@ -245,6 +256,13 @@ $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/
 		$(BUILD)/tests/san/user/views/trace_threads.o \
 		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+# tally report's series, escaping and data element (tests/test_report.c).
+$(BUILD)/tests/test_report: $(BUILD)/tests/san/tests/test_report.o \
+		$(patsubst %,$(BUILD)/tests/san/user/views/%.o,report/series report/report report/assets \
+		snapshot_doc json folded) $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/san/user/views/report/assets.o: CFLAGS_BASE += -DREPORT_UPLOT_DIR=$(REPORT_UPLOT_DIR)
+$(BUILD)/tests/san/user/views/report/assets.o: $(REPORT_ASSETS)
 $(BUILD)/tests/test_top: $(BUILD)/tests/san/user/views/top/top_sites.o $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top/top_rows.o \
 		$(BUILD)/tests/san/user/views/top/top_tree.o \
 		$(BUILD)/tests/san/user/views/top/top_text.o $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
@@ -255,6 +273,11 @@ $(BUILD)/tests/test_prom: $(BUILD)/tests/san/tests/test_prom.o $(BUILD)/tests/sa
 $(BUILD)/tests/tracer_workload: tests/tracer/workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -pthread -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/..' -ldl
+
+# tests/report's target: two groups that peak mid-run, a child.
+$(BUILD)/tests/report_workload: tests/report/workload.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -fno-optimize-sibling-calls -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/..'
 
 # A target that corrupts its own allocator state (tests/hostile).
 $(BUILD)/tests/hostile_target: tests/hostile/target.c alloc/internal.h
