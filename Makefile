@@ -259,7 +259,7 @@ $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/
 # tally report's series, escaping and data element (tests/test_report.c).
 $(BUILD)/tests/test_report: $(BUILD)/tests/san/tests/test_report.o \
 		$(patsubst %,$(BUILD)/tests/san/user/views/%.o,report/series report/report report/assets \
-		snapshot_doc json folded) $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
+		snapshot_doc answers json folded) $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/san/user/views/report/assets.o: CFLAGS_BASE += -DREPORT_UPLOT_DIR=$(REPORT_UPLOT_DIR)
 $(BUILD)/tests/san/user/views/report/assets.o: $(REPORT_ASSETS)
