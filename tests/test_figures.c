@@ -583,6 +583,7 @@ static void document__sites__frames_lines_and_the_largest_only(void **state)
 
 	(void)state;
 	balanced_heap();
+	src.gone = src.have_exit = true; /* ended: "leaked" */
 	doc_sites = &p;
 	char *doc = document();
 	doc_sites = NULL;
@@ -597,14 +598,25 @@ static void document__sites__frames_lines_and_the_largest_only(void **state)
 		"\"peak_bytes\":100,\"peak_objects\":1,\"lifetimes\":{\"lt_1ms\":0,\"lt_10ms\":0,"
 		"\"lt_100ms\":0,\"lt_1s\":0,\"lt_10s\":0,\"longer\":0,\"live\":2}}"));
 	/* the peak's sites: most at the peak first, one in use at the end or not */
-	assert_non_null(strstr(doc, "\"address\":8704}],\"group\":\"io\",\"peak_bytes\":121,"
-				    "\"peak_objects\":1},{\"frames\""));
-	/* twenty of the twenty-two: the smallest (3 bytes) is not there */
+	assert_non_null(strstr(doc, "\"address\":8704}],\"group\":\"io\",\"pid\":42,"
+				    "\"peak_bytes\":121,\"peak_objects\":1,\"inuse_bytes\":0,"
+				    "\"inuse_objects\":2,\"alloc_bytes\":300,\"alloc_objects\":3},"
+				    "{\"frames\""));
+	/* it has ended: its sites in use at the end are its leaks, most first */
+	assert_non_null(strstr(doc, "\"address\":8704}],\"group\":\"io\",\"pid\":42,"
+				    "\"inuse_bytes\":22,\"inuse_objects\":2,\"alloc_bytes\":300,"
+				    "\"alloc_objects\":3},{\"frames\""));
+	/* twenty of the twenty-two in "sites" (the answers' lists are the
+	 * process's own): the smallest (3 bytes) is not there */
 	int n = 0;
-	for (const char *at = doc; (at = strstr(at, "\"inuse_bytes\":")); at++)
+	const char *sites = strstr(doc, "\"sampling\":"), *end = strstr(doc, "\"processes\":[");
+	assert_non_null(sites);
+	assert_non_null(end);
+	for (const char *at = sites; (at = strstr(at, "\"inuse_bytes\":")) && at < end; at++)
 		n++;
 	assert_int_equal(n, SNAPSHOT_SITES);
-	assert_null(strstr(doc, "\"inuse_bytes\":2,"));
+	const char *small = strstr(sites, "\"inuse_bytes\":2,");
+	assert_true(!small || small > end);
 	free(doc);
 }
 

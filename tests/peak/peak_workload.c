@@ -4,12 +4,18 @@
  * as Debian's code is: in group "build" (the SDK) it allocates about 200 MB
  * in blocks of 1000..4999 bytes (build_up), frees all but every tenth
  * block, then keeps 1 MiB more in root (settle): its peak is not its end.
+ * Then, in group "churn", it allocates and at once frees 200000 blocks of
+ * 256 bytes (churn_short: temporaries, each freed within microseconds),
+ * and in root keeps 20 blocks of 1 MiB it never frees (leak_some: its
+ * leak, as it exits holding them).
  * It prints its truth to stderr as one JSON line: the group's highest live
  * bytes (exact: only this code allocates in the group), what the group
  * holds at the end, and the variance of the sampled estimate of build_up's
  * bytes at the peak at rate R (TALLY_SAMPLE_RATE, default 512 KiB): a
  * block of s bytes is sampled with p = 1 - exp(-s/R) and counted s/p, so
- * the variance is the sum of s^2 (1 - p) / p.
+ * the variance is the sum of s^2 (1 - p) / p; the churn's count and the
+ * variance of its estimate (1/p per sampled block: n (1 - p) / p), the
+ * leak's bytes and their variance.
  */
 #include <math.h>
 #include <stdio.h>
@@ -52,6 +58,31 @@ __attribute__((noinline)) static void tear_down(void)
 	}
 }
 
+#define CHURN_N 200000
+#define CHURN_SIZE 256
+#define LEAK_N 20
+#define LEAK_SIZE (1 << 20)
+
+__attribute__((noinline)) static void churn_short(void)
+{
+	for (unsigned i = 0; i < CHURN_N; i++) {
+		char *p = malloc(CHURN_SIZE);
+		p[0] = 1;
+		__asm__ volatile("" : : "r"(p) : "memory");
+		free(p);
+	}
+}
+
+static void *leaked[LEAK_N];
+
+__attribute__((noinline)) static void leak_some(void)
+{
+	for (unsigned i = 0; i < LEAK_N; i++) {
+		leaked[i] = malloc(LEAK_SIZE);
+		memset(leaked[i], 4, LEAK_SIZE);
+	}
+}
+
 __attribute__((noinline)) static void *settle(void)
 {
 	void *p = malloc(1 << 20);
@@ -70,7 +101,16 @@ int main(void)
 	tear_down();
 	tally_group_exit(in);
 	void *kept = settle();
-	fprintf(stderr, "{\"peak\": %lld, \"end\": %lld, \"var\": %.0f}\n", high, live, var);
+	struct tally_group_guard in2 = tally_group_enter(tally_group_register("churn"));
+	churn_short();
+	tally_group_exit(in2);
+	leak_some();
+	double pc = -expm1(-(double)CHURN_SIZE / rate), pl = -expm1(-(double)LEAK_SIZE / rate);
+	fprintf(stderr,
+		"{\"peak\": %lld, \"end\": %lld, \"var\": %.0f, \"churn\": %d, \"churn_var\": %.0f, "
+		"\"leak\": %lld, \"leak_var\": %.0f}\n",
+		high, live, var, CHURN_N, CHURN_N * (1 - pc) / pc, (long long)LEAK_N * LEAK_SIZE,
+		LEAK_N * (double)LEAK_SIZE * LEAK_SIZE * (1 - pl) / pl);
 	__asm__ volatile("" : : "r"(kept) : "memory");
 	return 0;
 }

@@ -69,6 +69,40 @@ endsite=$(jq -r '[.sites[] | select(.frames[0].function == "build_up") | .inuse_
 [ "$endsite" -lt "$est" ]
 check "build_up holds less at the end than at the peak" $? "end $endsite, peak $est"
 
+# The answers: an ended process's leaks, its temporaries, its lifetimes
+# (estimates: within 4 standard errors of the workload's truth)
+within4() { # ESTIMATE TRUTH VARIANCE
+	jq -n --argjson e "$1" --argjson t "$2" --argjson v "$3" '(($e - $t) | fabs) <= 4 * ($v | sqrt)'
+}
+lk=$(jq -r '[.leaked[] | select(.frames[0].function == "leak_some") | .inuse_bytes] | add // 0' \
+	"$tmp/s.json")
+[ "$(within4 "$lk" "$(jq -n "$truth | .leak")" "$(jq -n "$truth | .leak_var")")" = true ]
+check "leaked: leak_some's bytes within 4 sd" $? "tally $lk, truth $(jq -n "$truth | .leak")"
+first=$(jq -r '.leaked[0].frames[0].function' "$tmp/s.json")
+[ "$first" = leak_some ]
+check "leaked: leak_some leaked most" $? "first: $first"
+tmpn=$(jq -r '[.temporary[] | select(.frames[0].function == "churn_short") | .freed_within_1ms] | add // 0' \
+	"$tmp/s.json")
+[ "$(within4 "$tmpn" "$(jq -n "$truth | .churn")" "$(jq -n "$truth | .churn_var")")" = true ]
+check "temporary: churn_short's blocks freed within 1 ms, within 4 sd" $? \
+	"tally $tmpn, truth $(jq -n "$truth | .churn")"
+first=$(jq -r '.temporary[0].frames[0].function' "$tmp/s.json")
+[ "$first" = churn_short ]
+check "temporary: churn_short first" $? "first: $first"
+# every churned block lived microseconds: in the first bucket but for a
+# preemption (2 % allowed: a loaded 2-core machine)
+jq -e '.lifetimes[] | select(.group == "churn") |
+	.lt_1ms > 0 and (.lt_10ms + .lt_100ms + .lt_1s + .lt_10s + .longer) <= 0.02 * .lt_1ms
+	and .live == 0' "$tmp/s.json" >/dev/null
+check "lifetimes: the churn group's blocks lived below 1 ms, none live" $? \
+	"$(jq -c '.lifetimes' "$tmp/s.json")"
+# build's kept tenth lives to the end; the rest lived from their
+# allocation to tear_down (a few hundred ms at most: none past 10 s)
+jq -e '.lifetimes[] | select(.group == "build") | .live > 0 and .longer == 0' \
+	"$tmp/s.json" >/dev/null
+check "lifetimes: build's freed blocks all below 10 s, its kept ones live" $? \
+	"$(jq -c '.lifetimes' "$tmp/s.json")"
+
 # folded --value peak and pprof's peak_space say the same
 "$TALLY" profile --format folded --value peak -o "$tmp/peak.folded" -- "$WL" 2>"$tmp/truth2" >/dev/null
 rc=$?

@@ -101,8 +101,14 @@ static void ranked(struct json_writer *w, const char *key, const struct figures_
 		shown[n] = i;
 		json_begin_object(w);
 		answers_frames(w, prof, &prof->samples[i]);
-		json_kv_str(w, "group", prof->samples[i].group ? prof->samples[i].group : "root");
-		fields(w, &prof->samples[i]);
+		const struct prof_sample *s = &prof->samples[i];
+		json_kv_str(w, "group", s->group ? s->group : "root");
+		json_kv_i64(w, "pid", s->pid);
+		fields(w, s);
+		json_kv_i64(w, "inuse_bytes", s->inuse_space);
+		json_kv_i64(w, "inuse_objects", s->inuse_objects);
+		json_kv_i64(w, "alloc_bytes", s->alloc_space);
+		json_kv_i64(w, "alloc_objects", s->alloc_objects);
 		json_end_object(w);
 	}
 	json_end_array(w);
@@ -126,8 +132,8 @@ static int64_t by_inuse(const struct prof_sample *s)
 
 static void inuse_fields(struct json_writer *w, const struct prof_sample *s)
 {
-	json_kv_i64(w, "bytes", s->inuse_space);
-	json_kv_i64(w, "objects", s->inuse_objects);
+	(void)w; /* its figures are the common ones: in use at the end */
+	(void)s;
 }
 
 static int64_t by_recent(const struct prof_sample *s)
@@ -137,9 +143,8 @@ static int64_t by_recent(const struct prof_sample *s)
 
 static void recent_fields(struct json_writer *w, const struct prof_sample *s)
 {
-	json_kv_i64(w, "bytes", s->recent_space);
-	json_kv_i64(w, "objects", s->recent_objects);
-	json_kv_i64(w, "inuse_bytes", s->inuse_space);
+	json_kv_i64(w, "recent_bytes", s->recent_space);
+	json_kv_i64(w, "recent_objects", s->recent_objects);
 }
 
 /* Temporary: freed within a millisecond of their allocation */
@@ -154,8 +159,7 @@ static void short_fields(struct json_writer *w, const struct prof_sample *s)
 
 	for (unsigned k = 0; k < PROF_LIFE_BUCKETS; k++)
 		freed += s->life[k];
-	json_kv_i64(w, "objects", s->life[0]);
-	json_kv_i64(w, "allocated_objects", s->alloc_objects);
+	json_kv_i64(w, "freed_within_1ms", s->life[0]);
 	json_kv_i64(w, "freed_objects", freed);
 	answers_site_life(w, s);
 }

@@ -498,10 +498,12 @@
 			const fr = (x.frames || []).map(frameName);
 			const stack = el('details', {}, el('summary', {}, fr[0] || '[unknown]'),
 				el('pre', {}, fr.join('\n')));
-			return [bytes(x[key]), count(x.inuse_objects), bytes(x.alloc_bytes),
+			return [key.endsWith('bytes') ? bytes(x[key]) : count(x[key]),
+				count(x.inuse_objects), bytes(x.alloc_bytes),
 				count(x.alloc_objects), x.group, x.pid, stack];
 		});
-		s.appendChild(table([key === 'inuse_bytes' ? 'in use' : 'bytes', 'objects', 'allocated',
+		s.appendChild(table([key === 'inuse_bytes' ? 'in use' : 'freed within 1 ms', 'objects',
+			'allocated',
 			'allocations', 'group', 'pid', 'site (innermost frame first)'], rows, 'sites'));
 	}
 
@@ -522,8 +524,8 @@
 		const s = section('leaks', 'Leaks', 'Sites of an ended process still in use at its end.');
 		sitesTable(s, gather('leaked'), 'Leaked sites', 'inuse_bytes');
 		const t = section('temporaries', 'Temporaries',
-			'Sites with the most short-lived allocations.');
-		sitesTable(t, gather('temporary'), 'Temporary sites', 'alloc_bytes');
+			'Sites with the most blocks freed within 1 ms of their allocation (sampled).');
+		sitesTable(t, gather('temporary'), 'Temporary sites', 'freed_within_1ms');
 	}
 
 	function tree() {
