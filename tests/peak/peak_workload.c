@@ -6,7 +6,7 @@
  * block, then keeps 1 MiB more in root (settle): its peak is not its end.
  * Then, in group "churn", it allocates and at once frees 200000 blocks of
  * 256 bytes (churn_short: temporaries, each freed within microseconds),
- * and in root keeps 20 blocks of 1 MiB it never frees (leak_some: its
+ * and in root keeps 40 blocks of 1 MiB it never frees (leak_some: its
  * leak, as it exits holding them).
  * It prints its truth to stderr as one JSON line: the group's highest live
  * bytes (exact: only this code allocates in the group), what the group
@@ -60,7 +60,7 @@ __attribute__((noinline)) static void tear_down(void)
 
 #define CHURN_N 200000
 #define CHURN_SIZE 256
-#define LEAK_N 20
+#define LEAK_N 40
 #define LEAK_SIZE (1 << 20)
 
 __attribute__((noinline)) static void churn_short(void)
