@@ -214,7 +214,7 @@ $(BUILD)/tests/test_sdk_alloc: $(BUILD)/tests/sdk_alloc/test_sdk.o $(BUILD)/libt
 # The tracer's pure parts under the sanitizers, and the integration tests' workload.
 # The model layer (user/model/model.c and what it needs, and the figures built
 # from it), as every view's test links it.
-MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork peak gpu replay figures figures_tree tree sites injected) \
+MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork peak gpu replay figures figures_tree tree tree_peak sites injected) \
 	$(BUILD)/tests/san/alloc/stats_identity.o
 $(BUILD)/tests/test_tree: $(BUILD)/tests/san/tests/test_tree.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -314,6 +314,7 @@ $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_de
 		$(BUILD)/tests/fuzz/decoder/user/model/model.o $(BUILD)/tests/fuzz/decoder/user/model/replay.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/gpu.o $(BUILD)/tests/fuzz/decoder/user/model/figures.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/figures_tree.o $(BUILD)/tests/fuzz/decoder/user/model/tree.o \
+		$(BUILD)/tests/fuzz/decoder/user/model/tree_peak.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/model_fork.o $(BUILD)/tests/fuzz/decoder/user/model/peak.o \
 		$(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/sites.o $(BUILD)/tests/fuzz/decoder/user/model/injected.o

@@ -393,7 +393,7 @@ static char *one_process_doc(const char *fields, const char *exact, const char *
 			     "\"tree\":{\"processes\":1,\"alive\":0,\"not_listed\":0,%s,"
 			     "\"alive_at_end\":{\"processes\":0,\"live\":0,\"mapped\":0,"
 			     "\"cpu_ns\":0,\"instance\":{" ZERO_INSTANCE ",\"exact\":true}},"
-			     "\"lifetime\":{\"processes\":1,%s}}}",
+			     "\"lifetime\":{\"processes\":1,%s},\"peak\":null}}",
 			     fields, fields, exact, lifetime) > 0);
 	return doc;
 }

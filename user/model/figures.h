@@ -250,6 +250,23 @@ struct figures_process {
 	bool inherited; /* forked: its counters began as its parent's (no exec since) */
 };
 
+/* The tree's peak of live (docs/DESIGN.md §11): the highest sum of its
+ * running processes' live, each as its records stood after a message (or
+ * at a process's own peak within it), with the largest of them then. */
+#define FIGURES_PEAK_PROCS 16
+struct figures_tree_peak {
+	bool known;
+	bool exact; /* one process held live bytes then, its own peak exact */
+	int64_t live;
+	uint64_t at_ns;
+	int32_t pid;	       /* the process whose records brought it */
+	unsigned nprocs, more; /* listed, largest first; and those not listed */
+	struct {
+		int32_t pid;
+		int64_t live;
+	} procs[FIGURES_PEAK_PROCS];
+};
+
 /* Sums over the tree: live, mapped, cpu_ns and instance over the processes
  * alive at the end (or at this tick); life over every process it had, ended
  * ones included; exact when every process's figures are. */
@@ -263,7 +280,8 @@ struct figures_tree {
 	struct figures_instance instance;
 	bool instance_exact; /* every process's GPU figures are exact */
 	bool have_device_memory_used;
-	uint64_t device_memory_used; /* NVML's, over the processes it knows */
+	uint64_t device_memory_used;   /* NVML's, over the processes it knows */
+	struct figures_tree_peak peak; /* the session's (tree.h), copied in */
 };
 
 struct figures {

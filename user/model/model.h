@@ -125,6 +125,12 @@ struct model {
 	 * model_apply_pending): CLOCK_MONOTONIC ns */
 	uint64_t now_ns;
 	struct model_peak peak, peak_mapped; /* of replay.peak, replay.peak_mapped */
+	/* the last hand-over that moved live, and the start of its window
+	 * (the tree's peak, model/tree_peak.c) */
+	uint64_t live_moved_ns, moved_from_ns;
+	/* when its image began (an exec, a fork, a seed; 0: not seen): no heap
+	 * of it made a record before, the first batch's window starts here */
+	uint64_t image_ns;
 	bool peak_seeded; /* the peaks count from a state read from memory (attach) */
 };
 

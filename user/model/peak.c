@@ -23,7 +23,7 @@
 static void note(const struct model *m, struct model_peak *pk, const struct model_heap *h,
 		 bool fresh, bool moved)
 {
-	const uint64_t now = m->now_ns, from = h->handed_ns;
+	const uint64_t now = m->now_ns, from = h->handed_ns ? h->handed_ns : m->image_ns;
 
 	if (fresh) {
 		*pk = (struct model_peak){ now, from, h->id, false };
@@ -43,6 +43,10 @@ void model_peak_note(struct model *m, struct model_heap *h, const uint64_t befor
 
 	note(m, &m->peak, h, r->peak.seq > before[0], moved);
 	note(m, &m->peak_mapped, h, r->peak_mapped.seq > before[1], moved);
+	if (moved && m->now_ns > m->live_moved_ns) {
+		m->live_moved_ns = m->now_ns;
+		m->moved_from_ns = h->handed_ns ? h->handed_ns : m->image_ns;
+	}
 	if (m->now_ns > h->handed_ns)
 		h->handed_ns = m->now_ns;
 	if (moved && m->now_ns > h->moved_ns)
@@ -53,6 +57,7 @@ void model_peak_restart(struct model *m)
 {
 	tally_replay_mark_now(&m->replay);
 	m->peak = m->peak_mapped = (struct model_peak){ m->now_ns, m->now_ns, 0, false };
+	m->image_ns = m->now_ns;
 }
 
 static void peak_of(struct figures_peak *out, const struct tally_replay_mark *k,

@@ -57,7 +57,34 @@ struct tree {
 	uint64_t unfollowed;		     /* forks whose parent the tree does not know */
 	size_t sites_bytes;		     /* kept in ended processes' sites */
 	uint64_t sites_dropped;		     /* ended processes whose sites were over the budget */
+	int64_t live; /* the sum of its running processes' live, the root's included */
+	struct figures_tree_peak peak;
 };
+
+/* A model's live before a message or a read changes it (tree_peak_after). */
+struct tree_peak_mark {
+	int64_t live;
+	uint64_t seq;	   /* its replay's peak.seq */
+	uint64_t moved_ns; /* its live_moved_ns */
+};
+/* The live bytes a model counts: those of tally's allocator, none else. */
+static inline int64_t tree_model_live(const struct model *m)
+{
+	return m->saw_alloc ? m->replay.live : 0;
+}
+static inline void tree_peak_before(const struct model *m, struct tree_peak_mark *k)
+{
+	k->live = tree_model_live(m);
+	k->seq = m->replay.peak.seq;
+	k->moved_ns = m->live_moved_ns;
+}
+/* Process pid's model m changed since k: the tree's live follows, and a new
+ * peak of it is taken (root, root_pid: the session's root, for the list of
+ * processes then). */
+void tree_peak_after(struct tree *t, const struct model *m, pid_t pid,
+		     const struct tree_peak_mark *k, const struct model *root, pid_t root_pid);
+/* A process's model went away (it ended, or was folded): its live leaves. */
+void tree_peak_gone(struct tree *t, const struct model *m);
 
 void tree_init(struct tree *t);
 void tree_free(struct tree *t);

@@ -54,6 +54,13 @@ void session_place(struct session *s);
 /* A message of another process of the tree than the root: true when it
  * was kept, to be delivered again at the end of a view's cut. */
 bool session_deliver_tree(struct session *s, const void *data, size_t len);
+/* One message to process pid's model m, the tree's live and peak kept
+ * (model/tree.h); every model_apply of the session goes through it. */
+void session_apply(struct session *s, struct model *m, pid_t pid, const void *data, size_t len);
+/* A heap's pending records read from process pid's memory just now, the
+ * same way. */
+void session_apply_pending(struct session *s, struct model *m, pid_t pid,
+			   const struct remote_heap *h);
 /* -p PID -f: its running descendants into the tree. */
 void session_adopt_descendants(struct session *s);
 /* The lost counts of the ring into src (every process's figures share them). */

@@ -54,6 +54,29 @@ int session_fail(int status, const char *fmt, ...)
 	return status;
 }
 
+void session_apply(struct session *s, struct model *m, pid_t pid, const void *data, size_t len)
+{
+	struct tree_peak_mark k;
+
+	tree_peak_before(m, &k);
+	model_apply(m, data, len);
+	tree_peak_after(&s->tree, m, pid, &k, &s->model, s->pid);
+}
+
+void session_apply_pending(struct session *s, struct model *m, pid_t pid,
+			   const struct remote_heap *h)
+{
+	struct tree_peak_mark k;
+	uint64_t now = clock_now_ns();
+
+	/* made before this read: its moment, for the peak and the samples */
+	if (now > m->now_ns)
+		m->now_ns = now;
+	tree_peak_before(m, &k);
+	model_apply_pending(m, h->id, h->seq_first, h->tid, h->pending, h->npending);
+	tree_peak_after(&s->tree, m, pid, &k, &s->model, s->pid);
+}
+
 /* Messages go to the model; a thread that a --group rule now names has its
  * CPU charged to that group by the BPF side too. */
 void session_deliver(struct session *s, const void *data, size_t len)
@@ -66,7 +89,7 @@ void session_deliver(struct session *s, const void *data, size_t len)
 			s->observer(s->observer_ctx, data, len);
 		return;
 	}
-	model_apply(&s->model, data, len);
+	session_apply(s, &s->model, s->pid, data, len);
 	session_gpu_news(s, s->pid, &s->model, s->gpu_said);
 	if (s->model.held) { /* past a view's cut: the rest comes at its end */
 		s->model.held = false;

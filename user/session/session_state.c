@@ -297,7 +297,11 @@ static int read_attach_state(struct session *s)
 		return session_fail(TALLY_EXIT_FAIL, "cannot read the allocator of %d: %s", s->pid,
 				    remote_strerror(err));
 	s->src.late_consistent = ra.consistent;
+	struct tree_peak_mark k;
+	tree_peak_before(&s->model, &k);
+	s->model.now_ns = clock_now_ns();
 	model_seed_alloc(&s->model, &ra);
+	tree_peak_after(&s->tree, &s->model, s->pid, &k, &s->model, s->pid);
 	remote_alloc_free(&ra);
 	return TALLY_EXIT_OK;
 }
@@ -382,8 +386,7 @@ static bool take_cut(struct session *s)
 		/* a copy a flush tore holds words of another batch than its seq
 		 * says: those records come through the ring instead */
 		if (h->whole)
-			model_apply_pending(&s->model, h->id, h->seq_first, h->tid, h->pending,
-					    h->npending);
+			session_apply_pending(s, &s->model, s->pid, h);
 		if (!model_hold_reached(&s->model, h->id, h->pos))
 			whole = false;
 	}
@@ -485,7 +488,7 @@ void session_cut_end(struct session *s)
 		struct deferred *next = d->next;
 		/* the rest of a message the model and the observer had already */
 		s->model.received--;
-		model_apply(&s->model, d->data, d->len);
+		session_apply(s, &s->model, s->pid, d->data, d->len);
 		node_put(s, d);
 		d = next;
 	}
@@ -512,8 +515,7 @@ void session_read_final(struct session *s)
 		for (uint32_t i = 0; i < ra.nheaps; i++) {
 			struct remote_heap *h = &ra.heaps[i];
 			if (h->whole)
-				model_apply_pending(&s->model, h->id, h->seq_first, h->tid,
-						    h->pending, h->npending);
+				session_apply_pending(s, &s->model, s->pid, h);
 		}
 		/* the snapshot is of this moment: records after it, still on
 		 * their way through the ring, stay out (session_finish drains) */

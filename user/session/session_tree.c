@@ -96,6 +96,8 @@ static void proc_end(struct session *s, struct tree_proc *p, uint64_t ts_ns)
 
 	proc_sources(s, p, true);
 	s->psrc.ended_ns = ts_ns;
+	/* its memory went with it */
+	tree_peak_gone(&s->tree, p->m);
 	int err = figures_build_process(&s->pscratch, p->m, &s->psrc);
 	if (!err && s->pscratch.inherited)
 		figures_life_sub(&s->pscratch.life, &p->base);
@@ -130,6 +132,9 @@ static bool fork_msg(struct session *s, const struct tally_msg_thread *th)
 		s->tree.strays++;
 		return false;
 	}
+	/* its copy of its parent's heaps is its own live, from here */
+	struct tree_peak_mark none = { 0, c->m->replay.peak.seq, c->m->live_moved_ns };
+	tree_peak_after(&s->tree, c->m, c->pid, &none, &s->model, s->pid);
 	/* its counters start as its parent's: the tree's lifetime totals
 	 * count what it does from here */
 	if (parent)
@@ -184,7 +189,11 @@ static void adopt_read(struct session *s, struct tree_proc *p)
 	if (heaps)
 		session_sample_attach(s, p->pid);
 	if (heaps && !adopt_read_alloc(p->pid, heaps, &ra)) {
+		struct tree_peak_mark k;
+		tree_peak_before(p->m, &k);
+		p->m->now_ns = clock_now_ns();
 		model_seed_alloc(p->m, &ra);
+		tree_peak_after(&s->tree, p->m, p->pid, &k, &s->model, s->pid);
 		p->read = true;
 		p->read_consistent = ra.consistent;
 		remote_alloc_free(&ra);
@@ -272,7 +281,7 @@ bool session_deliver_tree(struct session *s, const void *data, size_t len)
 		s->tree.strays++;
 		return false;
 	}
-	model_apply(p->m, data, len);
+	session_apply(s, p->m, p->pid, data, len);
 	session_gpu_news(s, p->pid, p->m, p->gpu_said);
 	if (len < sizeof(struct tally_msg_thread))
 		return false;
@@ -367,8 +376,7 @@ static void proc_read_final(struct session *s, struct tree_proc *p)
 	for (uint32_t k = 0; k < ra.nheaps; k++) {
 		struct remote_heap *h = &ra.heaps[k];
 		if (h->whole)
-			model_apply_pending(p->m, h->id, h->seq_first, h->tid, h->pending,
-					    h->npending);
+			session_apply_pending(s, p->m, p->pid, h);
 	}
 	for (uint32_t k = 0; k < ra.nheaps; k++)
 		model_cut(p->m, ra.heaps[k].id, ra.heaps[k].pos);
@@ -456,5 +464,6 @@ int session_figures(struct session *s, struct figures *f)
 	f->strays = s->tree.strays;
 	if (!err)
 		figures_sum_tree(f);
+	f->tree.peak = s->tree.peak;
 	return err;
 }

@@ -255,3 +255,37 @@ void answers_write(struct json_writer *w, const struct figures_process *p, const
 	ranked(w, "temporary", p, prof, by_short, short_fields);
 	group_lifetimes(w, p, prof);
 }
+
+void answers_tree_peak(struct json_writer *w, const struct figures *f)
+{
+	const struct figures_tree_peak *pk = &f->tree.peak;
+
+	json_key(w, "peak");
+	if (!pk->known || !f->nprocs) {
+		json_null(w);
+		return;
+	}
+	json_begin_object(w);
+	json_kv_double(w, "at_s", seconds_since(pk->at_ns, f->procs[0].start_ns));
+	json_kv_bool(w, "exact", pk->exact);
+	json_kv_i64(w, "live", pk->live);
+	json_key(w, "processes");
+	json_begin_array(w);
+	for (unsigned i = 0; i < pk->nprocs; i++) {
+		const char *comm = NULL;
+		for (unsigned k = 0; k < f->nprocs && !comm; k++)
+			if ((int32_t)f->procs[k].target.pid == pk->procs[i].pid)
+				comm = f->procs[k].target.comm;
+		json_begin_object(w);
+		json_kv_i64(w, "pid", pk->procs[i].pid);
+		if (comm)
+			json_kv_str(w, "comm", comm);
+		else
+			json_kv_null(w, "comm");
+		json_kv_i64(w, "live", pk->procs[i].live);
+		json_end_object(w);
+	}
+	json_end_array(w);
+	json_kv_u64(w, "processes_not_listed", pk->more);
+	json_end_object(w);
+}

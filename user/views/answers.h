@@ -23,4 +23,7 @@ void answers_site_life(struct json_writer *w, const struct prof_sample *s);
  * "growing" (running), "temporary" and "lifetimes"; prof may be NULL. */
 void answers_write(struct json_writer *w, const struct figures_process *p, const struct prof *prof);
 
+/* The tree's "peak": null where no process's replay keeps one. */
+void answers_tree_peak(struct json_writer *w, const struct figures *f);
+
 #endif /* TALLY_ANSWERS_H */

@@ -341,6 +341,7 @@ static void write_tree(struct json_writer *w, const struct figures *f)
 	write_tree_inexact(w, f);
 	write_tree_alive(w, t);
 	write_tree_life(w, f);
+	answers_tree_peak(w, f);
 	json_end_object(w);
 }
 
