@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The OOM killer's victim (docs/DESIGN.md §9), a part of tally.bpf.c kept
+ * apart: tp_btf/mark_victim fires after the kernel has chosen a process and
+ * sent it SIGKILL, before it dies. For a process of the tree:
+ * - the records its heaps hold and have not handed over, read from its
+ *   memory when the thread that runs the killer shares it (a memory
+ *   cgroup's OOM runs in the task that charged, most often the victim
+ *   itself), sent as TALLY_MSG_BATCH messages: a SIGKILL leaves no exit
+ *   hand-over, and those records would be lost;
+ * - then TALLY_MSG_OOM: its memory cgroup, the lowest limit on the cgroup's
+ *   path, the tracepoint's figures.
+ * The heap list's address comes from the session (map oom_heaps, filled once
+ * it has found tally_heaps in the process), its layout from the loader
+ * (oom_layout: the tracer's own build of alloc/heap.h, as user/os/remote.c
+ * reads it).
+ */
+#ifndef TALLY_OOM_BPF_H
+#define TALLY_OOM_BPF_H
+
+/* key: tgid, value: the address of tally_heaps in it */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TALLY_BPF_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, __u64);
+} oom_heaps SEC(".maps");
+
+const volatile struct tally_bpf_heap_layout oom_layout = {};
+const volatile __u32 oom_page_size = 4096;
+
+/* Heaps read at the kill: a thread's heap each, orphans included. Past it the
+ * rest are not read, and the figures say so (TALLY_OOM_HEAPS_ALL unset). */
+#define OOM_MAX_HEAPS 256
+/* The memory cgroups walked up from the victim's for the lowest limit. */
+#define OOM_MAX_DEPTH 16
+
+struct oom_walk {
+	__u32 pid;
+	__u64 at; /* the next heap (0: the end of the list) */
+	__u32 sent;
+	bool torn; /* a read failed, or a heap moved during its copy */
+};
+
+static __always_inline int oom_heap_pos(__u64 at, __u64 *seq, __u32 *count)
+{
+	if (bpf_probe_read_user(seq, sizeof(*seq), (void *)(at + oom_layout.seq)))
+		return -1;
+	return bpf_probe_read_user(
+		count, sizeof(*count),
+		(void *)(at + oom_layout.batch + offsetof(struct tally_batch, count)));
+}
+
+/* One heap's held records as one batch message, sealed as its owner would
+ * have at a hand-over; the copy is whole when no flush came during it (seq
+ * the same) and the batch only grew, as user/os/remote.c checks its own. */
+static __always_inline int oom_send_heap(struct oom_walk *w, __u64 at)
+{
+	struct tally_msg_batch *m;
+	__u64 seq, seq2, id, n;
+	__u32 count, count2, tid;
+
+	if (oom_heap_pos(at, &seq, &count) ||
+	    bpf_probe_read_user(&id, sizeof(id), (void *)(at + oom_layout.id)) ||
+	    bpf_probe_read_user(&tid, sizeof(tid), (void *)(at + oom_layout.tid)))
+		return -1;
+	if (!count)
+		return 0;
+	if (count > TALLY_BATCH_WORDS)
+		return -1;
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		count_lost(count, LOST_MSG);
+		return -1;
+	}
+	n = (__u64)count * sizeof(__u64);
+	/* one register for the check and the copy, so the verifier sees it bounded */
+	barrier_var(n);
+	if (n > sizeof(m->batch.words) ||
+	    bpf_probe_read_user(
+		    m->batch.words, n,
+		    (void *)(at + oom_layout.batch + offsetof(struct tally_batch, words))) ||
+	    oom_heap_pos(at, &seq2, &count2) || seq2 != seq || count2 < count) {
+		bpf_ringbuf_discard(m, BPF_RB_NO_WAKEUP);
+		return -1;
+	}
+	fill_hdr(&m->hdr, TALLY_MSG_BATCH, tid, w->pid, bpf_ktime_get_ns());
+	m->batch.count = count;
+	m->bytes = (__u32)tally_batch_seal(&m->batch, TALLY_SRC_ALLOC, tid, id, seq);
+	m->pad = 0;
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+	w->sent++;
+	return 0;
+}
+
+static long oom_heap_step(__u32 i, void *ctx)
+{
+	struct oom_walk *w = ctx;
+	__u64 at = w->at;
+
+	if (!at)
+		return 1;
+	if (oom_send_heap(w, at))
+		w->torn = true;
+	if (bpf_probe_read_user(&w->at, sizeof(w->at), (void *)(at + oom_layout.next))) {
+		w->torn = true;
+		return 1;
+	}
+	return 0;
+}
+
+/* Every heap of the victim, from the list's head: the flags it earned. */
+static __always_inline __u32 oom_send_heaps(__u32 pid, __u32 *sent)
+{
+	struct oom_walk w = { .pid = pid };
+	__u64 *head = bpf_map_lookup_elem(&oom_heaps, &pid);
+
+	if (!head || bpf_probe_read_user(&w.at, sizeof(w.at), (void *)*head))
+		return 0;
+	bpf_loop(OOM_MAX_HEAPS, oom_heap_step, &w, 0);
+	*sent = w.sent;
+	return TALLY_OOM_HEAPS_READ | (!w.torn && !w.at ? TALLY_OOM_HEAPS_ALL : 0);
+}
+
+/* The victim's memory cgroup, and the lowest limit from it to the root: the
+ * one an OOM of a cgroup hit (or, for the global killer, the nearest). */
+static __always_inline void oom_cgroup(struct task_struct *task, struct tally_msg_oom *m)
+{
+	int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+	struct css_set *cs = BPF_CORE_READ(task, cgroups);
+	struct cgroup_subsys_state *css = NULL;
+	/* page_counter's "no limit" is PAGE_COUNTER_MAX, LONG_MAX in pages */
+	__u64 none = 0x7fffffffffffffffULL / oom_page_size, best = none;
+
+	m->limit = TALLY_OOM_NO_LIMIT;
+	if (id < 0 || id >= 32)
+		return;
+	bpf_probe_read_kernel(&css, sizeof(css), &cs->subsys[id]);
+	if (!css)
+		return;
+	m->cgroup_id = BPF_CORE_READ(css, cgroup, kn, id);
+	m->v1 = BPF_CORE_READ(css, cgroup, root, hierarchy_id) != 0;
+	for (int i = 0; i < OOM_MAX_DEPTH && css; i++) {
+		struct mem_cgroup *mc = (void *)css - bpf_core_field_offset(struct mem_cgroup, css);
+		__u64 max = BPF_CORE_READ(mc, memory.max);
+
+		if (max < best) {
+			best = max;
+			m->limit = max * oom_page_size;
+			m->limit_cgroup_id = BPF_CORE_READ(css, cgroup, kn, id);
+			m->usage = BPF_CORE_READ(mc, memory.usage.counter) * oom_page_size;
+		}
+		css = BPF_CORE_READ(css, parent);
+	}
+}
+
+static __always_inline __u64 oom_rss_kb(struct mm_struct *mm, int member)
+{
+	__s64 pages = BPF_CORE_READ(mm, rss_stat[member].count);
+
+	/* get_mm_counter: a per-CPU sum read without folding, never below 0 */
+	return pages > 0 ? (__u64)pages * oom_page_size / 1024 : 0;
+}
+
+SEC("tp_btf/mark_victim")
+int BPF_PROG(tally_oom, struct task_struct *task, uid_t uid)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u32 pid = BPF_CORE_READ(task, tgid), flags = 0, sent = 0;
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	struct tally_msg_oom *m;
+
+	if (!tgid_in_tree(pid))
+		return 0;
+	/* bpf_probe_read_user reads the current task's memory: only when it
+	 * is the victim's can its heaps be read */
+	if (mm && cur->mm == mm) {
+		flags = TALLY_OOM_SHARES_MM;
+		flags |= oom_send_heaps(pid, &sent);
+	}
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		count_lost(0, LOST_MSG);
+		return 0;
+	}
+	__builtin_memset(m, 0, sizeof(*m));
+	fill_hdr(&m->hdr, TALLY_MSG_OOM, BPF_CORE_READ(task, pid), pid, bpf_ktime_get_ns());
+	m->hdr.flags = (__u16)flags;
+	m->heaps = sent;
+	m->uid = uid;
+	m->oom_score_adj = BPF_CORE_READ(task, signal, oom_score_adj);
+	oom_cgroup(task, m);
+	if (mm) {
+		m->total_vm_kb = BPF_CORE_READ(mm, total_vm) * oom_page_size / 1024;
+		m->anon_rss_kb = oom_rss_kb(mm, MM_ANONPAGES);
+		m->file_rss_kb = oom_rss_kb(mm, MM_FILEPAGES);
+		m->shmem_rss_kb = oom_rss_kb(mm, MM_SHMEMPAGES);
+		m->pgtables_kb = (__u64)BPF_CORE_READ(mm, pgtables_bytes.counter) / 1024;
+	}
+	BPF_CORE_READ_STR_INTO(&m->comm, task, comm);
+	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+#endif /* TALLY_OOM_BPF_H */
