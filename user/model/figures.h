@@ -236,6 +236,8 @@ struct figures_process {
 					 taken off what a forked child inherited */
 	bool borrowed;	/* groups and strings belong to whoever kept them (figures_keep) */
 	bool inherited; /* forked: its counters began as its parent's (no exec since) */
+	/* the OOM killer chose it (oom.killed): what it saw */
+	struct model_oom oom;
 };
 
 /* Sums over the tree: live, mapped, cpu_ns and instance over the processes

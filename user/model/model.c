@@ -449,6 +449,16 @@ int model_apply(struct model *m, const void *data, size_t len)
 				m->groups[gm->ev.group].known = true;
 		}
 		break;
+	case TALLY_MSG_OOM:
+		if (len >= sizeof(struct tally_msg_oom)) {
+			/* the paths are the session's to fill (model_oom's) */
+			memset(&m->oom, 0, sizeof(m->oom));
+			memcpy(&m->oom.msg, data, sizeof(m->oom.msg));
+			m->oom.msg.comm[TALLY_COMM_LEN - 1] = 0;
+			m->oom.killed = true;
+			err = 0;
+		}
+		break;
 	case TALLY_MSG_STATS:
 		if (len >= sizeof(struct tally_msg_stats)) {
 			const struct tally_msg_stats *s = data;

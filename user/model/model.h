@@ -18,6 +18,7 @@
 #include "alloc_state.h"
 #include "gpu.h"
 #include "injected.h"
+#include "oom.h"
 #include "replay.h"
 #include "sites.h"
 
@@ -105,6 +106,7 @@ struct model {
 	bool fork_threads;
 	/* forked: the counters began as a copy of the parent's (until an exec) */
 	bool inherited;
+	struct model_oom oom; /* the OOM killer chose it (killed), and what it saw */
 };
 
 void model_init(struct model *m);
