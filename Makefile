@@ -309,6 +309,12 @@ $(BUILD)/tests/fork_workload: tests/fork/workload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
 
+# Grows under a memory cgroup until its OOM killer ends it (tests/oom).
+$(BUILD)/tests/oom_grow: tests/oom/grow.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -o $@ $<
+test-build: $(BUILD)/tests/oom_grow
+
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
 # -z now keeps lazy binding out of the measured sequences.
 $(BUILD)/tests/test_glibc: tests/glibc/test_glibc.c $(BUILD)/user/user/probes/glibc.o \

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# What the OOM killer took (docs/DESIGN.md §9): a process grown under a memory
+# cgroup's limit until its OOM killer ends it keeps its figures as they were
+# when it was chosen, the records its heaps held then included (read by
+# bpf/tally_oom.bpf.h from inside it, since a SIGKILL leaves no exit
+# hand-over), and tally says which cgroup and limit killed it.
+#
+# The workload (tests/oom/grow.c) joins a new memory cgroup (96 MiB, no swap:
+# cgroup v2's memory.max and memory.swap.max, or v1's memory.limit_in_bytes
+# and memory.memsw.limit_in_bytes where the memory controller is on v1),
+# then mallocs blocks, touching every page, and writes after each block the
+# bytes it holds: its truth.
+#
+# usage: BUILD=build tests/oom/run.sh   (root: BPF, cgroups)
+#
+# Checks, for 256 KiB blocks (large mappings, one record each) and 1 KiB
+# blocks (small ones: thousands of records held in a heap's batch between
+# two hand-overs), and a tree (sh -c, the grown process a child of it):
+#   *-signal     the target's end: SIGKILL
+#   *-oom-kill   target.oom_kill is true (the shell's, in the tree: false)
+#   *-cgroup     oom.cgroup is the cgroup made, and its version
+#   *-limit      oom.limit is 96 MiB, limit_cgroup that cgroup
+#   *-line       the one stderr line, word for word
+#   *-live       live within one block of the workload's last total
+#   *-exact      exact, every heap read whole at the choice
+# Prints "N passed, M failed, K skipped".
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+TALLY=${TALLY:-$(realpath "$BUILD")/tally}
+GROW=$(realpath "$BUILD")/tests/oom_grow
+. tests/lib.sh
+
+need_root oom
+
+LIMIT=$((96 << 20))
+cgdir=
+suite_cleanup() {
+	# the workload is dead (killed) and reaped by tally, which has ended:
+	# the cgroup is empty; a second try covers a reap still in flight
+	if [ -n "$cgdir" ] && [ -d "$cgdir" ]; then
+		rmdir "$cgdir" 2>/dev/null || { sleep 0.5; rmdir "$cgdir"; }
+	fi
+}
+
+# Where to make the cgroup: cgroup v2 with the memory controller, else v1's
+# memory hierarchy (this machine's own cgroup there, so that a nested setup
+# keeps its limits), else nothing. Sets cgdir, cgpath (its path in its
+# hierarchy, as tally shows it), cgver, limit_file.
+v2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+v1=$(awk '$3 == "cgroup" && $4 ~ /(^|,)memory(,|$)/ { print $2; exit }' /proc/mounts)
+if [ -n "$v2" ] && grep -qw memory "$v2/cgroup.controllers" 2>/dev/null; then
+	cgver=2
+	cgpath=/tally-oom-test-$$
+	cgdir=$v2$cgpath
+	limit_file=memory.max
+	grep -qw memory "$v2/cgroup.subtree_control" || echo +memory >"$v2/cgroup.subtree_control"
+	mkdir "$cgdir" && echo "$LIMIT" >"$cgdir/memory.max" && echo 0 >"$cgdir/memory.swap.max"
+elif [ -n "$v1" ]; then
+	cgver=1
+	own=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ { print $3; exit }' /proc/self/cgroup)
+	cgpath=${own%/}/tally-oom-test-$$
+	cgdir=$v1$cgpath
+	limit_file=memory.limit_in_bytes
+	mkdir "$cgdir" && echo "$LIMIT" >"$cgdir/memory.limit_in_bytes" &&
+		{ [ ! -e "$cgdir/memory.memsw.limit_in_bytes" ] ||
+			echo "$LIMIT" >"$cgdir/memory.memsw.limit_in_bytes"; }
+else
+	skip "oom" "no memory cgroup controller mounted (cgroup v2 or v1)" 22
+	finish
+	exit
+fi
+if [ ! -d "$cgdir" ]; then
+	check oom-cgroup-made 1 "cannot make $cgdir with a $LIMIT-byte limit"
+	finish
+	exit
+fi
+
+# One grown process under tally: NAME BLOCK [sh]. Its document in
+# $tmp/NAME.json, tally's stderr in $tmp/NAME.err, its truth in $tmp/NAME.truth.
+grow() {
+	local cmd=("$GROW" "$cgdir" "$2" "$tmp/$1.truth")
+	# a child of a shell that waits for it (the "; true" keeps dash from
+	# exec'ing the last command)
+	[ "${3:-}" = sh ] && cmd=(sh -c '"$0" "$@"; true' "${cmd[@]}")
+	timeout 180 "$TALLY" snapshot -o "$tmp/$1.json" -- "${cmd[@]}" >"$tmp/$1.out" 2>"$tmp/$1.err"
+}
+
+# The checks of one run: NAME BLOCK JQ-PATH-OF-THE-GROWN-PROCESS
+verify() {
+	local name=$1 block=$2 p=$3 doc=$tmp/$1.json truth live pid
+	if ! jq -e . "$doc" >/dev/null 2>&1; then
+		check "$name-document" 1 "no document: $(tail -c 400 "$tmp/$name.err")"
+		return
+	fi
+	jq -e "$p.target.signal == \"SIGKILL\"" "$doc" >/dev/null
+	check "$name-signal" $? "$(jq -c "$p.target | {exit_code, signal}" "$doc")"
+	jq -e "$p.target.oom_kill == true" "$doc" >/dev/null
+	check "$name-oom-kill" $? "$(jq -c "$p.target | {oom_kill, oom}" "$doc")"
+	jq -e --arg c "$cgpath" --argjson v "$cgver" \
+		"$p.target.oom | .cgroup == \$c and .cgroup_version == \$v" "$doc" >/dev/null
+	check "$name-cgroup" $? "want $cgpath (v$cgver): $(jq -c "$p.target.oom" "$doc")"
+	jq -e --arg c "$cgpath" --argjson l "$LIMIT" \
+		"$p.target.oom | .limit == \$l and .limit_cgroup == \$c" "$doc" >/dev/null
+	check "$name-limit" $? "want $LIMIT on $cgpath: $(jq -c "$p.target.oom" "$doc")"
+	pid=$(jq -r "$p.target.pid" "$doc")
+	grep -qxF "tally: $pid (oom_grow) was killed by the OOM killer: cgroup $cgpath, $limit_file 96.0 MiB" \
+		"$tmp/$name.err"
+	check "$name-line" $? "$(cat "$tmp/$name.err")"
+	# The truth T is the workload's last total, written after a block was
+	# allocated and touched. The kill comes while it touches the next
+	# block's pages (malloc has returned: its record is in the heap's
+	# batch, live = T + BLOCK), or inside malloc before the record is
+	# written (the allocator touching its own fresh pages: live = T); the
+	# truth's pwrite rewrites an already charged page and cannot be the
+	# charge that kills. live counts requested bytes, so no rounding enters:
+	# T <= live <= T + BLOCK, exactly.
+	truth=$(tr -d ' \n' <"$tmp/$name.truth" 2>/dev/null)
+	live=$(jq -r "$p.stats.live" "$doc")
+	[[ "$truth" =~ ^[0-9]+$ ]] && [ "$truth" -gt 0 ] && [[ "$live" =~ ^[0-9]+$ ]] &&
+		[ "$live" -ge "$truth" ] && [ "$live" -le $((truth + block)) ]
+	check "$name-live" $? "live $live, the workload's truth '$truth' (+ at most $block)"
+	jq -e "$p | .exact and .target.oom.held_records_read" "$doc" >/dev/null
+	check "$name-exact" $? "$(jq -c "$p | {exact, inexact_codes, oom: .target.oom}" "$doc")"
+	echo "# $name: truth $truth, live $live, block $block"
+}
+
+grow large $((256 << 10))
+verify large $((256 << 10)) "(.)"
+grow small 1024
+verify small 1024 "(.)"
+grow tree $((256 << 10)) sh
+verify tree $((256 << 10)) '(.processes[] | select(.target.comm == "oom_grow"))'
+jq -e '.target.oom_kill == false and .target.oom == null' "$tmp/tree.json" >/dev/null
+check tree-shell-not-killed $? "$(jq -c '.target | {comm, oom_kill, oom}' "$tmp/tree.json")"
+finish
