@@ -211,7 +211,8 @@ $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(MODEL_SAN_OBJ
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The figures of a tick, and the snapshot document of docs/DESIGN.md §6 built from them.
 $(BUILD)/tests/test_figures: $(BUILD)/tests/san/tests/test_figures.o \
-		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) \
+		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/snapshot_oom.o \
+		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) \
 		$(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The reader against fakes, and against this test's own process, whose
@@ -238,7 +239,7 @@ $(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/test
 	$(CC) $(SAN) -pthread -o $@ $^ -lelf $(CMOCKA_LIBS)
 # Namespaces and cgroups: crafted files, and containers built with unshare.
 $(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \
-		$(BUILD)/tests/san/user/os/target_ns.o $(BUILD)/tests/san/user/os/target.o \
+		$(BUILD)/tests/san/user/os/cgroup_id.o $(BUILD)/tests/san/user/os/target_ns.o $(BUILD)/tests/san/user/os/target.o \
 		$(BUILD)/tests/san/user/util/proc_maps.o
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
