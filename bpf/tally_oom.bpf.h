@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The OOM killer's victim (docs/DESIGN.md §9), a part of tally.bpf.c kept
+ * The OOM killer's victim (docs/DESIGN.md §8), a part of tally.bpf.c kept
  * apart: tp_btf/mark_victim fires after the kernel has chosen a process and
  * sent it SIGKILL, before it dies. For a process of the tree:
  * - the records its heaps hold and have not handed over, read from its

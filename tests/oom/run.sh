@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the OOM killer took (docs/DESIGN.md §9): a process grown under a memory
+# What the OOM killer took (docs/DESIGN.md §8): a process grown under a memory
 # cgroup's limit until its OOM killer ends it keeps its figures as they were
 # when it was chosen, the records its heaps held then included (read by
 # bpf/tally_oom.bpf.h from inside it, since a SIGKILL leaves no exit

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The OOM killer and the tree (docs/DESIGN.md §9): where each process keeps
+ * The OOM killer and the tree (docs/DESIGN.md §8): where each process keeps
  * its heaps, given to the OOM program (bpf/tally_oom.bpf.h) as soon as its
  * allocator is mapped, so that the records its heaps hold can be read if it
  * is chosen; and, when one is, its cgroups' paths and one line on stderr.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * A process's "oom_kill" and "oom" in the snapshot document (docs/DESIGN.md
- * §6, §9): written into its "target" by snapshot_doc.c.
+ * §6, §8): written into its "target" by snapshot_doc.c.
  */
 #ifndef TALLY_SNAPSHOT_OOM_H
 #define TALLY_SNAPSHOT_OOM_H
