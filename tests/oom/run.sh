@@ -23,6 +23,7 @@
 #   *-line       the one stderr line, word for word
 #   *-live       live within one block of the workload's last total
 #   *-exact      exact, every heap read whole at the choice
+#   top-*        tally top -b's last frame: its status line, and live there
 # Prints "N passed, M failed, K skipped".
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -66,7 +67,7 @@ elif [ -n "$v1" ]; then
 		{ [ ! -e "$cgdir/memory.memsw.limit_in_bytes" ] ||
 			echo "$LIMIT" >"$cgdir/memory.memsw.limit_in_bytes"; }
 else
-	skip "oom" "no memory cgroup controller mounted (cgroup v2 or v1)" 22
+	skip "oom" "no memory cgroup controller mounted (cgroup v2 or v1)" 24
 	finish
 	exit
 fi
@@ -133,4 +134,18 @@ grow tree $((256 << 10)) sh
 verify tree $((256 << 10)) '(.processes[] | select(.target.comm == "oom_grow"))'
 jq -e '.target.oom_kill == false and .target.oom == null' "$tmp/tree.json" >/dev/null
 check tree-shell-not-killed $? "$(jq -c '.target | {comm, oom_kill, oom}' "$tmp/tree.json")"
+
+# tally top's frames until the target's end: the last one says how it ended,
+# and shows live as of the choice (the same bound as verify's)
+block=$((256 << 10))
+timeout 180 "$TALLY" top -b -i 100 -- "$GROW" "$cgdir" "$block" "$tmp/top.truth" \
+	>"$tmp/top.txt" 2>"$tmp/top.err"
+awk '/^--- frame/ { f = "" } { f = f $0 "\n" } END { printf "%s", f }' "$tmp/top.txt" >"$tmp/top.last"
+grep -qE '^target: oom_grow, .*, target killed by the OOM killer \(status 137\)$' "$tmp/top.last"
+check top-status $? "$(head -3 "$tmp/top.last") $(tail -c 300 "$tmp/top.err")"
+truth=$(tr -d ' \n' <"$tmp/top.truth" 2>/dev/null)
+live=$(sed -n 's/^identity: mapped [0-9]* = live \([0-9]*\) .*/\1/p' "$tmp/top.last")
+[[ "$truth" =~ ^[0-9]+$ ]] && [ "$truth" -gt 0 ] && [[ "$live" =~ ^[0-9]+$ ]] &&
+	[ "$live" -ge "$truth" ] && [ "$live" -le $((truth + block)) ]
+check top-live $? "live '$live', the workload's truth '$truth' (+ at most $block)"
 finish
