@@ -239,8 +239,8 @@ $(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/test
 	$(CC) $(SAN) -pthread -o $@ $^ -lelf $(CMOCKA_LIBS)
 # Namespaces and cgroups: crafted files, and containers built with unshare.
 $(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \
-		$(BUILD)/tests/san/user/os/cgroup_id.o $(BUILD)/tests/san/user/os/target_ns.o $(BUILD)/tests/san/user/os/target.o \
-		$(BUILD)/tests/san/user/util/proc_maps.o
+		$(BUILD)/tests/san/user/os/target_ns.o $(BUILD)/tests/san/user/os/target.o \
+		$(BUILD)/tests/san/user/os/cgroup_id.o $(BUILD)/tests/san/user/util/proc_maps.o
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
 		$(BUILD)/tests/san/user/views/trace_threads.o \
