@@ -8,8 +8,9 @@
  *   cgroup's OOM runs in the task that charged, most often the victim
  *   itself), sent as TALLY_MSG_BATCH messages: a SIGKILL leaves no exit
  *   hand-over, and those records would be lost;
- * - then TALLY_MSG_OOM: its memory cgroup, the lowest limit on the cgroup's
- *   path, the tracepoint's figures.
+ * - then TALLY_MSG_OOM: its memory cgroup, the limit the OOM is for (the
+ *   nearest counter at its limit on the cgroup's path), the tracepoint's
+ *   figures.
  * The heap list's address comes from the session (map oom_heaps, filled once
  * it has found tally_heaps in the process), its layout from the loader
  * (oom_layout: the tracer's own build of alloc/heap.h, as user/os/remote.c
@@ -122,15 +123,38 @@ static __always_inline __u32 oom_send_heaps(__u32 pid, __u32 *sent)
 	return TALLY_OOM_HEAPS_READ | (!w.torn && !w.at ? TALLY_OOM_HEAPS_ALL : 0);
 }
 
-/* The victim's memory cgroup, and the lowest limit from it to the root: the
- * one an OOM of a cgroup hit (or, for the global killer, the nearest). */
+/* A page counter at its limit: a charge of a few pages failed there (the
+ * OOM killer runs for charges of 8 pages at most, order 3), and frees since
+ * are few; 1 MiB of slack. */
+#define OOM_AT_LIMIT_SLACK (1u << 20)
+
+/* Whether counter `pc` of memory cgroup `css` is at its limit: then its
+ * limit and usage in m, and true. */
+static __always_inline bool oom_at_limit(struct page_counter *pc, struct cgroup_subsys_state *css,
+					 struct tally_msg_oom *m)
+{
+	/* page_counter's "no limit" is PAGE_COUNTER_MAX, LONG_MAX in pages */
+	__u64 none = 0x7fffffffffffffffULL / oom_page_size;
+	__u64 max = BPF_CORE_READ(pc, max), usage = BPF_CORE_READ(pc, usage.counter);
+
+	if (max >= none || (usage + OOM_AT_LIMIT_SLACK / oom_page_size) < max)
+		return false;
+	m->limit = max * oom_page_size;
+	m->usage = usage * oom_page_size;
+	m->limit_cgroup_id = BPF_CORE_READ(css, cgroup, kn, id);
+	return true;
+}
+
+/* The victim's memory cgroup, and the cgroup whose limit the OOM is for: the
+ * nearest on the path up from the victim's whose memory (or, on v1, memory
+ * and swap) counter is at its limit, as the kernel's charge fails at the
+ * first counter from the charging task's cgroup up, an ancestor of the
+ * victim's. None at its limit: the system's OOM killer (limit none). */
 static __always_inline void oom_cgroup(struct task_struct *task, struct tally_msg_oom *m)
 {
 	int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
 	struct css_set *cs = BPF_CORE_READ(task, cgroups);
 	struct cgroup_subsys_state *css = NULL;
-	/* page_counter's "no limit" is PAGE_COUNTER_MAX, LONG_MAX in pages */
-	__u64 none = 0x7fffffffffffffffULL / oom_page_size, best = none;
 
 	m->limit = TALLY_OOM_NO_LIMIT;
 	if (id < 0 || id >= 32)
@@ -142,13 +166,13 @@ static __always_inline void oom_cgroup(struct task_struct *task, struct tally_ms
 	m->v1 = BPF_CORE_READ(css, cgroup, root, hierarchy_id) != 0;
 	for (int i = 0; i < OOM_MAX_DEPTH && css; i++) {
 		struct mem_cgroup *mc = (void *)css - bpf_core_field_offset(struct mem_cgroup, css);
-		__u64 max = BPF_CORE_READ(mc, memory.max);
 
-		if (max < best) {
-			best = max;
-			m->limit = max * oom_page_size;
-			m->limit_cgroup_id = BPF_CORE_READ(css, cgroup, kn, id);
-			m->usage = BPF_CORE_READ(mc, memory.usage.counter) * oom_page_size;
+		if (oom_at_limit(&mc->memory, css, m))
+			return;
+		/* v1's memsw shares its place with v2's swap, which kills nobody */
+		if (m->v1 && oom_at_limit(&mc->memsw, css, m)) {
+			m->memsw = 1;
+			return;
 		}
 		css = BPF_CORE_READ(css, parent);
 	}

@@ -610,12 +610,13 @@ static void document__oom_killed__what_it_saw_exact_when_every_heap_read(void **
 	assert_false(has_why(p, "ended without"));
 	char *doc = document();
 	assert_non_null(strstr(
-		doc, "\"signal\":\"SIGKILL\",\"cgroup\":null,\"container\":null,\"oom_kill\":true,"
-		     "\"oom\":{\"cgroup\":\"/t\",\"cgroup_version\":1,\"limit\":100663296,"
-		     "\"limit_cgroup\":\"/t\",\"usage\":100663296,\"total_vm\":3072,"
-		     "\"anon_rss\":2048,\"file_rss\":1024,\"shmem_rss\":0,\"pgtables\":4096,"
-		     "\"oom_score_adj\":-5,\"uid\":0,\"killer_in_victim\":true,\"heaps_read\":2,"
-		     "\"held_records_read\":true},\"born_s\""));
+		doc,
+		"\"signal\":\"SIGKILL\",\"cgroup\":null,\"container\":null,\"oom_kill\":true,"
+		"\"oom\":{\"cgroup\":\"/t\",\"cgroup_version\":1,\"limit\":100663296,\"limit_file\":\"memory.limit_in_bytes\","
+		"\"limit_cgroup\":\"/t\",\"usage\":100663296,\"total_vm\":3072,"
+		"\"anon_rss\":2048,\"file_rss\":1024,\"shmem_rss\":0,\"pgtables\":4096,"
+		"\"oom_score_adj\":-5,\"uid\":0,\"killer_in_victim\":true,\"heaps_read\":2,"
+		"\"held_records_read\":true},\"born_s\""));
 	free(doc);
 	/* a heap not read (or torn): what its threads held may be missing */
 	m.oom.msg.hdr.flags &= (__u16)~TALLY_OOM_HEAPS_ALL;
@@ -623,7 +624,8 @@ static void document__oom_killed__what_it_saw_exact_when_every_heap_read(void **
 	/* no limit on its path (the global killer): nulls, not a number */
 	m.oom.msg.limit = TALLY_OOM_NO_LIMIT;
 	doc = document();
-	assert_non_null(strstr(doc, "\"limit\":null,\"limit_cgroup\":null,\"usage\":null,"));
+	assert_non_null(strstr(
+		doc, "\"limit\":null,\"limit_file\":null,\"limit_cgroup\":null,\"usage\":null,"));
 	assert_non_null(strstr(doc, "\"held_records_read\":false}"));
 	free(doc);
 }

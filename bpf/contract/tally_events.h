@@ -499,9 +499,10 @@ _Static_assert(sizeof(struct tally_msg_stats) == 24 + 8 * 12, "tally_msg_stats l
 #define TALLY_OOM_NO_LIMIT (~(__u64)0) /* limit: no memory limit on its cgroup's path */
 /* The OOM killer's victim as oom:mark_victim saw it. The memory figures are
  * the tracepoint's own (KiB, as the kernel's "Killed process" line); the
- * limit is the lowest memory.max (v2) or memory.limit_in_bytes (v1) on the
- * path from the victim's memory cgroup to the root, the one its cgroup is
- * named by (limit_cgroup_id). */
+ * limit is the one the OOM is for: of the nearest cgroup on the path from
+ * the victim's memory cgroup up whose counter is at its limit, memory.max
+ * (v2), memory.limit_in_bytes or, memsw set, memory.memsw.limit_in_bytes
+ * (v1); none when no counter is (the system's OOM killer). */
 struct tally_msg_oom {
 	struct tally_msg hdr;
 	__u64 cgroup_id;       /* the victim's memory cgroup: its directory's inode */
@@ -512,7 +513,8 @@ struct tally_msg_oom {
 	__u32 uid;
 	__s32 oom_score_adj;
 	__u32 heaps; /* heaps whose held records were sent */
-	__u32 v1;    /* 1: the memory controller is on a cgroup v1 hierarchy */
+	__u16 v1;    /* 1: the memory controller is on a cgroup v1 hierarchy */
+	__u16 memsw; /* 1: the limit is v1's memory and swap counter's */
 	char comm[TALLY_COMM_LEN];
 };
 _Static_assert(sizeof(struct tally_msg_oom) == 24 + 8 * 9 + 16 + 16, "tally_msg_oom layout");

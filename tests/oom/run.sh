@@ -19,8 +19,10 @@
 #   *-signal     the target's end: SIGKILL
 #   *-oom-kill   target.oom_kill is true (the shell's, in the tree: false)
 #   *-cgroup     oom.cgroup is the cgroup made, and its version
-#   *-limit      oom.limit is 96 MiB, limit_cgroup that cgroup
+#   *-limit      oom.limit is 96 MiB, limit_cgroup that cgroup, limit_file
 #   *-line       the one stderr line, word for word
+# and a process in a cgroup without a limit of its own inside the limited
+# one (nested-*: the limit is its parent's, said so).
 #   *-live       live within one block of the workload's last total
 #   *-exact      exact, every heap read whole at the choice
 #   top-*        tally top -b's last frame: its status line, and live there
@@ -38,10 +40,13 @@ LIMIT=$((96 << 20))
 cgdir=
 suite_cleanup() {
 	# the workload is dead (killed) and reaped by tally, which has ended:
-	# the cgroup is empty; a second try covers a reap still in flight
-	if [ -n "$cgdir" ] && [ -d "$cgdir" ]; then
-		rmdir "$cgdir" 2>/dev/null || { sleep 0.5; rmdir "$cgdir"; }
-	fi
+	# the cgroups are empty; a second try covers a reap still in flight
+	local d
+	for d in "$cgdir/inner" "$cgdir"; do
+		if [ -n "$cgdir" ] && [ -d "$d" ]; then
+			rmdir "$d" 2>/dev/null || { sleep 0.5; rmdir "$d"; }
+		fi
+	done
 }
 
 # Where to make the cgroup: cgroup v2 with the memory controller, else v1's
@@ -67,7 +72,7 @@ elif [ -n "$v1" ]; then
 		{ [ ! -e "$cgdir/memory.memsw.limit_in_bytes" ] ||
 			echo "$LIMIT" >"$cgdir/memory.memsw.limit_in_bytes"; }
 else
-	skip "oom" "no memory cgroup controller mounted (cgroup v2 or v1)" 24
+	skip "oom" "no memory cgroup controller mounted (cgroup v2 or v1)" 31
 	finish
 	exit
 fi
@@ -77,19 +82,24 @@ if [ ! -d "$cgdir" ]; then
 	exit
 fi
 
-# One grown process under tally: NAME BLOCK [sh]. Its document in
+# One grown process under tally: NAME BLOCK [sh|inner]. Its document in
 # $tmp/NAME.json, tally's stderr in $tmp/NAME.err, its truth in $tmp/NAME.truth.
 grow() {
-	local cmd=("$GROW" "$cgdir" "$2" "$tmp/$1.truth")
+	local dir=$cgdir
+	[ "${3:-}" = inner ] && dir=$cgdir/inner
+	local cmd=("$GROW" "$dir" "$2" "$tmp/$1.truth")
 	# a child of a shell that waits for it (the "; true" keeps dash from
 	# exec'ing the last command)
 	[ "${3:-}" = sh ] && cmd=(sh -c '"$0" "$@"; true' "${cmd[@]}")
 	timeout 180 "$TALLY" snapshot -o "$tmp/$1.json" -- "${cmd[@]}" >"$tmp/$1.out" 2>"$tmp/$1.err"
 }
 
-# The checks of one run: NAME BLOCK JQ-PATH-OF-THE-GROWN-PROCESS
+# The checks of one run: NAME BLOCK JQ-PATH-OF-THE-GROWN-PROCESS [ITS-CGROUP]
+# (its cgroup: the limited one unless said)
 verify() {
-	local name=$1 block=$2 p=$3 doc=$tmp/$1.json truth live pid
+	local name=$1 block=$2 p=$3 doc=$tmp/$1.json truth live pid on=
+	local vic=${4:-$cgpath}
+	[ "$vic" != "$cgpath" ] && on=" on $cgpath"
 	if ! jq -e . "$doc" >/dev/null 2>&1; then
 		check "$name-document" 1 "no document: $(tail -c 400 "$tmp/$name.err")"
 		return
@@ -98,14 +108,15 @@ verify() {
 	check "$name-signal" $? "$(jq -c "$p.target | {exit_code, signal}" "$doc")"
 	jq -e "$p.target.oom_kill == true" "$doc" >/dev/null
 	check "$name-oom-kill" $? "$(jq -c "$p.target | {oom_kill, oom}" "$doc")"
-	jq -e --arg c "$cgpath" --argjson v "$cgver" \
+	jq -e --arg c "$vic" --argjson v "$cgver" \
 		"$p.target.oom | .cgroup == \$c and .cgroup_version == \$v" "$doc" >/dev/null
-	check "$name-cgroup" $? "want $cgpath (v$cgver): $(jq -c "$p.target.oom" "$doc")"
-	jq -e --arg c "$cgpath" --argjson l "$LIMIT" \
-		"$p.target.oom | .limit == \$l and .limit_cgroup == \$c" "$doc" >/dev/null
-	check "$name-limit" $? "want $LIMIT on $cgpath: $(jq -c "$p.target.oom" "$doc")"
+	check "$name-cgroup" $? "want $vic (v$cgver): $(jq -c "$p.target.oom" "$doc")"
+	jq -e --arg c "$cgpath" --argjson l "$LIMIT" --arg f "$limit_file" \
+		"$p.target.oom | .limit == \$l and .limit_cgroup == \$c and .limit_file == \$f" \
+		"$doc" >/dev/null
+	check "$name-limit" $? "want $LIMIT in $cgpath/$limit_file: $(jq -c "$p.target.oom" "$doc")"
 	pid=$(jq -r "$p.target.pid" "$doc")
-	grep -qxF "tally: $pid (oom_grow) was killed by the OOM killer: cgroup $cgpath, $limit_file 96.0 MiB" \
+	grep -qxF "tally: $pid (oom_grow) was killed by the OOM killer: cgroup $vic, $limit_file 96.0 MiB$on" \
 		"$tmp/$name.err"
 	check "$name-line" $? "$(cat "$tmp/$name.err")"
 	# The truth T is the workload's last total, written after a block was
@@ -134,6 +145,13 @@ grow tree $((256 << 10)) sh
 verify tree $((256 << 10)) '(.processes[] | select(.target.comm == "oom_grow"))'
 jq -e '.target.oom_kill == false and .target.oom == null' "$tmp/tree.json" >/dev/null
 check tree-shell-not-killed $? "$(jq -c '.target | {comm, oom_kill, oom}' "$tmp/tree.json")"
+
+# a cgroup of no limit inside the limited one: the OOM is its parent's
+mkdir "$cgdir/inner"
+# (v2: the controller given to the children, or inner would share its parent's)
+[ "$cgver" = 2 ] && echo +memory >"$cgdir/cgroup.subtree_control"
+grow nested $((256 << 10)) inner
+verify nested $((256 << 10)) "(.)" "$cgpath/inner"
 
 # tally top's frames until the target's end: the last one says how it ended,
 # and shows live as of the choice (the same bound as verify's)

@@ -9,6 +9,7 @@
 #define TALLY_MODEL_OOM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../../bpf/contract/tally_events.h"
@@ -29,6 +30,16 @@ struct oom_arm {
 	uint64_t retry_ns; /* CLOCK_MONOTONIC of the next look for the allocator */
 	unsigned tries;	   /* looks so far in this image */
 };
+
+/* The cgroup file the limit is written in (NULL: none was reached). */
+static inline const char *model_oom_limit_file(const struct tally_msg_oom *m)
+{
+	if (m->limit == TALLY_OOM_NO_LIMIT)
+		return NULL;
+	return !m->v1	? "memory.max" :
+	       m->memsw ? "memory.memsw.limit_in_bytes" :
+			  "memory.limit_in_bytes";
+}
 
 /* Every record its heaps held at the choice reached the model: its figures
  * are those of that moment, though no exit hand-over came (a SIGKILL). */

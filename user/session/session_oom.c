@@ -76,21 +76,21 @@ void session_oom_exec(struct oom_arm *st)
 
 static void say(const struct model_oom *o, pid_t pid)
 {
-	char comm[4 * TALLY_COMM_LEN + 1], limit[64] = "";
+	char comm[4 * TALLY_COMM_LEN + 1], limit[OOM_PATH_MAX + 96];
 	const struct tally_msg_oom *m = &o->msg;
-	const char *file = m->v1 ? "memory.limit_in_bytes" : "memory.max";
+	const char *file = model_oom_limit_file(m);
 
 	text_sanitize_terminal(comm, sizeof(comm), m->comm, strnlen(m->comm, TALLY_COMM_LEN));
-	if (m->limit == TALLY_OOM_NO_LIMIT)
-		snprintf(limit, sizeof(limit), "no memory limit");
-	else
+	if (!file)
+		snprintf(limit, sizeof(limit), "no cgroup at its limit (the system's OOM)");
+	else if (m->limit_cgroup_id == m->cgroup_id)
 		snprintf(limit, sizeof(limit), "%s %.1f MiB", file, (double)m->limit / 1048576.0);
-	/* the limit of an ancestor, when that is the lowest on its path */
-	bool other = m->limit != TALLY_OOM_NO_LIMIT && m->limit_cgroup_id != m->cgroup_id;
-	fprintf(stderr, "tally: %d (%s) was killed by the OOM killer: cgroup %s, %s%s%s%s\n",
-		(int)pid, comm, o->cgroup[0] ? o->cgroup : "(not found)", limit,
-		other ? " on " : "",
-		other ? (o->limit_cgroup[0] ? o->limit_cgroup : "(not found)") : "",
+	else /* an ancestor's limit: which one */
+		snprintf(limit, sizeof(limit), "%s %.1f MiB on %s", file,
+			 (double)m->limit / 1048576.0,
+			 o->limit_cgroup[0] ? o->limit_cgroup : "(not found)");
+	fprintf(stderr, "tally: %d (%s) was killed by the OOM killer: cgroup %s, %s%s\n", (int)pid,
+		comm, o->cgroup[0] ? o->cgroup : "(not found)", limit,
 		model_oom_whole(o) ? "" : "; records its threads held then are missing");
 }
 

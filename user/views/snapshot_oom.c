@@ -26,13 +26,16 @@ void snapshot_oom_write(struct json_writer *w, const struct model_oom *o)
 	json_begin_object(w);
 	kv_path(w, "cgroup", o->cgroup);
 	json_kv_i64(w, "cgroup_version", m->v1 ? 1 : 2);
-	/* the lowest limit on the cgroup's path, and whose it is */
+	/* the limit the OOM was for, whose it is and in which file; nulls for
+	 * the system's OOM killer (no cgroup on the path at its limit) */
 	if (m->limit == TALLY_OOM_NO_LIMIT) {
 		json_kv_null(w, "limit");
+		json_kv_null(w, "limit_file");
 		json_kv_null(w, "limit_cgroup");
 		json_kv_null(w, "usage");
 	} else {
 		json_kv_u64(w, "limit", m->limit);
+		json_kv_str(w, "limit_file", model_oom_limit_file(m));
 		kv_path(w, "limit_cgroup", o->limit_cgroup);
 		json_kv_u64(w, "usage", m->usage);
 	}
