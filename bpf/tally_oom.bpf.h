@@ -33,7 +33,7 @@ const volatile __u32 oom_page_size = 4096;
 /* Heaps read at the kill: a thread's heap each, orphans included. Past it the
  * rest are not read, and the figures say so (TALLY_OOM_HEAPS_ALL unset). */
 #define OOM_MAX_HEAPS 256
-/* The memory cgroups walked up from the victim's for the lowest limit. */
+/* The memory cgroups walked up from the victim's for the one at its limit. */
 #define OOM_MAX_DEPTH 16
 
 struct oom_walk {
