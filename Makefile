@@ -313,7 +313,7 @@ $(BUILD)/tests/fork_workload: tests/fork/workload.c
 # Grows under a memory cgroup until its OOM killer ends it (tests/oom).
 $(BUILD)/tests/oom_grow: tests/oom/grow.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -fno-builtin -o $@ $<
+	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
 test-build: $(BUILD)/tests/oom_grow
 
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,

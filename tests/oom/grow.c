@@ -2,43 +2,86 @@
 /*
  * tests/oom's workload: joins the memory cgroup CGDIR (writes its pid to
  * CGDIR/cgroup.procs), then allocates BLOCK bytes at a time with malloc,
- * touching every page, until the cgroup's OOM killer ends it. Its truth:
- * after each block, the bytes it holds, written to TRUTH with one pwrite of
- * a fixed width at offset 0 (the file's one page, already charged: writing
- * it again allocates nothing, so the write itself cannot be the charge that
- * kills, and a reader finds one whole number).
+ * touching every page, until the cgroup's OOM killer ends it; with THREADS
+ * (default 1), that many threads do so at once. Its truth: line 0 of TRUTH,
+ * the bytes live before the first block (what glibc allocated for the
+ * threads, as libtally_alloc's own figures say: tally_alloc_stats, looked
+ * up where the process runs on it, else 0); then after each block the
+ * bytes thread i holds, written to line i + 1 with one pwrite of a fixed
+ * width. TRUTH's one page is written whole before the process joins the
+ * cgroup: writing it again allocates nothing, so a write cannot be the
+ * charge that kills, and a reader finds whole numbers.
  *
- *   grow CGDIR BLOCK TRUTH
+ *   grow CGDIR BLOCK TRUTH [THREADS]
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static int put_total(int fd, unsigned long long total)
-{
-	char line[32];
-	int n = snprintf(line, sizeof(line), "%20llu\n", total);
+#include "../../alloc/include/tally_alloc.h"
 
-	return pwrite(fd, line, (size_t)n, 0) == n ? 0 : -1;
+#define LINE 21 /* "%20llu\n" */
+#define MAX_THREADS 64
+
+static size_t block;
+static int truth_fd;
+static pthread_barrier_t start;
+
+static int put_total(unsigned i, unsigned long long total)
+{
+	char line[LINE + 1];
+
+	snprintf(line, sizeof(line), "%20llu\n", total);
+	return pwrite(truth_fd, line, LINE, (off_t)i * LINE) == LINE ? 0 : -1;
+}
+
+static void *grow(void *arg)
+{
+	unsigned i = (unsigned)(uintptr_t)arg;
+	unsigned long long total = 0;
+	long page = sysconf(_SC_PAGESIZE);
+
+	pthread_barrier_wait(&start);
+	for (;;) {
+		char *p = malloc(block);
+		if (!p) {
+			fprintf(stderr, "grow: malloc failed at %llu bytes\n", total);
+			exit(1);
+		}
+		/* every page charged to the cgroup, the last byte too */
+		for (size_t at = 0; at < block; at += (size_t)page)
+			p[at] = (char)at;
+		p[block - 1] = 1;
+		total += block;
+		if (put_total(i, total))
+			exit(1);
+	}
+	return NULL;
 }
 
 int main(int argc, char **argv)
 {
 	char procs[4096], pid[32];
-	unsigned long long total = 0;
-	size_t block;
-	int fd, cg;
+	unsigned threads = argc > 4 ? (unsigned)atoi(argv[4]) : 1;
+	pthread_t t[MAX_THREADS];
+	int cg;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: grow CGDIR BLOCK TRUTH\n");
+	if (argc < 4 || argc > 5 || threads < 1 || threads > MAX_THREADS) {
+		fprintf(stderr, "usage: grow CGDIR BLOCK TRUTH [THREADS, 1 to %d]\n", MAX_THREADS);
 		return 2;
 	}
 	block = strtoull(argv[2], NULL, 0);
-	fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (!block || fd < 0 || put_total(fd, 0)) {
+	truth_fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	for (unsigned i = 0; truth_fd >= 0 && i <= threads; i++)
+		if (put_total(i, 0))
+			break;
+	if (!block || truth_fd < 0) {
 		fprintf(stderr, "grow: cannot write %s: %s\n", argv[3], strerror(errno));
 		return 1;
 	}
@@ -50,19 +93,21 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	close(cg);
-	long page = sysconf(_SC_PAGESIZE);
-	for (;;) {
-		char *p = malloc(block);
-		if (!p) {
-			fprintf(stderr, "grow: malloc failed at %llu bytes\n", total);
+	pthread_barrier_init(&start, NULL, threads);
+	for (unsigned i = 1; i < threads; i++)
+		if (pthread_create(&t[i], NULL, grow, (void *)(uintptr_t)(i + 1))) {
+			fprintf(stderr, "grow: cannot start thread %u\n", i);
 			return 1;
 		}
-		/* every page charged to the cgroup, the last byte too */
-		for (size_t i = 0; i < block; i += (size_t)page)
-			p[i] = (char)i;
-		p[block - 1] = 1;
-		total += block;
-		if (put_total(fd, total))
-			return 1;
-	}
+	/* every thread made, none has allocated a block yet (they wait on the
+	 * barrier, which this thread passes last) */
+	int (*stats)(struct tally_stats *) =
+		(int (*)(struct tally_stats *))dlsym(RTLD_DEFAULT, "tally_alloc_stats");
+	struct tally_stats st = { 0 };
+	if (stats && stats(&st))
+		return 1;
+	if (put_total(0, st.live))
+		return 1;
+	grow((void *)1);
+	return 0;
 }

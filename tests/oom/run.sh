@@ -25,6 +25,7 @@
 # one (nested-*: the limit is its parent's, said so).
 #   *-live       live within one block of the workload's last total
 #   *-exact      exact, every heap read whole at the choice
+#   threads-*    the same with four threads growing at once, a heap each
 #   top-*        tally top -b's last frame: its status line, and live there
 # Prints "N passed, M failed, K skipped".
 set -u
@@ -72,7 +73,7 @@ elif [ -n "$v1" ]; then
 		{ [ ! -e "$cgdir/memory.memsw.limit_in_bytes" ] ||
 			echo "$LIMIT" >"$cgdir/memory.memsw.limit_in_bytes"; }
 else
-	skip "oom" "no memory cgroup controller mounted (cgroup v2 or v1)" 31
+	skip "oom" "no memory cgroup controller mounted (cgroup v2 or v1)" 39
 	finish
 	exit
 fi
@@ -82,23 +83,25 @@ if [ ! -d "$cgdir" ]; then
 	exit
 fi
 
-# One grown process under tally: NAME BLOCK [sh|inner]. Its document in
-# $tmp/NAME.json, tally's stderr in $tmp/NAME.err, its truth in $tmp/NAME.truth.
+# One grown process under tally: NAME BLOCK [sh|inner|THREADS]. Its document
+# in $tmp/NAME.json, tally's stderr in $tmp/NAME.err, its truth in
+# $tmp/NAME.truth.
 grow() {
-	local dir=$cgdir
+	local dir=$cgdir threads=1
 	[ "${3:-}" = inner ] && dir=$cgdir/inner
-	local cmd=("$GROW" "$dir" "$2" "$tmp/$1.truth")
+	[[ "${3:-}" =~ ^[0-9]+$ ]] && threads=$3
+	local cmd=("$GROW" "$dir" "$2" "$tmp/$1.truth" "$threads")
 	# a child of a shell that waits for it (the "; true" keeps dash from
 	# exec'ing the last command)
 	[ "${3:-}" = sh ] && cmd=(sh -c '"$0" "$@"; true' "${cmd[@]}")
 	timeout 180 "$TALLY" snapshot -o "$tmp/$1.json" -- "${cmd[@]}" >"$tmp/$1.out" 2>"$tmp/$1.err"
 }
 
-# The checks of one run: NAME BLOCK JQ-PATH-OF-THE-GROWN-PROCESS [ITS-CGROUP]
-# (its cgroup: the limited one unless said)
+# The checks of one run: NAME BLOCK THREADS JQ-PATH-OF-THE-GROWN-PROCESS
+# [ITS-CGROUP] (its cgroup: the limited one unless said)
 verify() {
-	local name=$1 block=$2 p=$3 doc=$tmp/$1.json truth live pid on=
-	local vic=${4:-$cgpath}
+	local name=$1 block=$2 threads=$3 p=$4 doc=$tmp/$1.json truth live pid on=
+	local vic=${5:-$cgpath}
 	[ "$vic" != "$cgpath" ] && on=" on $cgpath"
 	if ! jq -e . "$doc" >/dev/null 2>&1; then
 		check "$name-document" 1 "no document: $(tail -c 400 "$tmp/$name.err")"
@@ -119,30 +122,43 @@ verify() {
 	grep -qxF "tally: $pid (oom_grow) was killed by the OOM killer: cgroup $vic, $limit_file 96.0 MiB$on" \
 		"$tmp/$name.err"
 	check "$name-line" $? "$(cat "$tmp/$name.err")"
-	# The truth T is the workload's last total, written after a block was
-	# allocated and touched. The kill comes while it touches the next
-	# block's pages (malloc has returned: its record is in the heap's
-	# batch, live = T + BLOCK), or inside malloc before the record is
-	# written (the allocator touching its own fresh pages: live = T); the
-	# truth's pwrite rewrites an already charged page and cannot be the
-	# charge that kills. live counts requested bytes, so no rounding enters:
-	# T <= live <= T + BLOCK, exactly.
-	truth=$(tr -d ' \n' <"$tmp/$name.truth" 2>/dev/null)
+	# The truth T is the sum of the workload's lines: what was live before
+	# its first block (the allocator's own figure) and each thread's last
+	# total, written after a block was allocated and touched. The kill comes
+	# while a thread touches its next block's pages (malloc has returned:
+	# its record is in the heap's batch, live has BLOCK more), or inside
+	# malloc before the record is written (the allocator touching its own
+	# fresh pages: nothing more); the truth's pwrite rewrites an already
+	# charged page and cannot be the charge that kills. Another thread may
+	# still run for the microseconds its SIGKILL takes to land, but cannot
+	# finish a block then: a block is a fresh mapping (the one run of small
+	# blocks has one thread), whose mmap's return or first page fault
+	# delivers the signal. live counts requested bytes, so no rounding enters:
+	# T <= live <= T + THREADS * BLOCK, exactly.
+	truth=$(awk '$1 !~ /^[0-9]+$/ { bad = 1 } { t += $1 } END { if (!bad && NR) print t }' \
+		"$tmp/$name.truth" 2>/dev/null)
+	local most=$((threads * block))
 	live=$(jq -r "$p.stats.live" "$doc")
 	[[ "$truth" =~ ^[0-9]+$ ]] && [ "$truth" -gt 0 ] && [[ "$live" =~ ^[0-9]+$ ]] &&
-		[ "$live" -ge "$truth" ] && [ "$live" -le $((truth + block)) ]
-	check "$name-live" $? "live $live, the workload's truth '$truth' (+ at most $block)"
+		[ "$live" -ge "$truth" ] && [ "$live" -le $((truth + most)) ]
+	check "$name-live" $? "live $live, the workload's truth '$truth' (+ at most $most)"
 	jq -e "$p | .exact and .target.oom.held_records_read" "$doc" >/dev/null
 	check "$name-exact" $? "$(jq -c "$p | {exact, inexact_codes, oom: .target.oom}" "$doc")"
-	echo "# $name: truth $truth, live $live, block $block"
+	echo "# $name: truth $truth, live $live, block $block, threads $threads"
 }
 
 grow large $((256 << 10))
-verify large $((256 << 10)) "(.)"
+verify large $((256 << 10)) 1 "(.)"
 grow small 1024
-verify small 1024 "(.)"
+verify small 1024 1 "(.)"
 grow tree $((256 << 10)) sh
-verify tree $((256 << 10)) '(.processes[] | select(.target.comm == "oom_grow"))'
+verify tree $((256 << 10)) 1 '(.processes[] | select(.target.comm == "oom_grow"))'
+# four threads, a heap each, all read at the choice (64 KiB blocks: large
+# mappings, one mmap each, as the bound above needs)
+grow threads $((64 << 10)) 4
+verify threads $((64 << 10)) 4 "(.)"
+jq -e '.target.oom.heaps_read >= 4' "$tmp/threads.json" >/dev/null
+check threads-heaps $? "$(jq -c '.target.oom' "$tmp/threads.json")"
 jq -e '.target.oom_kill == false and .target.oom == null' "$tmp/tree.json" >/dev/null
 check tree-shell-not-killed $? "$(jq -c '.target | {comm, oom_kill, oom}' "$tmp/tree.json")"
 
@@ -151,7 +167,7 @@ mkdir "$cgdir/inner"
 # (v2: the controller given to the children, or inner would share its parent's)
 [ "$cgver" = 2 ] && echo +memory >"$cgdir/cgroup.subtree_control"
 grow nested $((256 << 10)) inner
-verify nested $((256 << 10)) "(.)" "$cgpath/inner"
+verify nested $((256 << 10)) 1 "(.)" "$cgpath/inner"
 
 # tally top's frames until the target's end: the last one says how it ended,
 # and shows live as of the choice (the same bound as verify's)
@@ -161,7 +177,8 @@ timeout 180 "$TALLY" top -b -i 100 -- "$GROW" "$cgdir" "$block" "$tmp/top.truth"
 awk '/^--- frame/ { f = "" } { f = f $0 "\n" } END { printf "%s", f }' "$tmp/top.txt" >"$tmp/top.last"
 grep -qE '^target: oom_grow, .*, target killed by the OOM killer \(status 137\)$' "$tmp/top.last"
 check top-status $? "$(head -3 "$tmp/top.last") $(tail -c 300 "$tmp/top.err")"
-truth=$(tr -d ' \n' <"$tmp/top.truth" 2>/dev/null)
+truth=$(awk '$1 !~ /^[0-9]+$/ { bad = 1 } { t += $1 } END { if (!bad && NR) print t }' \
+	"$tmp/top.truth" 2>/dev/null)
 live=$(sed -n 's/^identity: mapped [0-9]* = live \([0-9]*\) .*/\1/p' "$tmp/top.last")
 [[ "$truth" =~ ^[0-9]+$ ]] && [ "$truth" -gt 0 ] && [[ "$live" =~ ^[0-9]+$ ]] &&
 	[ "$live" -ge "$truth" ] && [ "$live" -le $((truth + block)) ]
