@@ -187,7 +187,9 @@ static __always_inline __u64 oom_rss_kb(struct mm_struct *mm, int member)
 }
 
 SEC("tp_btf/mark_victim")
-int BPF_PROG(tally_oom, struct task_struct *task, uid_t uid)
+/* (task, uid) since 6.7, (task) before: the uid is read from the task, as
+ * the tracepoint takes it (task_uid: the real credentials' uid) */
+int BPF_PROG(tally_oom, struct task_struct *task)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	__u32 pid = BPF_CORE_READ(task, tgid), flags = 0, sent = 0;
@@ -211,7 +213,7 @@ int BPF_PROG(tally_oom, struct task_struct *task, uid_t uid)
 	fill_hdr(&m->hdr, TALLY_MSG_OOM, BPF_CORE_READ(task, pid), pid, bpf_ktime_get_ns());
 	m->hdr.flags = (__u16)flags;
 	m->heaps = sent;
-	m->uid = uid;
+	m->uid = BPF_CORE_READ(task, real_cred, uid.val);
 	m->oom_score_adj = BPF_CORE_READ(task, signal, oom_score_adj);
 	oom_cgroup(task, m);
 	if (mm) {

@@ -244,8 +244,12 @@ int loader_attach_sched(struct loader *l)
 		err = keep_link(l, bpf_program__attach(s->progs.tally_rename));
 	if (!err)
 		err = keep_link(l, bpf_program__attach(s->progs.tally_exec));
-	if (!err)
-		err = keep_link(l, bpf_program__attach(s->progs.tally_oom));
+	/* without it (a kernel that has not the tracepoint) a process the OOM
+	 * killer takes is flagged as any SIGKILL: said, not fatal */
+	int oom = err ? 0 : keep_link(l, bpf_program__attach(s->progs.tally_oom));
+	if (oom)
+		fprintf(stderr, "tally: the OOM killer's choices are not seen: %s\n",
+			strerror(-oom));
 	return err;
 }
 
