@@ -52,6 +52,12 @@ void session_oom_arm(struct session *s)
 	uint64_t now = clock_now_ns();
 	char path[TARGET_PATH_MAX];
 
+	/* at most every ARM_FIRST_NS: a poll comes every 250 us while shared
+	 * rings are read, and a tree may hold thousands of processes */
+	if (now < s->oom_arm_ns)
+		return;
+	s->oom_arm_ns = now + ARM_FIRST_NS;
+
 	if (!s->gone && !s->injected && !s->foreign_alloc) {
 		struct arm a = { s->pid, &s->heaps_addr, s->alloc_path, sizeof(s->alloc_path),
 				 &s->oom_arm };
