@@ -60,10 +60,23 @@ static __always_inline int oom_send_heap(struct oom_walk *w, __u64 at)
 	struct tally_msg_batch *m;
 	__u64 seq, seq2, id, n;
 	__u32 count, count2, tid;
+	__u8 handing;
 
 	if (oom_heap_pos(at, &seq, &count) ||
 	    bpf_probe_read_user(&id, sizeof(id), (void *)(at + oom_layout.id)) ||
-	    bpf_probe_read_user(&tid, sizeof(tid), (void *)(at + oom_layout.tid)))
+	    bpf_probe_read_user(&tid, sizeof(tid), (void *)(at + oom_layout.tid)) ||
+	    bpf_probe_read_user(&handing, sizeof(handing), (void *)(at + oom_layout.handing)))
+		return -1;
+	/* A hand-over under way: seq and count are not of one moment (a thread
+	 * killed between its two stores stays so), and the batch may be out
+	 * already; not read. But for this thread's own heap: it is in the
+	 * kernel inside the hand-over only before seq moves (a fault of
+	 * ring_put's copy into a fresh page of its shared ring, before the
+	 * slot is marked full; the probe's trap), so that its batch is whole,
+	 * and if it reached tally already, its records are numbered the same
+	 * and counted once. */
+	if (handing != oom_layout.hand_free &&
+	    (handing != oom_layout.hand_owner || tid != (__u32)bpf_get_current_pid_tgid()))
 		return -1;
 	if (!count)
 		return 0;

@@ -85,6 +85,9 @@ void remote_heap_layout(struct remote_heap_layout *out)
 	out->tid = offsetof(struct heap, tid);
 	out->seq = offsetof(struct heap, seq);
 	out->batch = offsetof(struct heap, batch);
+	out->handing = offsetof(struct heap, handing);
+	out->hand_free = HAND_FREE;
+	out->hand_owner = HAND_OWNER;
 }
 
 int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out)

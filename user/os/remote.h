@@ -49,6 +49,8 @@ int remote_registry_read(pid_t pid, uint64_t addr, struct tally_registry *out);
  * (bpf/tally_oom.bpf.h), which reads them from inside the victim. */
 struct remote_heap_layout {
 	uint32_t next, id, tid, seq, batch;
+	uint32_t handing;		/* who hands its batch over (a byte) */
+	uint32_t hand_free, hand_owner; /* ... its values: nobody, its owner */
 };
 void remote_heap_layout(struct remote_heap_layout *out);
 

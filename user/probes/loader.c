@@ -128,6 +128,9 @@ static void configure_oom(struct tally_bpf *s)
 	s->rodata->oom_layout.tid = h.tid;
 	s->rodata->oom_layout.seq = h.seq;
 	s->rodata->oom_layout.batch = h.batch;
+	s->rodata->oom_layout.handing = h.handing;
+	s->rodata->oom_layout.hand_free = h.hand_free;
+	s->rodata->oom_layout.hand_owner = h.hand_owner;
 	s->rodata->oom_page_size = page > 0 ? (uint32_t)page : 4096;
 }
 
