@@ -54,7 +54,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target $(BUILD)/tests/inject_workload $(BUILD)/tests/inject_workload_cxx \
 	$(BUILD)/tests/libinject_lib.so $(BUILD)/tests/inject_groups $(BUILD)/tests/inject_chaos \
-	$(BUILD)/tests/inject_chaos_kill
+	$(BUILD)/tests/inject_chaos_kill $(BUILD)/tests/report_workload $(BUILD)/tests/test_report
 
 .PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
@@ -135,6 +135,17 @@ $(BUILD)/user/%.o: %.c | $(SKELS)
 $(BUILD)/user/stats_identity.o: alloc/stats_identity.c
 	@mkdir -p $(dir $@)
 	@echo "  CC $@"; $(CC) $(USER_CFLAGS) -DTALLY_IDENTITY_API= -c $< -o $@
+# tally report's page (user/views/report/assets.c): uPlot from npm
+# (package.json, pinned by package-lock.json; scripts/setup.sh runs npm ci)
+# and the page's own script and style, taken in by .incbin; an edit of any
+# rebuilds tally.
+REPORT_UPLOT_DIR := node_modules/uplot
+REPORT_ASSETS := $(REPORT_UPLOT_DIR)/dist/uPlot.iife.min.js $(REPORT_UPLOT_DIR)/dist/uPlot.min.css \
+	$(REPORT_UPLOT_DIR)/LICENSE user/views/report/page.js user/views/report/page.css
+$(BUILD)/user/user/views/report/assets.o: USER_CFLAGS += -DREPORT_UPLOT_DIR=$(REPORT_UPLOT_DIR)
+$(BUILD)/user/user/views/report/assets.o: $(REPORT_ASSETS)
+$(REPORT_UPLOT_DIR)/%:
+	@echo "build: $@ is missing: run scripts/setup.sh (its npm ci installs uPlot)" >&2; exit 1
 $(BUILD)/tally: $(USER_OBJS)
 	@echo "  LD $@"; $(CC) -o $@ $^ $(USER_LIBS)
 
@@ -203,7 +214,7 @@ $(BUILD)/tests/test_sdk_alloc: $(BUILD)/tests/sdk_alloc/test_sdk.o $(BUILD)/libt
 # The tracer's pure parts under the sanitizers, and the integration tests' workload.
 # The model layer (user/model/model.c and what it needs, and the figures built
 # from it), as every view's test links it.
-MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork gpu replay figures figures_tree tree sites injected) \
+MODEL_SAN_OBJS := $(patsubst %,$(BUILD)/tests/san/user/model/%.o,model model_fork peak gpu replay figures figures_tree tree sites injected) \
 	$(BUILD)/tests/san/alloc/stats_identity.o
 $(BUILD)/tests/test_tree: $(BUILD)/tests/san/tests/test_tree.o $(MODEL_SAN_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -212,7 +223,7 @@ $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(MODEL_SAN_OBJ
 # The figures of a tick, and the snapshot document of docs/DESIGN.md §6 built from them.
 $(BUILD)/tests/test_figures: $(BUILD)/tests/san/tests/test_figures.o \
 		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/snapshot_oom.o \
-		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) \
+		$(BUILD)/tests/san/user/views/answers.o $(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) \
 		$(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The reader against fakes, and against this test's own process, whose
@@ -246,6 +257,14 @@ $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/
 		$(BUILD)/tests/san/user/views/trace_threads.o \
 		$(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+# tally report's series, escaping and data element (tests/test_report.c).
+$(BUILD)/tests/test_report: $(BUILD)/tests/san/tests/test_report.o \
+		$(patsubst %,$(BUILD)/tests/san/user/views/%.o,report/series report/report report/assets \
+		snapshot_doc snapshot_oom answers json folded) $(MODEL_SAN_OBJS) \
+		$(BUILD)/tests/san/user/util/text.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+$(BUILD)/tests/san/user/views/report/assets.o: CFLAGS_BASE += -DREPORT_UPLOT_DIR=$(REPORT_UPLOT_DIR)
+$(BUILD)/tests/san/user/views/report/assets.o: $(REPORT_ASSETS)
 $(BUILD)/tests/test_top: $(BUILD)/tests/san/user/views/top/top_sites.o $(BUILD)/tests/san/tests/test_top.o $(BUILD)/tests/san/user/views/top/top_rows.o \
 		$(BUILD)/tests/san/user/views/top/top_tree.o \
 		$(BUILD)/tests/san/user/views/top/top_text.o $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
@@ -256,6 +275,11 @@ $(BUILD)/tests/test_prom: $(BUILD)/tests/san/tests/test_prom.o $(BUILD)/tests/sa
 $(BUILD)/tests/tracer_workload: tests/tracer/workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -pthread -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/..' -ldl
+
+# tests/report's target: two groups that peak mid-run, a child.
+$(BUILD)/tests/report_workload: tests/report/workload.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -fno-optimize-sibling-calls -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/..'
 
 # A target that corrupts its own allocator state (tests/hostile).
 $(BUILD)/tests/hostile_target: tests/hostile/target.c alloc/internal.h
@@ -292,7 +316,8 @@ $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_de
 		$(BUILD)/tests/fuzz/decoder/user/model/model.o $(BUILD)/tests/fuzz/decoder/user/model/replay.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/gpu.o $(BUILD)/tests/fuzz/decoder/user/model/figures.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/figures_tree.o $(BUILD)/tests/fuzz/decoder/user/model/tree.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/model_fork.o $(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o \
+		$(BUILD)/tests/fuzz/decoder/user/model/model_fork.o $(BUILD)/tests/fuzz/decoder/user/model/peak.o \
+		$(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/sites.o $(BUILD)/tests/fuzz/decoder/user/model/injected.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
 test-build: $(if $(FUZZ_RT),$(FUZZERS))
@@ -529,3 +554,9 @@ $(BUILD)/tests/profile/sites_workload: tests/profile/sites_workload.c $(BUILD)/l
 $(BUILD)/tests/profile/sites_workload_stripped: $(BUILD)/tests/profile/sites_workload
 	strip -o $@ $<
 test-build: $(BUILD)/tests/profile/sites_workload $(BUILD)/tests/profile/sites_workload_stripped
+# The peak's workload (tests/peak/run.sh), also without frame pointers.
+$(BUILD)/tests/peak/peak_workload: tests/peak/peak_workload.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fomit-frame-pointer -o $@ $< -L$(BUILD) -l:libtally.so -lm \
+		-Wl,-rpath,'$$ORIGIN/../..'
+test-build: $(BUILD)/tests/peak/peak_workload

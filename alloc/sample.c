@@ -45,8 +45,10 @@ static uint64_t tab_epoch;
 
 /* The sampled blocks by address (ptr_table.h), under sample_lock. */
 struct sample_ent {
-	uintptr_t ptr; /* 0: empty */
-	uint64_t tag;  /* id << 1 | 1 for a large mapping (in no span) */
+	uintptr_t ptr;	  /* 0: empty */
+	uint64_t tag;	  /* id << 1 | 1 for a large mapping (in no span) */
+	uint64_t born_ns; /* its sample's moment (its lifetime at its free) */
+	uint64_t pad;	  /* (a page holds a power of two of them) */
 };
 _Static_assert(OS_PAGE % sizeof(struct sample_ent) == 0 &&
 		       !((OS_PAGE / sizeof(struct sample_ent)) &
@@ -182,6 +184,7 @@ static uint64_t tab_insert(struct heap *h, uintptr_t p, bool large, const uint64
 	if (e) {
 		id = next_id++;
 		e->tag = id << 1 | (e->tag & 1);
+		e->born_ns = sample_clock_ns();
 		sample_announce(&mods, tab_epoch, pcs, n, put_module, h);
 	}
 	pthread_mutex_unlock(&sample_lock);
@@ -243,7 +246,7 @@ void sample_run(struct heap *h)
 
 void sample_forget(struct heap *h, void *p)
 {
-	uint64_t id = 0;
+	uint64_t id = 0, born = 0;
 
 	/* (a racy look: a block sampled before it was handed out is in) */
 	if (!__atomic_load_n(&tab.len, __ATOMIC_RELAXED))
@@ -252,12 +255,13 @@ void sample_forget(struct heap *h, void *p)
 	struct sample_ent *e = ptr_table_find(&tab, (uintptr_t)p);
 	if (e) {
 		id = e->tag >> 1;
+		born = e->born_ns;
 		span_count(e, -1);
 		ptr_table_del(&tab, e);
 	}
 	pthread_mutex_unlock(&sample_lock);
 	if (id)
-		ev(h, TALLY_EV_SAMPLE_FREE, 0, 0, 0, id);
+		ev(h, TALLY_EV_SAMPLE_FREE, 0, 0, sample_life_n(born, sample_clock_ns()), id);
 }
 
 void sample_forget_fast(void *p)

@@ -91,6 +91,7 @@ run remote 60 "$BUILD/tests/test_remote"
 run heap_rings 60 "$BUILD/tests/test_heap_rings"
 run trace 60 "$BUILD/tests/test_trace"
 run prom 60 "$BUILD/tests/test_prom"
+run report_unit 60 "$BUILD/tests/test_report"
 run top 60 "$BUILD/tests/test_top"
 run sites 60 "$BUILD/tests/test_sites"
 run sample 120 "$BUILD/tests/test_sample"
@@ -125,8 +126,10 @@ run gpu_driver 300 tests/gpu/run.sh
 run top_view 300 tests/top/run.sh
 run demo 120 tests/demo/run.sh
 run record 300 tests/record/run.sh
+run report 300 tests/report/run.sh
 run serve 300 tests/serve/run.sh
 run profile 300 tests/profile/run.sh
+run peak 120 tests/peak/run.sh
 run container 120 tests/container/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
 run inject 300 tests/inject/run.sh

@@ -17,8 +17,13 @@ pkgs=(
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
 	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux libncurses-dev libmicrohttpd-dev curl
 	sqlite3 strace time libdw-dev golang-go golang-github-google-pprof-dev
-	nginx-light wrk redis-server memcached postgresql locales
+	nginx-light wrk redis-server memcached postgresql locales chromium
 )
+# chromium: tests/report renders `tally report`'s page headless. npm: the
+# page bundles uPlot, installed below by `npm ci` from package-lock.json;
+# Debian's package only where no npm is there, since it conflicts with
+# NodeSource's nodejs, which carries its own npm.
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 # The tracers tally is compared with (`make bench-trace`), only when asked:
 # `scripts/setup.sh --bench`. bcc compiles its programs against kernel
 # headers; Debian's serve for a kernel that ships none.
@@ -38,7 +43,23 @@ done
 want_locale=0
 locale -a 2>/dev/null | grep -qix 'de_DE.utf8' || want_locale=1
 
-[ ${#missing[@]} -eq 0 ] && [ $want_locale -eq 0 ] && exit 0
+# uPlot, pinned by package-lock.json, into node_modules/ (ignored), once:
+# the Makefile builds it into tally, and nothing is fetched at build or run
+# time. Run as whoever runs setup (the checkout's owner), not through sudo.
+npm_ci() {
+	[ -f node_modules/uplot/dist/uPlot.iife.min.js ] && return 0
+	echo "setup: npm ci (uPlot for tally report's page)" >&2
+	if ! npm ci --no-audit --no-fund >>/tmp/tally-setup.log 2>&1; then
+		echo "setup: npm ci failed; see /tmp/tally-setup.log" >&2
+		exit 1
+	fi
+}
+cd "$(dirname "$0")/.."
+
+if [ ${#missing[@]} -eq 0 ] && [ $want_locale -eq 0 ]; then
+	npm_ci
+	exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
 	if command -v sudo >/dev/null 2>&1; then
@@ -66,3 +87,4 @@ if [ $want_locale -eq 1 ] && ! $SUDO localedef -i de_DE -f UTF-8 de_DE.UTF-8 >>/
 	echo "setup: localedef de_DE.UTF-8 failed; see /tmp/tally-setup.log" >&2
 	exit 1
 fi
+npm_ci

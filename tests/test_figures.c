@@ -439,6 +439,14 @@ static void document__tally_mode__every_field_in_order(void **state)
 	strcpy(src.cgroup, "/system.slice/docker-" ID64 ".scope");
 	strcpy(src.container, ID64);
 	strcpy(src.cmdline, "app --serve \\x09 \"q\"");
+	/* its peak: before 500 of the group's bytes were freed (the lazy
+	 * group figure taken at that change) */
+	m.replay.peak = (struct tally_replay_mark){ .mapped = 1 << 20, .live = 1500, .seq = 3 };
+	m.replay.groups[1].peak_live = 1500;
+	m.replay.groups[1].changed = 4;
+	m.peak = (struct model_peak){ .at_ns = 2500000000, .from_ns = 2000000000, .heap = 1 };
+	m.replay.peak_mapped = m.replay.peak;
+	m.peak_mapped = m.peak;
 	char *doc = document();
 	const char *want =
 		"\"target\":{\"pid\":42,\"ns_pid\":7,\"ppid\":1,\"comm\":\"app\","
@@ -463,14 +471,28 @@ static void document__tally_mode__every_field_in_order(void **state)
 		"\"graph_launches\":0,\"failed_launches\":0,\"host_pinned_bytes\":0,"
 		"\"os_yields\":0,\"scheduler\":true,\"exact\":true},"
 		"\"groups\":[{\"id\":0,\"name\":\"root\",\"allocated_bytes\":0,\"allocated_objects\":0,"
-		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,\"cpu_ns\":0,"
+		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,\"peak_live\":0,"
+		"\"cpu_ns\":0,"
 		"\"instance\":{" ZERO_INSTANCE ",\"exact\":true}},"
 		"{\"id\":1,\"name\":\"io \\\"q\\\"\",\"allocated_bytes\":1000,"
 		"\"allocated_objects\":2,\"deallocated_bytes\":0,\"deallocated_objects\":0,"
-		"\"live_bytes\":1000,\"cpu_ns\":5,\"instance\":{\"kernels_launched\":0,"
+		"\"live_bytes\":1000,\"peak_live\":1500,\"cpu_ns\":5,\"instance\":{\"kernels_launched\":0,"
 		"\"bytes_pinned\":0,\"back_pressure_rejections\":0,\"yield_count\":1,"
 		"\"device_bytes_allocated\":0,\"graph_launches\":0,\"failed_launches\":0,"
-		"\"host_pinned_bytes\":0,\"os_yields\":0,\"exact\":true}}]";
+		"\"host_pinned_bytes\":0,\"os_yields\":0,\"exact\":true}}],"
+		"\"peak\":{\"at_s\":2.5,\"after_s\":2,\"exact\":true,\"since\":\"start\","
+		"\"live\":1500,\"mapped\":1048576,\"stats\":{\"mapped\":1048576,\"live\":1500,"
+		"\"rounding\":0,\"cache\":0,\"span_free\":0,\"returned\":0,\"virgin\":0,"
+		"\"hysteresis\":0,\"segment_overhead\":0,\"large_count\":0,\"spans_assigned\":0},"
+		"\"groups\":[{\"name\":\"root\",\"live\":0},{\"name\":\"io \\\"q\\\"\",\"live\":1500}],"
+		"\"sites\":[]},"
+		"\"peak_mapped\":{\"at_s\":2.5,\"after_s\":2,\"exact\":true,\"since\":\"start\","
+		"\"live\":1500,\"mapped\":1048576},"
+		"\"leaked\":[],\"temporary\":[],\"lifetimes\":[{\"group\":\"root\","
+		"\"lt_1ms\":0,\"lt_10ms\":0,\"lt_100ms\":0,\"lt_1s\":0,\"lt_10s\":0,\"longer\":0,\"live\":0},"
+		"{\"group\":\"io \\\"q\\\"\","
+		"\"lt_1ms\":0,\"lt_10ms\":0,\"lt_100ms\":0,\"lt_1s\":0,\"lt_10s\":0,\"longer\":0,\"live\":0}"
+		"]";
 	/* over its life: CPU and allocations, though it has ended */
 	assert_doc(doc,
 		   one_process_doc(
@@ -508,8 +530,13 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 		"\"stats_inprocess\":null,"
 		"\"instance\":{" ZERO_INSTANCE ",\"scheduler\":false,\"exact\":true},"
 		"\"groups\":[{\"id\":0,\"name\":\"root\",\"allocated_bytes\":0,\"allocated_objects\":0,"
-		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,\"cpu_ns\":0,"
-		"\"instance\":{" ZERO_INSTANCE ",\"exact\":true}}]";
+		"\"deallocated_bytes\":0,\"deallocated_objects\":0,\"live_bytes\":0,"
+		"\"peak_live\":null,\"cpu_ns\":0,"
+		"\"instance\":{" ZERO_INSTANCE ",\"exact\":true}}],"
+		"\"peak\":null,\"peak_mapped\":null,"
+		"\"leaked\":[],\"temporary\":[],\"lifetimes\":[{\"group\":\"root\","
+		"\"lt_1ms\":0,\"lt_10ms\":0,\"lt_100ms\":0,\"lt_1s\":0,\"lt_10s\":0,\"longer\":0,\"live\":0}"
+		"]";
 	assert_doc(doc,
 		   one_process_doc(want,
 				   "\"exact\":false,\"inexact_processes\":1,\"inexact\":"
@@ -549,7 +576,9 @@ static void document__sites__frames_lines_and_the_largest_only(void **state)
 	static const size_t ix[2] = { 0, 1 };
 	struct prof_sample smp[SNAPSHOT_SITES + 2];
 	for (int i = 0; i < SNAPSHOT_SITES + 2; i++)
-		smp[i] = (struct prof_sample){ ix, 2, 3, 300, 2, SNAPSHOT_SITES + 2 - i, "io", 42 };
+		smp[i] = (struct prof_sample){ ix,   2,	 3, 300,     2,	    SNAPSHOT_SITES + 2 - i,
+					       "io", 42, 1, 100 + i, { 0 }, 0,
+					       0 };
 	smp[SNAPSHOT_SITES + 1].inuse_space = 0;
 	struct prof p = { maps, 1, locs, 2, smp, SNAPSHOT_SITES + 2, 65536, 0, 0, NULL };
 
@@ -565,7 +594,12 @@ static void document__sites__frames_lines_and_the_largest_only(void **state)
 		"{\"function\":\"outer\",\"file\":\"a.c\",\"line\":30,\"module\":\"/bin/app\","
 		"\"address\":4352},{\"function\":null,\"file\":null,\"line\":null,"
 		"\"module\":null,\"address\":8704}],\"group\":\"io\",\"pid\":42,"
-		"\"inuse_bytes\":22,\"inuse_objects\":2,\"alloc_bytes\":300,\"alloc_objects\":3}"));
+		"\"inuse_bytes\":22,\"inuse_objects\":2,\"alloc_bytes\":300,\"alloc_objects\":3,"
+		"\"peak_bytes\":100,\"peak_objects\":1,\"lifetimes\":{\"lt_1ms\":0,\"lt_10ms\":0,"
+		"\"lt_100ms\":0,\"lt_1s\":0,\"lt_10s\":0,\"longer\":0,\"live\":2}}"));
+	/* the peak's sites: most at the peak first, one in use at the end or not */
+	assert_non_null(strstr(doc, "\"address\":8704}],\"group\":\"io\",\"peak_bytes\":121,"
+				    "\"peak_objects\":1},{\"frames\""));
 	/* twenty of the twenty-two: the smallest (3 bytes) is not there */
 	int n = 0;
 	for (const char *at = doc; (at = strstr(at, "\"inuse_bytes\":")); at++)

@@ -59,11 +59,11 @@ static const struct prof_loc LOCS[] = {
 static const size_t S0[] = { 3, 2, 1, 0 }, S1[] = { 4, 1, 0 }, S2[] = { 5, 0 }, S3[] = { 6 },
 		    S4[] = { 7, 1, 0 };
 static const struct prof_sample SAMPLES[] = {
-	{ S0, 4, 100, 6291456, 40, 4194304, "parse", 4242 },
-	{ S1, 3, 50, 3145728, 25, 1048576, "io", 4242 },
-	{ S2, 2, 8, 65536, 4, 32768, NULL, 0 },
-	{ S3, 1, 2, 4096, 0, 0, NULL, 0 },
-	{ S4, 3, 16, 1048576, 16, 1048576, "parse", 7 },
+	{ S0, 4, 100, 6291456, 40, 4194304, "parse", 4242, 60, 5242880, { 0 }, 0, 0 },
+	{ S1, 3, 50, 3145728, 25, 1048576, "io", 4242, 30, 2097152, { 0 }, 0, 0 },
+	{ S2, 2, 8, 65536, 4, 32768, NULL, 0, 0, 0, { 0 }, 0, 0 },
+	{ S3, 1, 2, 4096, 0, 0, NULL, 0, 0, 0, { 0 }, 0, 0 },
+	{ S4, 3, 16, 1048576, 16, 1048576, "parse", 7, 0, 0, { 0 }, 0, 0 },
 };
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -562,16 +562,17 @@ static const struct label *label(const struct profile *d, const struct sample *s
 
 static void pprof__header__sample_types_period_and_strings(void **state)
 {
-	static const char *const want[][2] = { { "alloc_objects", "count" },
-					       { "alloc_space", "bytes" },
-					       { "inuse_objects", "count" },
-					       { "inuse_space", "bytes" } };
+	static const char *const want[][2] = {
+		{ "alloc_objects", "count" }, { "alloc_space", "bytes" },
+		{ "inuse_objects", "count" }, { "inuse_space", "bytes" },
+		{ "peak_objects", "count" },  { "peak_space", "bytes" }
+	};
 	struct prof p = fixture();
 	struct profile *d = decode(&p);
 
 	(void)state;
-	assert_int_equal(d->ntypes, 4);
-	for (size_t i = 0; i < 4; i++) {
+	assert_int_equal(d->ntypes, 6);
+	for (size_t i = 0; i < 6; i++) {
 		assert_string_equal(str(d, d->types[i].type), want[i][0]);
 		assert_string_equal(str(d, d->types[i].unit), want[i][1]);
 	}
@@ -608,11 +609,13 @@ static void pprof__samples__stacks_values_and_labels(void **state)
 		assert_int_equal(s->nlocs, w->nlocs);
 		for (size_t j = 0; j < w->nlocs; j++)
 			assert_int_equal(s->locs[j], w->locs[j] + 1);
-		assert_int_equal(s->nvalues, 4);
+		assert_int_equal(s->nvalues, 6);
 		assert_int_equal(s->values[0], w->alloc_objects);
 		assert_int_equal(s->values[1], w->alloc_space);
 		assert_int_equal(s->values[2], w->inuse_objects);
 		assert_int_equal(s->values[3], w->inuse_space);
+		assert_int_equal(s->values[4], w->peak_objects);
+		assert_int_equal(s->values[5], w->peak_space);
 		assert_int_equal(s->nlabels, (w->group != NULL) + (w->pid != 0));
 		if (w->group) {
 			assert_non_null(g);
@@ -630,7 +633,7 @@ static void pprof__samples__stacks_values_and_labels(void **state)
 
 static void pprof__negative_values__int64_twos_complement(void **state)
 {
-	struct prof_sample s = { S3, 1, -1, INT64_MIN, -3, INT64_MAX, NULL, -5 };
+	struct prof_sample s = { S3, 1, -1, INT64_MIN, -3, INT64_MAX, NULL, -5, 0, 0, { 0 }, 0, 0 };
 	struct prof p = fixture();
 	struct profile *d;
 
@@ -733,7 +736,7 @@ static void pprof__unknown_function_or_file__left_out(void **state)
 						  { "", "", 1 } };
 	struct prof_loc loc = { 0x10, -1, lines, 3 };
 	size_t idx = 0;
-	struct prof_sample s = { &idx, 1, 1, 1, 1, 1, NULL, 0 };
+	struct prof_sample s = { &idx, 1, 1, 1, 1, 1, NULL, 0, 0, 0, { 0 }, 0, 0 };
 	struct prof p = { .locs = &loc, .nlocs = 1, .samples = &s, .nsamples = 1 };
 	struct profile *d = decode(&p);
 
@@ -753,7 +756,7 @@ static void pprof__empty_profile__header_only(void **state)
 	struct profile *d = decode(&p);
 
 	(void)state;
-	assert_int_equal(d->ntypes, 4);
+	assert_int_equal(d->ntypes, 6);
 	assert_int_equal(d->nsamples + d->nlocs + d->nmaps + d->nfuncs, 0);
 	assert_strings_unique(d);
 	profile_free(d);
@@ -789,8 +792,19 @@ static void many_make(struct many *m, size_t nlocs, size_t nfuncs)
 		m->stack[i] = nlocs - 1 - i;
 	}
 	for (size_t i = 0; i < nlocs / DEPTH; i++)
-		m->samples[i] = (struct prof_sample){ &m->stack[i * DEPTH], DEPTH, 1, 2, 3,
-						      (int64_t)i + 1,	    NULL,  0 };
+		m->samples[i] = (struct prof_sample){ &m->stack[i * DEPTH],
+						      DEPTH,
+						      1,
+						      2,
+						      3,
+						      (int64_t)i + 1,
+						      NULL,
+						      0,
+						      0,
+						      0,
+						      { 0 },
+						      0,
+						      0 };
 	m->p = (struct prof){
 		.locs = m->locs, .nlocs = nlocs, .samples = m->samples, .nsamples = nlocs / DEPTH
 	};
@@ -819,7 +833,7 @@ static void pprof__many_locations__deduplicated(void **state)
 	/* name i % 3000 and file i % 2: 3000 is even, so 3000 pairs */
 	assert_int_equal(d->nfuncs, NFUNCS);
 	/* "", the types, their units, "space", the names, the files */
-	assert_int_equal(d->nstrs, 1 + 4 + 2 + 1 + NFUNCS + 2);
+	assert_int_equal(d->nstrs, 1 + 6 + 2 + 1 + NFUNCS + 2);
 	assert_strings_unique(d);
 	for (size_t i = 0; i < NLOCS; i += 997) {
 		const struct func *fn = func_by_id(d, d->locs[i].lines[0].function_id);
@@ -1014,10 +1028,13 @@ static void folded__equal_stacks__merged(void **state)
 {
 	size_t a[] = { 3, 1, 0 }, b[] = { 4, 1, 0 }, c[] = { 6 };
 	struct prof_sample s[] = {
-		{ a, 3, 0, 0, 0, 100, NULL, 0 }, { c, 1, 0, 0, 0, 7, NULL, 0 },
-		{ b, 3, 0, 0, 0, 23, NULL, 0 },	 { a, 3, 0, 0, 0, 0, NULL, 0 },
-		{ c, 1, 0, 0, 0, -7, NULL, 0 },	 { NULL, 0, 0, 0, 0, 5, NULL, 0 },
-		{ S2, 2, 0, 0, 0, -1, NULL, 0 },
+		{ a, 3, 0, 0, 0, 100, NULL, 0, 0, 0, { 0 }, 0, 0 },
+		{ c, 1, 0, 0, 0, 7, NULL, 0, 0, 0, { 0 }, 0, 0 },
+		{ b, 3, 0, 0, 0, 23, NULL, 0, 0, 0, { 0 }, 0, 0 },
+		{ a, 3, 0, 0, 0, 0, NULL, 0, 0, 0, { 0 }, 0, 0 },
+		{ c, 1, 0, 0, 0, -7, NULL, 0, 0, 0, { 0 }, 0, 0 },
+		{ NULL, 0, 0, 0, 0, 5, NULL, 0, 0, 0, { 0 }, 0, 0 },
+		{ S2, 2, 0, 0, 0, -1, NULL, 0, 0, 0, { 0 }, 0, 0 },
 	};
 	struct prof p = fixture();
 	char *got;
@@ -1050,7 +1067,7 @@ static void folded__hostile_names__escaped(void **state)
 		{ 0x2000, 0, NULL, 0 },
 	};
 	size_t st[] = { 3, 2, 1, 0 };
-	struct prof_sample s = { st, 4, 0, 0, 0, 1, NULL, 0 };
+	struct prof_sample s = { st, 4, 0, 0, 0, 1, NULL, 0, 0, 0, { 0 }, 0, 0 };
 	struct prof p = {
 		.maps = &m, .nmaps = 1, .locs = locs, .nlocs = 4, .samples = &s, .nsamples = 1
 	};
@@ -1068,7 +1085,7 @@ static void folded__unknown_without_module__address(void **state)
 	static const struct prof_mapping m[] = { { .start = 0x1000 }, { .start = 0, .file = "" } };
 	struct prof_loc locs[] = { { 0x1234, 0, NULL, 0 }, { 0xabc, 1, NULL, 0 } };
 	size_t st[] = { 0, 1 };
-	struct prof_sample s = { st, 2, 0, 0, 0, 9, NULL, 0 };
+	struct prof_sample s = { st, 2, 0, 0, 0, 9, NULL, 0, 0, 0, { 0 }, 0, 0 };
 	struct prof p = {
 		.maps = m, .nmaps = 2, .locs = locs, .nlocs = 2, .samples = &s, .nsamples = 1
 	};

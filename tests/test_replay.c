@@ -261,6 +261,64 @@ static void replay__batch_check_names_the_first_fault(void **state)
 	assert_int_equal(tally_batch_check(&b, hdr - 1, alloc), TALLY_BATCH_FAULT_SHORT);
 }
 
+/* The peak: record by record, inside a run of one-word records as well as
+ * at a record of its own, with the whole identity and each group's live
+ * at that record, however the run that passed it was summed. */
+static void replay__peak_inside_a_run_with_its_figures(void **state)
+{
+	struct tally_replay r, one;
+	struct tally_stats at, st;
+	__u64 w[8];
+	uint64_t applied = 0, refused = 0;
+
+	(void)state;
+	tally_replay_init(&r);
+	for (size_t i = 0; i < 3; i++) /* the segment, its span, the bump */
+		assert_int_equal(tally_replay_record(&r, &base_seq[i]), 0);
+	/* group 3: +100 +200 +300 -200 -100; group 0 then: +50 -50 */
+	w[0] = tally_ev_word(TALLY_EV_ALLOC, 3, 100, 104);
+	w[1] = tally_ev_word(TALLY_EV_ALLOC, 3, 200, 208);
+	w[2] = tally_ev_word(TALLY_EV_ALLOC, 3, 300, 312);
+	w[3] = tally_ev_word(TALLY_EV_FREE, 3, 200, 208);
+	w[4] = tally_ev_word(TALLY_EV_FREE_FOREIGN, 3, 100, 104);
+	w[5] = tally_ev_word(TALLY_EV_ALLOC, 0, 50, 56);
+	w[6] = tally_ev_word(TALLY_EV_FREE, 0, 50, 56);
+	w[7] = tally_ev_word(TALLY_EV_ALLOC, 3, 400, 416);
+	assert_int_equal(tally_replay_words(&r, w, 0, 7, -1, &applied, &refused), 0);
+	assert_int_equal(refused, 0);
+	assert_int_equal(r.peak.live, 600);
+	assert_int_equal(r.peak.seq, 3 + 3);
+	tally_replay_mark_stats(&r.peak, &at);
+	assert_int_equal(at.live, 600);
+	assert_int_equal(at.rounding, 4 + 8 + 12);
+	assert_int_equal(at.span_free, 2808 - 624);
+	/* the identity holds at the peak as it does now */
+	assert_int_equal(at.mapped, at.live + at.rounding + at.cache + at.span_free + at.returned +
+					    at.virgin + at.hysteresis + at.segment_overhead);
+	assert_int_equal(tally_replay_group_peak(&r, 3), 600);
+	assert_int_equal(tally_replay_group_peak(&r, 0), 0);
+	/* summed in one go, the figures now are those of the plain sum */
+	one = r;
+	tally_replay_stats(&one, &st);
+	assert_int_equal(st.live, 300);
+	assert_int_equal(st.cache, 104);
+	/* a new peak, in a record of its own: the group's peak follows */
+	assert_int_equal(tally_replay_words(&r, w, 7, 8, -1, &applied, &refused), 0);
+	assert_int_equal(r.peak.live, 700);
+	assert_int_equal(tally_replay_group_peak(&r, 3), 700);
+	assert_int_equal(r.live_moves, 8);
+	/* the mapped peak: a large mapping, then its unmap */
+	struct tally_ev big = E(TALLY_EV_LARGE_ALLOC, TALLY_LARGE_FRESH, 0, 4000, 1 << 20);
+	assert_int_equal(tally_replay_record(&r, &big), 0);
+	big.type = TALLY_EV_LARGE_FREE;
+	assert_int_equal(tally_replay_record(&r, &big), 0);
+	assert_int_equal(r.peak_mapped.mapped, SEG + (1 << 20) + 4000);
+	assert_int_equal(r.peak_mapped.live, 700 + (1 << 20));
+	assert_int_equal(r.peak.live, 700 + (1 << 20));
+	assert_int_equal(tally_replay_group_peak(&r, 3), 700);
+	assert_int_equal(tally_replay_group_peak(&r, 0), 1 << 20);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -273,6 +331,7 @@ int main(void)
 		cmocka_unit_test(replay__order_of_batches_does_not_matter),
 		cmocka_unit_test(replay__malformed_input_is_refused),
 		cmocka_unit_test(replay__batch_check_names_the_first_fault),
+		cmocka_unit_test(replay__peak_inside_a_run_with_its_figures),
 	};
 	return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }

@@ -709,7 +709,8 @@ static void prof_of(struct prof *p, const struct prof_sample *samples, size_t n)
 
 static void sites__inlined_lines__innermost_first_then_callers(void **state)
 {
-	const struct prof_sample s = { stack_inlined, 3, 10, 4096, 2, 1024, "ingest", 42 };
+	const struct prof_sample s = { stack_inlined, 3, 10, 4096, 2, 1024, "ingest", 42, 0, 0,
+				       { 0 },	      0, 0 };
 	static struct top_frame f;
 	struct prof p;
 	(void)state;
@@ -732,8 +733,20 @@ static void sites__inlined_lines__innermost_first_then_callers(void **state)
 static void sites__unknown_function__module_offset_or_address(void **state)
 {
 	const struct prof_sample s[] = {
-		{ stack_unknown, 4, 1, 64, 1, 64, NULL, 0 },
-		{ NULL, 0, 1, 32, 1, 32, "", -5 }, /* no stack, no group, a bad pid */
+		{ stack_unknown, 4, 1, 64, 1, 64, NULL, 0, 0, 0, { 0 }, 0, 0 },
+		{ NULL,
+		  0,
+		  1,
+		  32,
+		  1,
+		  32,
+		  "",
+		  -5,
+		  0,
+		  0,
+		  { 0 },
+		  0,
+		  0 }, /* no stack, no group, a bad pid */
 	};
 	static struct top_frame f;
 	struct prof p;
@@ -761,7 +774,7 @@ static void sites__target_strings__sanitized(void **state)
 	static const struct prof_loc evil_loc = { 0x1010, 0, NULL, 0 };
 	static const size_t evil_ix[] = { 0 };
 	const struct prof_sample s[] = {
-		{ stack_evil, 2, 1, 8, 1, 8, "grp\x1b[31m\\\r\n", 7 },
+		{ stack_evil, 2, 1, 8, 1, 8, "grp\x1b[31m\\\r\n", 7, 0, 0, { 0 }, 0, 0 },
 	};
 	static struct top_frame f;
 	struct prof p;
@@ -771,7 +784,7 @@ static void sites__target_strings__sanitized(void **state)
 	assert_string_equal(f.sites[0].stack, "evil\\x1b[2J\\x9b < main");
 	assert_string_equal(f.sites[0].group, "grp\\x1b[31m\\\\\\x0d\\x0a");
 	/* a module's path is the target's too */
-	const struct prof_sample m = { evil_ix, 1, 1, 8, 1, 8, "g", 7 };
+	const struct prof_sample m = { evil_ix, 1, 1, 8, 1, 8, "g", 7, 0, 0, { 0 }, 0, 0 };
 	memset(&p, 0, sizeof(p));
 	p.maps = &evil_map;
 	p.nmaps = 1;
@@ -787,11 +800,11 @@ static void sites__target_strings__sanitized(void **state)
 static void sites__order__most_in_use_first_then_allocated_then_profile_order(void **state)
 {
 	const struct prof_sample s[] = {
-		{ stack_inlined, 3, 1, 100, 1, 10, "a", 1 },
-		{ stack_inlined, 3, 1, 900, 0, 0, "b", 1 },
-		{ stack_inlined, 3, 1, 500, 1, 50, "c", 1 },
-		{ stack_inlined, 3, 1, 200, 1, 10, "d", 1 },
-		{ stack_inlined, 3, 1, 100, 1, 10, "e", 1 },
+		{ stack_inlined, 3, 1, 100, 1, 10, "a", 1, 0, 0, { 0 }, 0, 0 },
+		{ stack_inlined, 3, 1, 900, 0, 0, "b", 1, 0, 0, { 0 }, 0, 0 },
+		{ stack_inlined, 3, 1, 500, 1, 50, "c", 1, 0, 0, { 0 }, 0, 0 },
+		{ stack_inlined, 3, 1, 200, 1, 10, "d", 1, 0, 0, { 0 }, 0, 0 },
+		{ stack_inlined, 3, 1, 100, 1, 10, "e", 1, 0, 0, { 0 }, 0, 0 },
 	};
 	static struct top_frame f;
 	struct prof p;
@@ -813,7 +826,8 @@ static void sites__more_than_max__largest_kept_and_counted(void **state)
 	struct prof p;
 	(void)state;
 	for (unsigned i = 0; i < N; i++)
-		s[i] = (struct prof_sample){ stack_inlined, 3, 1, 1, 1, (int64_t)i, "g", 1 };
+		s[i] = (struct prof_sample){ stack_inlined, 3, 1, 1, 1, (int64_t)i, "g", 1, 0, 0,
+					     { 0 },	    0, 0 };
 	prof_of(&p, s, N);
 	assert_int_equal(top_sites_build(&f, &p), 0);
 	assert_int_equal(f.nsites, TOP_SITES_MAX);
@@ -835,7 +849,7 @@ static void sites__deep_stack__cut_with_a_tilde_never_inside_an_escape(void **st
 	static struct prof_loc deep_locs[DEPTH];
 	static size_t deep_ix[DEPTH];
 	static struct top_frame f;
-	const struct prof_sample s = { deep_ix, DEPTH, 1, 8, 1, 8, "g", 1 };
+	const struct prof_sample s = { deep_ix, DEPTH, 1, 8, 1, 8, "g", 1, 0, 0, { 0 }, 0, 0 };
 	struct prof p = { 0 };
 	(void)state;
 	for (unsigned i = 0; i < DEPTH; i++) {
@@ -869,7 +883,9 @@ static void sites__deep_stack__cut_with_a_tilde_never_inside_an_escape(void **st
 static void sites__no_profile_none_sampled_or_failed__one_line(void **state)
 {
 	static struct top_frame f;
-	const struct prof_sample bad = { (const size_t[]){ 99 }, 1, 1, 8, 1, 8, "g", 1 };
+	const struct prof_sample bad = {
+		(const size_t[]){ 99 }, 1, 1, 8, 1, 8, "g", 1, 0, 0, { 0 }, 0, 0
+	};
 	struct prof p;
 	char buf[128];
 	(void)state;
@@ -888,7 +904,10 @@ static void sites__no_profile_none_sampled_or_failed__one_line(void **state)
 			       "no sites: cannot build the heap profile: "));
 	top_sites_failed(&f, -ENOMEM);
 	assert_non_null(strstr(top_sites_empty(&f, buf, sizeof(buf)), strerror(ENOMEM)));
-	prof_of(&p, (const struct prof_sample[]){ { stack_inlined, 3, 1, 8, 1, 8, "g", 1 } }, 1);
+	prof_of(&p,
+		(const struct prof_sample[]){
+			{ stack_inlined, 3, 1, 8, 1, 8, "g", 1, 0, 0, { 0 }, 0, 0 } },
+		1);
 	assert_int_equal(top_sites_build(&f, &p), 0);
 	assert_null(top_sites_empty(&f, buf, sizeof(buf)));
 	top_frame_free(&f);
@@ -920,8 +939,8 @@ static void mode__sites__parsed_and_its_frame_keeps_the_groups_rows(void **state
 static void text__sites_view__table_instead_of_groups(void **state)
 {
 	const struct prof_sample s[] = {
-		{ stack_inlined, 3, 10, 4096, 2, 1024, "ingest", 42 },
-		{ stack_evil, 2, 1, 8, 1, 8, "grp\x1b[31m", 42 },
+		{ stack_inlined, 3, 10, 4096, 2, 1024, "ingest", 42, 0, 0, { 0 }, 0, 0 },
+		{ stack_evil, 2, 1, 8, 1, 8, "grp\x1b[31m", 42, 0, 0, { 0 }, 0, 0 },
 	};
 	struct model m;
 	static struct top_in in;

@@ -14,6 +14,15 @@
 
 #include "../../bpf/contract/tally_events.h"
 
+/* A sampled block's birth, for its lifetime: CLOCK_MONOTONIC ns. */
+uint64_t sample_clock_ns(void);
+/* SAMPLE_FREE's n for a block born at born_ns (bpf/contract/tally_events.h). */
+static inline uint32_t sample_life_n(uint64_t born_ns, uint64_t now_ns)
+{
+	uint64_t us = now_ns > born_ns ? (now_ns - born_ns) / 1000 : 0;
+	return us >= UINT32_MAX - 1 ? UINT32_MAX : (uint32_t)us + 1;
+}
+
 /* The bytes until the next sample: exponential with mean `rate` (>0),
  * drawn from the xorshift64* state *rng (nonzero). */
 int64_t sample_gap(uint64_t *rng, uint64_t rate);

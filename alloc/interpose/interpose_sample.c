@@ -45,6 +45,7 @@ static struct sample_mods mods;
 struct sid {
 	uintptr_t p; /* 0: empty */
 	uint64_t id;
+	uint64_t born_ns; /* its sample's moment (its lifetime at its free) */
 };
 static struct {
 	_Atomic uint8_t lock;
@@ -102,14 +103,14 @@ static uint64_t ids_put(uintptr_t p)
 			j = (j + 1) & (ids.cap - 1);
 		ids.used += !ids.v[j].p;
 		id = ++ids.next;
-		ids.v[j] = (struct sid){ p, id };
+		ids.v[j] = (struct sid){ p, id, sample_clock_ns() };
 	}
 	ids_leave();
 	return id;
 }
 
-/* p's id, out of the table (0: none) */
-static uint64_t ids_take(uintptr_t p)
+/* p's id, out of the table (0: none), and when it was sampled */
+static uint64_t ids_take(uintptr_t p, uint64_t *born_ns)
 {
 	uint64_t id = 0;
 
@@ -119,6 +120,7 @@ static uint64_t ids_take(uintptr_t p)
 		j = (j + 1) & mask;
 	if (ids.cap && ids.v[j].p) {
 		id = ids.v[j].id;
+		*born_ns = ids.v[j].born_ns;
 		for (size_t k = (j + 1) & mask; ids.v[k].p; k = (k + 1) & mask) {
 			size_t h = ids_home(ids.v[k].p, ids.cap);
 			/* k's entry may move to j when its home is not in (j, k] */
@@ -194,8 +196,10 @@ void ip_sample_take(void *p, size_t q, uint16_t group)
 
 void ip_sample_free(void *p)
 {
-	struct tally_ev e = { TALLY_EV_SAMPLE_FREE, 0, 0, 0, ids_take((uintptr_t)p) };
+	uint64_t born = 0, id = ids_take((uintptr_t)p, &born);
+	struct tally_ev e = { TALLY_EV_SAMPLE_FREE, 0, 0, 0, id };
 
+	e.n = id ? sample_life_n(born, sample_clock_ns()) : 0;
 	if (e.bytes)
 		ip_put_ev(&e, NULL, 0);
 }

@@ -89,7 +89,9 @@ enum tally_ev_type {
 	 * rate its gap was drawn with, and n words of return addresses, the
 	 * allocation's caller first */
 	TALLY_EV_SAMPLE = 18,
-	/* a sampled block freed: bytes = its sample id */
+	/* a sampled block freed: bytes = its sample id, n = 1 + its lifetime
+	 * in microseconds, from its sample to its free, at most UINT32_MAX
+	 * (0: not known) */
 	TALLY_EV_SAMPLE_FREE = 19,
 	/* an object (executable or library) the frames of samples lie in,
 	 * once per process and tracer: bytes = its load bias (file address +

@@ -95,5 +95,6 @@ int cmd_record(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 #endif /* TALLY_CLI_H */

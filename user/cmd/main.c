@@ -17,12 +17,14 @@ const char *argp_program_version = "tally 0.4";
 #pragma weak cmd_record
 #pragma weak cmd_serve
 #pragma weak cmd_demo
+#pragma weak cmd_report
 static const struct {
 	const char *name;
 	int (*run)(int argc, char **argv);
 } commands[] = {
 	{ "snapshot", cmd_snapshot }, { "top", cmd_top },   { "record", cmd_record },
 	{ "serve", cmd_serve },	      { "demo", cmd_demo }, { "profile", cmd_profile },
+	{ "report", cmd_report },
 };
 
 static const char main_doc[] =
@@ -41,6 +43,7 @@ static const char main_doc[] =
 	"  tally snapshot -p $(pidof myapp) -d 2\n"
 	"  tally record -o trace.json -- ./myapp\n"
 	"  tally profile -o heap.pb.gz -- ./myapp\n"
+	"  tally report -o report.html -- ./myapp\n"
 	"  tally serve --listen 127.0.0.1:9464 -p $(pidof myapp)";
 
 int main(int argc, char **argv)

@@ -36,11 +36,13 @@ static const char profile_doc[] =
 	"every allocation, exact and slow). Frames are symbolized from ELF symbols and DWARF "
 	"line information, C++ names demangled. Needs tally's allocator (preloaded into CMD).\n\n"
 	"--format pprof (default): gzip-compressed profile.proto, sample types alloc_objects, "
-	"alloc_space, inuse_objects, inuse_space; labels group and pid; mappings with build "
-	"IDs. --format folded: one 'frame;frame;frame BYTES' line per stack, outermost frame "
-	"first, of the bytes --value says: inuse (default), in use at the end, or alloc, "
-	"allocated over the whole trace (a program that frees everything before it exits "
-	"holds nothing at the end: its folded file is empty, which tally says on stderr); "
+	"alloc_space, inuse_objects, inuse_space, peak_objects, peak_space; labels group and "
+	"pid; mappings with build IDs. --format folded: one 'frame;frame;frame BYTES' line per "
+	"stack, outermost frame first, of the bytes --value says: inuse (default), in use at "
+	"the end; alloc, allocated over the whole trace; or peak, in use at the moment its "
+	"process's live bytes were highest (a program that frees everything before it exits "
+	"holds nothing at the end: its folded file of inuse is empty, which tally says on "
+	"stderr); "
 	"for pprof, --value picks the sample type pprof shows first. Blocks allocated "
 	"before a late attach carry no stack: they are one site, " PROFILE_BEFORE_ATTACH ".\n\n"
 	"EXAMPLES:\n"
@@ -60,7 +62,9 @@ static int write_profile(FILE *f, struct profile *pr, const struct profile_opts 
 	int err;
 
 	if (po->format != FORMAT_FOLDED) {
-		pr->p.default_type = po->value == FOLDED_ALLOC ? "alloc_space" : "inuse_space";
+		pr->p.default_type = po->value == FOLDED_ALLOC ? "alloc_space" :
+				     po->value == FOLDED_PEAK  ? "peak_space" :
+								 "inuse_space";
 		return pprof_write(f, &pr->p);
 	}
 	err = folded_write(f, &pr->p, po->value, &lines);
@@ -68,7 +72,7 @@ static int write_profile(FILE *f, struct profile *pr, const struct profile_opts 
 		fprintf(stderr, "tally: %s is empty: %s\n",
 			po->out ? po->out : "the profile on stdout",
 			po->value == FOLDED_INUSE ?
-				"no bytes in use at the end (try --value alloc)" :
+				"no bytes in use at the end (try --value peak or alloc)" :
 				"no allocation was sampled");
 	return err;
 }
@@ -116,7 +120,8 @@ static const struct argp_option profile_options[] = {
 	  "Write the profile to FILE (default: stdout; CMD's stdout then goes to stderr)", 0 },
 	{ "format", OPT_FORMAT, "FORMAT", 0, "pprof (default) or folded", 0 },
 	{ "value", OPT_VALUE, "VALUE", 0,
-	  "inuse (default: bytes in use at the end) or alloc (bytes allocated over the trace): "
+	  "inuse (default: bytes in use at the end), alloc (bytes allocated over the trace) or "
+	  "peak (bytes in use at the peak of live): "
 	  "folded's lines, pprof's first sample type",
 	  0 },
 	{ 0 },
@@ -146,8 +151,10 @@ static error_t parse_profile_opt(int key, char *arg, struct argp_state *state)
 			o->value = FOLDED_INUSE;
 		else if (!strcmp(arg, "alloc"))
 			o->value = FOLDED_ALLOC;
+		else if (!strcmp(arg, "peak"))
+			o->value = FOLDED_PEAK;
 		else
-			cli_usage_error(state, "bad --value '%s': want inuse or alloc", arg);
+			cli_usage_error(state, "bad --value '%s': want inuse, alloc or peak", arg);
 		break;
 	case ARGP_KEY_END:
 		if (o->target.no_sample)

@@ -483,6 +483,7 @@ int figures_build_process(struct figures_process *p, const struct model *m,
 		build_group(&p->groups[p->ngroups], g, m, src);
 		p->ngroups += p->groups[p->ngroups].shown;
 	}
+	figures_build_peak(p, m, src);
 	build_life(p);
 	return build_threads(p, m);
 }

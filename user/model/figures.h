@@ -134,8 +134,19 @@ struct figures_group {
 	bool shown;	  /* named, or charged something: the groups a view lists */
 	uint64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs; /* lifetime, requested */
 	int64_t live_bytes;
+	int64_t peak_live; /* at the process's peak (when peak.known) */
 	uint64_t cpu_ns;
 	struct figures_instance instance;
+};
+
+/* A peak of live or of mapped (docs/DESIGN.md §11): the whole identity at
+ * the record that reached it, in the window of the batch that held it. */
+struct figures_peak {
+	bool known;		 /* libtally_alloc's records: the replay keeps it */
+	bool exact;		 /* one moment of the process (struct model_peak) */
+	bool since_attach;	 /* counted from a state read at the attach */
+	uint64_t at_ns, from_ns; /* CLOCK_MONOTONIC: at or before at, after from */
+	int64_t v[TALLY_STATS_COUNT];
 };
 
 struct figures_thread {
@@ -209,6 +220,7 @@ struct figures_process {
 	uint8_t why_code[FIGURES_MAX_WHY]; /* ... and as enum figures_why */
 	struct figures_events events;
 	struct figures_stats stats;
+	struct figures_peak peak, peak_mapped;
 	bool have_inprocess; /* the allocator's own Stats (its exit hand-over or a final read) */
 	/* --inject: glibc's own totals (mallinfo2, the last the interposer
 	 * sent), and the frees of blocks it had not seen allocated */
@@ -268,6 +280,11 @@ struct figures {
 	uint64_t folded_inexact;	     /* ... and those not exact */
 	uint64_t strays;		     /* messages of processes the tree did not know */
 };
+
+/* The peaks of m into p, and each listed group's live at the peak
+ * (model/peak.c); after its groups are built. */
+void figures_build_peak(struct figures_process *p, const struct model *m,
+			const struct figures_sources *src);
 
 /* The group with this id, or NULL when the process lists none. */
 const struct figures_group *figures_group_of(const struct figures_process *p, uint32_t id);

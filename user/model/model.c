@@ -147,11 +147,8 @@ static struct model_heap *model_heap(struct model *m, uint64_t id)
 	if (grow((void **)&m->heaps, &m->cap_heaps, m->nheaps + 1, sizeof(*m->heaps), 16))
 		return NULL;
 	struct model_heap *h = &m->heaps[m->nheaps++];
-	h->id = id;
-	h->applied = h->done = h->seeded = 0;
 	/* made after the cut: all past it */
-	h->limit = m->cut || m->holding ? 0 : UINT64_MAX;
-	h->wait = 0;
+	*h = (struct model_heap){ .id = id, .limit = m->cut || m->holding ? 0 : UINT64_MAX };
 	return h;
 }
 
@@ -204,6 +201,13 @@ void model_release(struct model *m)
 	}
 }
 
+/* The sites' replay (models move) and the moment of the records they take. */
+static void sites_bind(struct model *m, const struct tally_replay *r)
+{
+	m->sites.clock = r;
+	m->sites.now_ns = m->now_ns;
+}
+
 /* Malloc's and free's one-word records, nearly all of them: applied
  * without decoding to struct tally_ev, so the consumer keeps up with a busy
  * target. A record it cannot decode counts as malformed and ends the
@@ -221,6 +225,7 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		m->malformed++;
 		return;
 	}
+	sites_bind(m, &m->replay);
 	/* records already in a state read from memory */
 	while (pos < count && seq_first + pos < h->applied) {
 		struct tally_ev e;
@@ -254,9 +259,12 @@ void model_apply_records(struct model *m, uint64_t heap_id, uint64_t seq_first, 
 		}
 	}
 	uint64_t applied = 0, refused = 0;
+	const uint64_t before[3] = { m->replay.peak.seq, m->replay.peak_mapped.seq,
+				     m->replay.live_moves };
 	m->replay.on_sample = sites_on_record;
 	m->replay.sample_ctx = &m->sites;
 	int err = tally_replay_words(&m->replay, words, pos, count, rule, &applied, &refused);
+	model_peak_note(m, h, before);
 	m->records += applied;
 	m->malformed += refused + (err ? 1 : 0);
 	if (err)
@@ -316,6 +324,7 @@ static int apply_batch(struct model *m, const struct tally_msg_batch *mb, size_t
 		return tally_replay_each(b, valid, TALLY_SRC_BIT(TALLY_SRC_CUPTI), gpu_record, m);
 	if (b->source == TALLY_SRC_INTERPOSE) {
 		struct model_thread *t = model_thread(m, b->tid, false);
+		sites_bind(m, NULL); /* glibc's figures: no replay, no peak */
 		int n = injected_apply(&m->injected, b->words, b->count, t ? t->rule_group : -1,
 				       sites_on_record, &m->sites);
 		if (n < 0)
@@ -415,6 +424,17 @@ static int apply_thread(struct model *m, const struct tally_msg_thread *th)
 	return 0;
 }
 
+/* The OOM killer chose the process: what it saw then; the cgroups' paths are
+ * the session's to fill (struct model_oom). */
+static int apply_oom(struct model *m, const struct tally_msg_oom *o)
+{
+	memset(&m->oom, 0, sizeof(m->oom));
+	m->oom.msg = *o;
+	m->oom.msg.comm[TALLY_COMM_LEN - 1] = 0;
+	m->oom.killed = true;
+	return 0;
+}
+
 int model_apply(struct model *m, const void *data, size_t len)
 {
 	const struct tally_msg *hdr = data;
@@ -423,6 +443,8 @@ int model_apply(struct model *m, const void *data, size_t len)
 	m->received++;
 	if (len < sizeof(*hdr))
 		goto out;
+	if (hdr->ts_ns > m->now_ns)
+		m->now_ns = hdr->ts_ns;
 	switch (hdr->kind) {
 	case TALLY_MSG_BATCH:
 		err = apply_batch(m, data, len);
@@ -450,14 +472,8 @@ int model_apply(struct model *m, const void *data, size_t len)
 		}
 		break;
 	case TALLY_MSG_OOM:
-		if (len >= sizeof(struct tally_msg_oom)) {
-			/* the paths are the session's to fill (model_oom's) */
-			memset(&m->oom, 0, sizeof(m->oom));
-			memcpy(&m->oom.msg, data, sizeof(m->oom.msg));
-			m->oom.msg.comm[TALLY_COMM_LEN - 1] = 0;
-			m->oom.killed = true;
-			err = 0;
-		}
+		if (len >= sizeof(struct tally_msg_oom))
+			err = apply_oom(m, data);
 		break;
 	case TALLY_MSG_STATS:
 		if (len >= sizeof(struct tally_msg_stats)) {
@@ -504,6 +520,9 @@ void model_seed_alloc(struct model *m, const struct remote_alloc *ra)
 	}
 	/* without it, blocks from before the attach are not named: not fatal */
 	sites_seed(&m->sites, r);
+	/* the peaks are those since this read: what came before it is not known */
+	model_peak_restart(m);
+	m->peak_seeded = true;
 	for (uint32_t i = 0; i < ra->nheaps; i++) {
 		struct model_heap *h = model_heap(m, ra->heaps[i].id);
 		if (h && h->applied < ra->heaps[i].pos)

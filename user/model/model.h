@@ -50,6 +50,21 @@ struct model_heap {
 	uint64_t done;	  /* every record below came in: pending from here may be applied */
 	uint64_t limit;	  /* records numbered from here on are past the cut */
 	uint64_t wait;	  /* holding: done must reach this (0: nothing awaited) */
+	/* its last hand-over, and its last that moved live (CLOCK_MONOTONIC
+	 * ns; 0: none yet): the windows model_peak_note compares */
+	uint64_t handed_ns, moved_ns;
+};
+
+/* The moment of a peak (docs/DESIGN.md §11). The records of a batch were
+ * made between its heap's previous hand-over (from_ns; 0: the heap's first
+ * batch, made since the thread began) and its own (at_ns); the replay's
+ * order within a heap is the heap's own. The peak is a moment of the
+ * process unless another heap moved live within that window (`crossed`):
+ * the order between two heaps' records there is not known. */
+struct model_peak {
+	uint64_t at_ns, from_ns;
+	uint64_t heap;
+	bool crossed;
 };
 
 /* --group NAME=GLOB: threads whose name matches join group NAME. */
@@ -106,7 +121,14 @@ struct model {
 	bool fork_threads;
 	/* forked: the counters began as a copy of the parent's (until an exec) */
 	bool inherited;
-	struct model_oom oom; /* the OOM killer chose it (killed), and what it saw */
+	/* the moment of the message being applied (its hand-over), or of the
+	 * read of pending records (set by the session before
+	 * model_apply_pending): CLOCK_MONOTONIC ns */
+	uint64_t now_ns;
+	struct model_peak peak, peak_mapped; /* of replay.peak, replay.peak_mapped */
+	bool peak_seeded; /* the peaks count from a state read from memory (attach) */
+	/* the OOM killer chose it (oom.killed), and what it saw */
+	struct model_oom oom;
 };
 
 void model_init(struct model *m);
@@ -155,6 +177,13 @@ struct model_thread *model_thread(struct model *m, uint32_t tid, bool create);
 uint32_t model_thread_group(const struct model_thread *t);
 
 void model_stats(const struct model *m, struct tally_stats *out);
+/* After heap h's records were applied (model_apply_records): the peaks'
+ * moments, if they moved, and whether another heap crossed their window
+ * (model/peak.c). seq_before, moves_before: the replay's peak.seq,
+ * peak_mapped.seq and live_moves before them. */
+void model_peak_note(struct model *m, struct model_heap *h, const uint64_t before[3]);
+/* Both peaks from the figures as they are now, at now_ns. */
+void model_peak_restart(struct model *m);
 /* The replayed figures with each heap's pending records (read from a running
  * process's memory) added, into *out; m is left as it is. false when a
  * heap's copy was torn or batches before its pending records are still on

@@ -81,6 +81,9 @@ int model_fork(struct model *m, const struct model *parent, uint32_t parent_tid,
 		}
 	}
 	m->received = m->records = m->skipped = m->malformed = m->past_cut = 0;
+	/* the child's peaks are its own, from its first figures: its parent's */
+	model_peak_restart(m);
+	m->peak_seeded = false;
 	m->cut = m->holding = m->held = false;
 	m->waiting = 0;
 	m->have_inprocess = m->inprocess_threads_held = false;
@@ -106,6 +109,9 @@ void model_exec(struct model *m)
 {
 	tally_replay_init(&m->replay);
 	sites_reset(&m->sites);
+	/* the new image's peaks (the old image's memory went with it) */
+	model_peak_restart(m);
+	m->peak_seeded = false;
 	m->nheaps = 0;
 	m->have_inprocess = false;
 	m->saw_alloc = false;

@@ -37,6 +37,8 @@ struct prof_mapping {
 	bool has_functions, has_filenames, has_lines;
 };
 
+#define PROF_LIFE_BUCKETS 6
+
 /* One site: a stack, leaf first, with its estimated figures and labels. */
 struct prof_sample {
 	const size_t *locs; /* indices into prof.locs */
@@ -44,6 +46,14 @@ struct prof_sample {
 	int64_t alloc_objects, alloc_space, inuse_objects, inuse_space;
 	const char *group; /* label "group"; NULL: none */
 	int64_t pid;	   /* label "pid" (numeric); 0: none */
+	/* in use at its process's peak of live (docs/DESIGN.md §11) */
+	int64_t peak_objects, peak_space;
+	/* objects freed after each lifetime (model/sites.h's buckets: below
+	 * 1 ms, 10 ms, 100 ms, 1 s, 10 s, longer), estimated */
+	int64_t life[PROF_LIFE_BUCKETS];
+	/* allocated since the profile's `since` and still in use (a running
+	 * process's growth; an ended one's none) */
+	int64_t recent_objects, recent_space;
 };
 
 struct prof {

@@ -21,14 +21,59 @@ static void term_from(struct tally_replay *r, uint8_t term, int64_t bytes)
 		r->returned -= bytes;
 }
 
+static void mark_take(const struct tally_replay *r, struct tally_replay_mark *k, uint64_t seq)
+{
+	*k = (struct tally_replay_mark){ r->mapped,	 r->live,	    r->rounding,
+					 r->cache,	 r->span_free,	    r->returned,
+					 r->virgin,	 r->hysteresis,	    r->segment_overhead,
+					 r->large_count, r->spans_assigned, seq };
+}
+
+void tally_replay_mark_now(struct tally_replay *r)
+{
+	mark_take(r, &r->peak, r->records);
+	mark_take(r, &r->peak_mapped, r->records);
+	for (unsigned g = 0; g < TALLY_MAX_GROUPS; g++)
+		r->groups[g].changed = 0;
+}
+
+/* Group g is about to change by the record numbered seq: its live at the
+ * peak is kept first if this is its first change since the peak. */
+static void group_touch(struct tally_replay *r, uint32_t g, uint64_t seq)
+{
+	if (r->groups[g].changed <= r->peak.seq)
+		r->groups[g].peak_live = r->groups[g].alloc_bytes - r->groups[g].dealloc_bytes;
+	r->groups[g].changed = seq;
+}
+
+int64_t tally_replay_group_peak(const struct tally_replay *r, uint32_t group)
+{
+	if (group >= TALLY_MAX_GROUPS)
+		return 0;
+	if (r->groups[group].changed <= r->peak.seq)
+		return r->groups[group].alloc_bytes - r->groups[group].dealloc_bytes;
+	return r->groups[group].peak_live;
+}
+
+/* After the record numbered seq: a new peak of live or of mapped. */
+static void peaks_check(struct tally_replay *r, uint64_t seq)
+{
+	if (r->live > r->peak.live)
+		mark_take(r, &r->peak, seq);
+	if (r->mapped > r->peak_mapped.mapped)
+		mark_take(r, &r->peak_mapped, seq);
+}
+
 static void group_alloc(struct tally_replay *r, uint16_t g, int64_t q)
 {
+	group_touch(r, g, r->records + 1);
 	r->groups[g].alloc_bytes += q;
 	r->groups[g].alloc_objs++;
 }
 
 static void group_dealloc(struct tally_replay *r, uint16_t g, int64_t q)
 {
+	group_touch(r, g, r->records + 1);
 	r->groups[g].dealloc_bytes += q;
 	r->groups[g].dealloc_objs++;
 }
@@ -54,11 +99,10 @@ static uint32_t word_run_end(const __u64 *words, uint32_t pos, uint32_t count)
 	return pos;
 }
 
-__attribute__((target_clones("avx2", "default"), optimize("tree-vectorize"))) uint32_t
-tally_replay_word_run(struct tally_replay *r, const __u64 *words, uint32_t pos, uint32_t count,
-		      int32_t rule)
+/* words[pos..end), all of group g, summed into the figures. */
+__attribute__((target_clones("avx2", "default"), optimize("tree-vectorize"))) static void
+word_run_sum(struct tally_replay *r, const __u64 *words, uint32_t pos, uint32_t end, uint32_t g)
 {
-	uint32_t g = (uint32_t)(words[pos] >> 8) & 0xff, end = word_run_end(words, pos, count);
 	uint64_t n_all = 0, b_all = 0, n_a = 0, b_a = 0, c_a = 0, b_f = 0;
 
 	for (uint32_t i = pos; i < end; i++) {
@@ -73,10 +117,6 @@ tally_replay_word_run(struct tally_replay *r, const __u64 *words, uint32_t pos, 
 		c_a -= ma;
 		b_f += b & mf;
 	}
-	if (end == pos)
-		return pos;
-	if (rule >= 0 && g == 0)
-		g = (uint32_t)rule;
 	int64_t n_freed = (int64_t)(n_all - n_a), b_freed = (int64_t)(b_all - b_a);
 	r->live += (int64_t)n_a - n_freed;
 	r->rounding += ((int64_t)b_a - (int64_t)n_a) - (b_freed - n_freed);
@@ -86,6 +126,64 @@ tally_replay_word_run(struct tally_replay *r, const __u64 *words, uint32_t pos, 
 	r->groups[g].alloc_objs += (int64_t)c_a;
 	r->groups[g].dealloc_bytes += n_freed;
 	r->groups[g].dealloc_objs += (int64_t)(end - pos - c_a);
+	r->live_moves += end - pos;
+}
+
+/* Where in words[pos..end) live, from `from`, is highest above `above`:
+ * the index, or end when it never passes it. */
+static uint32_t word_run_crest(const __u64 *words, uint32_t pos, uint32_t end, int64_t from,
+			       int64_t above)
+{
+	uint32_t at = end;
+
+	for (uint32_t i = pos; i < end; i++) {
+		uint64_t w = words[i];
+		int64_t n = (int64_t)((w >> 16) & TALLY_EV_WORD_MAX);
+		from += (w & 0xff) == TALLY_EV_ALLOC ? n : -n;
+		if (from > above) {
+			above = from;
+			at = i;
+		}
+	}
+	return at;
+}
+
+uint32_t tally_replay_word_run(struct tally_replay *r, const __u64 *words, uint32_t pos,
+			       uint32_t count, int32_t rule)
+{
+	uint32_t g = (uint32_t)(words[pos] >> 8) & 0xff, end = word_run_end(words, pos, count);
+
+	if (end == pos)
+		return pos;
+	if (rule >= 0 && g == 0)
+		g = (uint32_t)rule;
+	/* the records are numbered from r->records + 1 (the caller counts them) */
+	group_touch(r, g, r->records + (end - pos));
+	/* what the run changes, kept to sum it again in two parts */
+	const int64_t live0 = r->live, rounding0 = r->rounding, span_free0 = r->span_free,
+		      cache0 = r->cache;
+	const __typeof__(r->groups[0]) group0 = r->groups[g];
+	word_run_sum(r, words, pos, end, g);
+	/* no allocation of the run can have passed the peak: done */
+	if (live0 + (r->groups[g].alloc_bytes - group0.alloc_bytes) <= r->peak.live)
+		return end;
+	uint32_t at = word_run_crest(words, pos, end, live0, r->peak.live);
+	if (at == end)
+		return end;
+	/* again, in two parts, the peak's figures taken between them */
+	r->live = live0;
+	r->rounding = rounding0;
+	r->span_free = span_free0;
+	r->cache = cache0;
+	r->groups[g] = group0;
+	r->live_moves -= end - pos;
+	word_run_sum(r, words, pos, at + 1, g);
+	r->groups[g].changed = r->records + (at + 1 - pos);
+	mark_take(r, &r->peak, r->records + (at + 1 - pos));
+	if (at + 1 < end) {
+		group_touch(r, g, r->records + (end - pos));
+		word_run_sum(r, words, at + 1, end, g);
+	}
 	return end;
 }
 
@@ -156,6 +254,7 @@ int tally_replay_record(struct tally_replay *r, const struct tally_ev *e)
 		r->spans_assigned--;
 		break;
 	case TALLY_EV_REALLOC:
+		r->live_moves++;
 		r->live += b - n;
 		r->rounding -= b - n;
 		group_dealloc(r, e->group, n);
@@ -167,6 +266,7 @@ int tally_replay_record(struct tally_replay *r, const struct tally_ev *e)
 		else
 			r->mapped += b + n;
 		r->live += b;
+		r->live_moves++;
 		r->rounding += n;
 		r->large_count++;
 		group_alloc(r, e->group, b);
@@ -177,6 +277,7 @@ int tally_replay_record(struct tally_replay *r, const struct tally_ev *e)
 		else
 			r->mapped -= b + n;
 		r->live -= b;
+		r->live_moves++;
 		r->rounding -= n;
 		r->large_count--;
 		group_dealloc(r, e->group, b);
@@ -191,6 +292,7 @@ int tally_replay_record(struct tally_replay *r, const struct tally_ev *e)
 		goto bad;
 	}
 	r->records++;
+	peaks_check(r, r->records);
 	return 0;
 bad:
 	r->rejected++;
@@ -288,21 +390,29 @@ int tally_replay_each(const struct tally_batch *b, uint64_t valid, __u32 sources
 	return 0;
 }
 
-void tally_replay_stats(const struct tally_replay *r, struct tally_stats *out)
+void tally_replay_mark_stats(const struct tally_replay_mark *k, struct tally_stats *out)
 {
 	*out = (struct tally_stats){
-		.mapped = (uint64_t)r->mapped,
-		.live = (uint64_t)r->live,
-		.rounding = (uint64_t)r->rounding,
-		.cache = (uint64_t)r->cache,
-		.span_free = (uint64_t)r->span_free,
-		.returned = (uint64_t)r->returned,
-		.virgin = (uint64_t)r->virgin,
-		.hysteresis = (uint64_t)r->hysteresis,
-		.segment_overhead = (uint64_t)r->segment_overhead,
-		.large_count = (uint64_t)r->large_count,
-		.spans_assigned = (uint64_t)r->spans_assigned,
+		.mapped = (uint64_t)k->mapped,
+		.live = (uint64_t)k->live,
+		.rounding = (uint64_t)k->rounding,
+		.cache = (uint64_t)k->cache,
+		.span_free = (uint64_t)k->span_free,
+		.returned = (uint64_t)k->returned,
+		.virgin = (uint64_t)k->virgin,
+		.hysteresis = (uint64_t)k->hysteresis,
+		.segment_overhead = (uint64_t)k->segment_overhead,
+		.large_count = (uint64_t)k->large_count,
+		.spans_assigned = (uint64_t)k->spans_assigned,
 	};
+}
+
+void tally_replay_stats(const struct tally_replay *r, struct tally_stats *out)
+{
+	struct tally_replay_mark k;
+
+	mark_take(r, &k, r->records);
+	tally_replay_mark_stats(&k, out);
 }
 
 int tally_replay_group(const struct tally_replay *r, uint32_t group, struct tally_group_stats *out)

@@ -14,13 +14,34 @@
 #include "../../alloc/include/tally_alloc.h"
 #include "../../bpf/contract/tally_events.h"
 
+/* The figures at one moment of the stream: the record `seq` (records
+ * applied then) brought them. */
+struct tally_replay_mark {
+	int64_t mapped, live, rounding, cache, span_free, returned, virgin, hysteresis,
+		segment_overhead, large_count, spans_assigned;
+	uint64_t seq;
+};
+
 struct tally_replay {
 	/* signed: records of different threads arrive in any order */
 	int64_t mapped, live, rounding, cache, span_free, returned, virgin, hysteresis,
 		segment_overhead, large_count, spans_assigned;
 	struct {
 		int64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs;
+		/* the group's live at `peak` (docs/DESIGN.md §11), kept lazily:
+		 * taken when the group changes for the first time after the
+		 * peak; until then its live now is its live then. `changed`:
+		 * the record that changed it last. */
+		int64_t peak_live;
+		uint64_t changed;
 	} groups[TALLY_MAX_GROUPS];
+	/* the highest live and the highest mapped since the start (or the
+	 * seed: tally_replay_mark_now), record by record: the whole figures
+	 * at each. O(1) a record; a run of one-word records that may pass the
+	 * peak is scanned for where it does (tally_replay_word_run). */
+	struct tally_replay_mark peak, peak_mapped;
+	/* records that moved live (the model's exactness of a peak) */
+	uint64_t live_moves;
 	/* sample records (heap profiles, docs/DESIGN.md §7) go here, the words
 	 * after the record's two with them; NULL: skipped. They move no byte
 	 * of the identity. Set by the caller before each use (the model sets
@@ -64,6 +85,13 @@ int tally_replay_each(const struct tally_batch *b, uint64_t valid, __u32 sources
 		      void (*fn)(void *ctx, const struct tally_ev *e, const __u64 *extra),
 		      void *ctx);
 void tally_replay_stats(const struct tally_replay *r, struct tally_stats *out);
+/* The figures of a mark as Stats. */
+void tally_replay_mark_stats(const struct tally_replay_mark *k, struct tally_stats *out);
+/* A group's live at the peak. */
+int64_t tally_replay_group_peak(const struct tally_replay *r, uint32_t group);
+/* Both peaks start anew at the figures as they are now (a seed read from
+ * memory, a fork, an exec). */
+void tally_replay_mark_now(struct tally_replay *r);
 int tally_replay_group(const struct tally_replay *r, uint32_t group, struct tally_group_stats *out);
 
 #endif /* TALLY_REPLAY_H */

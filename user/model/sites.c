@@ -278,12 +278,72 @@ static void live_del(struct sites *s, struct sites_live *e)
 	s->nlive--;
 }
 
+/* Site st's in-use is about to change: its figures at the peak kept first
+ * if this is its first change since. */
+static void site_touch(const struct sites *s, struct site *st)
+{
+	if (!s->clock)
+		return;
+	if (st->changed <= s->clock->peak.seq) {
+		st->peak_bytes = st->inuse_bytes;
+		st->peak_objects = st->inuse_objects;
+	}
+	st->changed = s->clock->records;
+}
+
+void sites_at_peak(const struct sites *s, const struct site *st, const struct tally_replay *r,
+		   double *bytes, double *objects)
+{
+	bool now = !s->settled && r && st->changed <= r->peak.seq;
+	*bytes = now ? st->inuse_bytes : st->peak_bytes;
+	*objects = now ? st->inuse_objects : st->peak_objects;
+}
+
+unsigned sites_life_bucket(uint64_t us)
+{
+	unsigned b = 0;
+
+	for (uint64_t lim = 1000; b < SITES_LIFE_BUCKETS - 1 && us >= lim; lim *= 10)
+		b++;
+	return b;
+}
+
+/* A sampled block of `objects` freed with SAMPLE_FREE's n. */
+static void life_add(struct site *st, uint32_t n, double objects)
+{
+	if (n)
+		st->life[sites_life_bucket(n - 1)] += objects;
+}
+
+void sites_recent(const struct sites *s, uint64_t since_ns, double *bytes, double *objects)
+{
+	memset(bytes, 0, s->n * sizeof(*bytes));
+	memset(objects, 0, s->n * sizeof(*objects));
+	for (size_t j = 0; j < s->cap_live; j++) {
+		const struct sites_live *l = &s->live[j];
+		if (!l->id || l->site == SITES_FREED || l->born_ns < since_ns)
+			continue;
+		bytes[l->site] += l->bytes;
+		objects[l->site] += l->objects;
+	}
+}
+
+void sites_settle(struct sites *s, const struct tally_replay *r)
+{
+	for (size_t i = 0; i < s->n && !s->settled; i++)
+		sites_at_peak(s, &s->v[i], r, &s->v[i].peak_bytes, &s->v[i].peak_objects);
+	s->settled = true;
+	s->clock = NULL;
+}
+
 static void sample_add(struct sites *s, const struct tally_ev *e, const __u64 *extra)
 {
 	uint64_t bytes = extra[0], rate = extra[1];
 	struct sites_live *early = live_find(s, e->bytes);
 	if (!e->bytes || e->group >= TALLY_MAX_GROUPS || (early && early->site != SITES_FREED))
 		goto refuse;
+	/* its free's n, read before live_fit moves the entries */
+	const uint32_t early_n = early ? (uint32_t)early->born_ns : 0;
 	int64_t stack = stack_intern(s, &extra[2], e->n);
 	int64_t at = stack < 0 ? -1 : site_of(s, (uint32_t)stack, e->group);
 	if (at < 0 || live_fit(s))
@@ -297,17 +357,19 @@ static void sample_add(struct sites *s, const struct tally_ev *e, const __u64 *e
 	s->rate = rate;
 	if (early) {
 		/* another thread freed it, and its batch came first */
+		life_add(st, early_n, w);
 		live_del(s, live_find(s, e->bytes));
 		s->early--;
 		s->frees++;
 		return;
 	}
+	site_touch(s, st);
 	st->inuse_objects += w;
 	st->inuse_bytes += w * (double)bytes;
 	size_t j = live_home(s, e->bytes);
 	while (s->live[j].id)
 		j = (j + 1) & (s->cap_live - 1);
-	s->live[j] = (struct sites_live){ e->bytes, (uint32_t)at, w * (double)bytes, w };
+	s->live[j] = (struct sites_live){ e->bytes, (uint32_t)at, w * (double)bytes, w, s->now_ns };
 	s->nlive++;
 	return;
 refuse:
@@ -366,7 +428,7 @@ void sites_on_record(void *ctx, const struct tally_ev *e, const __u64 *extra)
 			size_t j = live_home(s, e->bytes);
 			while (s->live[j].id)
 				j = (j + 1) & (s->cap_live - 1);
-			s->live[j] = (struct sites_live){ e->bytes, SITES_FREED, 0, 0 };
+			s->live[j] = (struct sites_live){ e->bytes, SITES_FREED, 0, 0, e->n };
 			s->nlive++;
 			s->early++;
 		}
@@ -374,6 +436,8 @@ void sites_on_record(void *ctx, const struct tally_ev *e, const __u64 *extra)
 		return;
 	}
 	struct site *st = &s->v[l->site];
+	site_touch(s, st);
+	life_add(st, e->n, l->objects);
 	st->inuse_bytes -= l->bytes;
 	st->inuse_objects -= l->objects;
 	/* sums of doubles: a site whose samples are all freed is at zero */

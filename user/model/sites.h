@@ -23,6 +23,13 @@ struct sites_stack {
 	uint32_t n;   /* frames, the allocation's caller first */
 };
 
+/* Lifetimes of sampled blocks, from their sample to their free (as the
+ * process measured them: SAMPLE_FREE's n): below 1 ms, 10 ms, 100 ms,
+ * 1 s, 10 s, and longer. */
+#define SITES_LIFE_BUCKETS 6
+/* The bucket of a lifetime of `us` microseconds. */
+unsigned sites_life_bucket(uint64_t us);
+
 /* A stack in a group. Estimates, as doubles: they are sums of scaled samples. */
 struct site {
 	uint32_t stack;
@@ -30,6 +37,14 @@ struct site {
 	double alloc_bytes, alloc_objects;
 	double inuse_bytes, inuse_objects;
 	uint64_t samples; /* samples taken here */
+	/* in use at the replay's peak, kept lazily as the replay keeps a
+	 * group's (struct tally_replay): taken at the site's first change
+	 * after the peak; `changed`: the replay's records then */
+	double peak_bytes, peak_objects;
+	uint64_t changed;
+	/* objects freed after each lifetime (sites_life_bucket), estimated;
+	 * those whose free said none are not counted here */
+	double life[SITES_LIFE_BUCKETS];
 };
 
 /* An object frames lie in, as the process announced it (TALLY_EV_MODULE). */
@@ -47,6 +62,8 @@ struct sites_live {
 	uint64_t id; /* 0: empty slot */
 	uint32_t site;
 	double bytes, objects;
+	/* when its sample came (the model's now_ns); SITES_FREED: its free's n */
+	uint64_t born_ns;
 };
 
 struct sites {
@@ -69,6 +86,14 @@ struct sites {
 	uint64_t unknown_frees, early;
 	uint64_t refused; /* malformed records, or no memory */
 	uint64_t rate;	  /* the rate of the last sample (the profile's period) */
+	/* the replay whose records these samples come among, for the peak:
+	 * set by the caller before each use, as tally_replay.sample_ctx
+	 * (models move); NULL: no peak kept */
+	const struct tally_replay *clock;
+	bool settled; /* sites_settle: peak_bytes and peak_objects are final */
+	/* the moment of the records being applied (the model's now_ns), set
+	 * with clock: a live sample's birth, for sites_recent */
+	uint64_t now_ns;
 	struct sites_module *mods;
 	size_t nmods, cap_mods;
 	char *names; /* the modules' paths, one after the other */
@@ -99,6 +124,17 @@ void sites_on_record(void *ctx, const struct tally_ev *e, const __u64 *extra);
 const struct sites_module *sites_module_of(const struct sites *s, uint64_t pc);
 /* The weight of one sample of `bytes` drawn at `rate`: the blocks it stands for. */
 double sites_weight(uint64_t bytes, uint64_t rate);
+/* A site's estimated bytes and objects in use at the peak of `r` (the
+ * replay its records came through; NULL once settled). */
+void sites_at_peak(const struct sites *s, const struct site *st, const struct tally_replay *r,
+		   double *bytes, double *objects);
+/* An ended process's: each site's figures at r's peak fixed, for a reader
+ * without the replay. */
+void sites_settle(struct sites *s, const struct tally_replay *r);
+/* Per site (indexed as s->v), the estimated bytes and objects allocated
+ * at or after since_ns and still in use: bytes[i], objects[i] (zeroed
+ * here). Walks the live samples. */
+void sites_recent(const struct sites *s, uint64_t since_ns, double *bytes, double *objects);
 /* Estimated in-use bytes of every site together. */
 double sites_inuse(const struct sites *s);
 static inline const uint64_t *sites_frames(const struct sites *s, const struct site *st,

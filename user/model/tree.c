@@ -158,6 +158,7 @@ int tree_end(struct tree *t, struct tree_proc *p, const struct figures_process *
 	struct sites *st = p->m->sites.n ? malloc(sizeof(*st)) : NULL;
 	if (st && t->sites_bytes + sites_bytes(&p->m->sites) <= TREE_SITES_BUDGET) {
 		*st = p->m->sites;
+		sites_settle(st, &p->m->replay);
 		sites_init(&p->m->sites);
 		sites_trim(st);
 		p->sites = st;

@@ -17,6 +17,8 @@
 #include "../util/grow.h"
 #include "profile.h"
 
+_Static_assert(PROF_LIFE_BUCKETS == SITES_LIFE_BUCKETS, "the lifetimes' buckets");
+
 /* One more element of `size` bytes at the end of *arr: its index, or -ENOMEM. */
 static ssize_t push(void **arr, size_t *n, size_t *cap, size_t size)
 {
@@ -185,8 +187,9 @@ static const char *group_name(const struct proc_build *b, uint16_t group)
 	return "";
 }
 
+/* v: alloc objects and bytes, inuse, peak, recent (objects, bytes each) */
 static int add_sample(struct profile *pr, const struct proc_build *b, uint16_t group,
-		      const double v[4], size_t first_ix, size_t nlocs)
+		      const double v[8], size_t first_ix, size_t nlocs)
 {
 	ssize_t i = PUSH(pr, samples);
 	const char *name = group_name(b, group);
@@ -199,13 +202,19 @@ static int add_sample(struct profile *pr, const struct proc_build *b, uint16_t g
 	ps->alloc_space = llround(v[1]);
 	ps->inuse_objects = llround(v[2]);
 	ps->inuse_space = llround(v[3]);
+	ps->peak_objects = llround(v[4]);
+	ps->peak_space = llround(v[5]);
+	ps->recent_objects = llround(v[6]);
+	ps->recent_space = llround(v[7]);
 	ps->group = own(pr, name[0] ? name : "root", strlen(name[0] ? name : "root"));
 	ps->pid = b->pid;
 	return ps->group ? 0 : -ENOMEM;
 }
 
 /* A late attach's blocks without a stack, per group: what the group has
- * live beyond what its sites account for, at most what it had then. */
+ * live beyond what its sites account for, at most what it had then; at
+ * the peak likewise. inuse: per group, bytes and objects in use now and
+ * at the peak. */
 static int add_before_attach(struct profile *pr, struct proc_build *b, const double *inuse)
 {
 	const struct sites *st = b->st;
@@ -214,8 +223,10 @@ static int add_before_attach(struct profile *pr, struct proc_build *b, const dou
 		const struct tally_replay *r = &b->m->replay;
 		double live = (double)(r->groups[g].alloc_bytes - r->groups[g].dealloc_bytes);
 		double objs = (double)(r->groups[g].alloc_objs - r->groups[g].dealloc_objs);
-		double left = fmin(live - inuse[2 * g], (double)st->seed[g].bytes);
-		double lobj = fmin(objs - inuse[2 * g + 1], (double)st->seed[g].objects);
+		double left = fmin(live - inuse[4 * g], (double)st->seed[g].bytes);
+		double lobj = fmin(objs - inuse[4 * g + 1], (double)st->seed[g].objects);
+		double peak = fmin((double)tally_replay_group_peak(r, g) - inuse[4 * g + 2],
+				   (double)st->seed[g].bytes);
 		if (left < 1)
 			continue;
 		ssize_t k = PUSH(pr, locs), x = PUSH(pr, lines), ix = PUSH(pr, ix);
@@ -224,18 +235,29 @@ static int add_before_attach(struct profile *pr, struct proc_build *b, const dou
 		pr->lines[x].function = PROFILE_BEFORE_ATTACH;
 		pr->locs[k] = (struct prof_loc){ 0, -1, (const struct prof_line *)(uintptr_t)x, 1 };
 		pr->ix[ix] = (size_t)k;
-		double v[4] = { 0, 0, fmax(lobj, 0), left };
+		/* (objects at the peak: not kept per group; the bytes' share) */
+		double v[8] = { 0,
+				0,
+				fmax(lobj, 0),
+				left,
+				fmax(lobj, 0) * fmax(peak, 0) / left,
+				fmax(peak, 0) };
 		if (add_sample(pr, b, (uint16_t)g, v, (size_t)ix, 1))
 			return -ENOMEM;
 	}
 	return 0;
 }
 
-static int add_process(struct profile *pr, struct proc_build *b)
+static int add_process(struct profile *pr, struct proc_build *b, uint64_t since_ns)
 {
 	const struct sites *st = b->st;
-	double *inuse = calloc(2 * TALLY_MAX_GROUPS, sizeof(*inuse));
-	int err = inuse ? proc_maps(pr, b) : -ENOMEM;
+	double *inuse = calloc(4 * TALLY_MAX_GROUPS, sizeof(*inuse));
+	double *recent = calloc(2 * st->n + 1, sizeof(*recent));
+	int err = inuse && recent ? proc_maps(pr, b) : -ENOMEM;
+
+	/* a running process's growth (an ended one's live samples are gone) */
+	if (!err && b->m)
+		sites_recent(st, since_ns, recent, recent + st->n);
 
 	/* pprof takes the first mapping for the program: the root's */
 	for (size_t k = 0; !err && !pr->nmaps && k < st->nmods; k++)
@@ -247,8 +269,18 @@ static int add_process(struct profile *pr, struct proc_build *b)
 		uint32_t n;
 		const uint64_t *pcs = sites_frames(st, site, &n);
 		size_t first = pr->nix;
-		inuse[2 * site->group] += site->inuse_bytes;
-		inuse[2 * site->group + 1] += site->inuse_objects;
+		double v[8] = { site->alloc_objects,
+				site->alloc_bytes,
+				site->inuse_objects,
+				site->inuse_bytes,
+				0,
+				0,
+				recent[st->n + i],
+				recent[i] };
+		sites_at_peak(st, site, b->m ? &b->m->replay : NULL, &v[5], &v[4]);
+		inuse[4 * site->group] += site->inuse_bytes;
+		inuse[4 * site->group + 1] += site->inuse_objects;
+		inuse[4 * site->group + 2] += v[5];
 		for (uint32_t f = 0; !err && f < n; f++) {
 			ssize_t at = location_for(pr, b, pcs[f]);
 			ssize_t ix = at < 0 ? at : PUSH(pr, ix);
@@ -257,14 +289,15 @@ static int add_process(struct profile *pr, struct proc_build *b)
 			else
 				pr->ix[ix] = (size_t)at;
 		}
-		double v[4] = { site->alloc_objects, site->alloc_bytes, site->inuse_objects,
-				site->inuse_bytes };
 		if (!err)
 			err = add_sample(pr, b, site->group, v, first, n);
+		for (unsigned k = 0; !err && k < PROF_LIFE_BUCKETS; k++)
+			pr->samples[pr->nsamples - 1].life[k] = llround(site->life[k]);
 	}
 	if (!err)
 		err = add_before_attach(pr, b, inuse);
 	free(inuse);
+	free(recent);
 	free(b->mapping_of);
 	b->mapping_of = NULL;
 	if (st->rate > pr->p.period)
@@ -283,7 +316,7 @@ int profile_build(struct session *s, struct profile *pr)
 	pr->sym = s->sym;
 	if (!pr->sym)
 		return -ENOMEM;
-	err = add_process(pr, &b);
+	err = add_process(pr, &b, s->since_ns);
 	for (size_t i = 0; !err && i < s->tree.n; i++) {
 		const struct tree_proc *p = &s->tree.procs[i];
 		if (!p->sites && (p->ended || !p->m))
@@ -293,7 +326,7 @@ int profile_build(struct session *s, struct profile *pr)
 					 .kept = &p->kept,
 					 .pid = p->pid,
 					 .ix = (unsigned)i + 1 };
-		err = add_process(pr, &b);
+		err = add_process(pr, &b, s->since_ns);
 	}
 	sym_maps_free(&pr->maps_scratch);
 	if (err) {

@@ -49,8 +49,11 @@ struct session {
 	struct model model; /* the root's */
 	struct tree tree;   /* the other processes of the tree */
 	bool follow;
-	uint64_t sample_rate;		 /* heap profiles: mean bytes between samples; 0: none */
-	struct symbolizer *sym;		 /* heap profiles' symbols, kept between them (profile.c) */
+	uint64_t sample_rate;	/* heap profiles: mean bytes between samples; 0: none */
+	struct symbolizer *sym; /* heap profiles' symbols, kept between them (profile.c) */
+	/* a profile's recent growth counts blocks sampled at or after this
+	 * (CLOCK_MONOTONIC ns; 0: since the start): snapshot --since */
+	uint64_t since_ns;
 	struct figures_sources psrc;	 /* scratch: one process's sources */
 	struct figures_process pscratch; /* scratch: an ended process's figures */
 	struct model *pview;		 /* scratch: a running one's, pending records in */

@@ -154,14 +154,16 @@ int folded_write(FILE *f, const struct prof *p, enum folded_value value, size_t 
 	if (lines)
 		*lines = 0;
 	if (!f || !p || (p->nsamples && !p->samples) ||
-	    (value != FOLDED_INUSE && value != FOLDED_ALLOC))
+	    (value != FOLDED_INUSE && value != FOLDED_ALLOC && value != FOLDED_PEAK))
 		return -EINVAL;
 	st = calloc(p->nsamples ? p->nsamples : 1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
 	for (size_t i = 0; i < p->nsamples; i++) {
 		const struct prof_sample *s = &p->samples[i];
-		int64_t bytes = value == FOLDED_ALLOC ? s->alloc_space : s->inuse_space;
+		int64_t bytes = value == FOLDED_ALLOC ? s->alloc_space :
+				value == FOLDED_PEAK  ? s->peak_space :
+							s->inuse_space;
 		if (!bytes)
 			continue;
 		err = folded_stack(p, s, &st[n].text);

@@ -66,6 +66,9 @@ static const char *const SAMPLE_TYPES[][2] = {
 	{ "alloc_space", "bytes" },
 	{ "inuse_objects", "count" },
 	{ "inuse_space", "bytes" },
+	/* at each process's peak of live (docs/DESIGN.md §11) */
+	{ "peak_objects", "count" },
+	{ "peak_space", "bytes" },
 };
 #define NTYPES (sizeof(SAMPLE_TYPES) / sizeof(SAMPLE_TYPES[0]))
 
@@ -323,7 +326,8 @@ static void encode_label(struct enc *e, const char *key, const char *str, int64_
 
 static void encode_sample(struct enc *e, const struct prof_sample *s)
 {
-	int64_t v[NTYPES] = { s->alloc_objects, s->alloc_space, s->inuse_objects, s->inuse_space };
+	int64_t v[NTYPES] = { s->alloc_objects, s->alloc_space,	 s->inuse_objects,
+			      s->inuse_space,	s->peak_objects, s->peak_space };
 	struct buf *b = &e->out;
 	size_t m = pb_open(b, PROFILE_SAMPLE), packed;
 

@@ -22,7 +22,7 @@ int pprof_encode(const struct prof *p, uint8_t **out, size_t *len);
 int pprof_write(FILE *f, const struct prof *p);
 /* What a folded line counts: bytes in use at the end, or allocated over
  * the whole profile. */
-enum folded_value { FOLDED_INUSE, FOLDED_ALLOC };
+enum folded_value { FOLDED_INUSE, FOLDED_ALLOC, FOLDED_PEAK };
 /* "root;...;leaf BYTES" lines of the value's bytes, one per distinct stack
  * (equal stacks summed, sites with none left out); a frame is its function,
  * or "module+0xOFFSET" when not known; inlined lines are frames of their

@@ -75,13 +75,25 @@ static void seconds(FILE *f, uint64_t ns)
 
 /* The families of a group's own figures; the instance figures follow
  * (FIGURES_INSTANCE_X). */
-enum group_field { GF_LIVE, GF_CPU, GF_ALLOC_BYTES, GF_DEALLOC_BYTES, GF_ALLOCS, GF_FREES, GF_N };
+enum group_field {
+	GF_LIVE,
+	GF_PEAK,
+	GF_CPU,
+	GF_ALLOC_BYTES,
+	GF_DEALLOC_BYTES,
+	GF_ALLOCS,
+	GF_FREES,
+	GF_N
+};
 
 static const struct {
 	const char *name, *type, *help;
 } group_families[GF_N] = {
 	[GF_LIVE] = { "tally_group_live_bytes", "gauge",
 		      "Bytes requested by the group's allocations and not yet freed" },
+	[GF_PEAK] = { "tally_group_peak_live_bytes", "gauge",
+		      "The group's live bytes at its process's peak of live (the highest since "
+		      "tally started or attached)" },
 	[GF_CPU] = { "tally_group_cpu_seconds_total", "counter",
 		     "CPU time charged to the group (the innermost current group of a running "
 		     "thread)" },
@@ -106,6 +118,8 @@ static void group_value(FILE *f, enum group_field k, const struct figures_group 
 
 	if (k == GF_LIVE)
 		fprintf(f, "%" PRId64 "\n", fg->live_bytes);
+	else if (k == GF_PEAK)
+		fprintf(f, "%" PRId64 "\n", fg->peak_live);
 	else if (k == GF_CPU)
 		seconds(f, fg->cpu_ns);
 	else
@@ -127,6 +141,9 @@ static void render_groups(FILE *f, const struct figures_process *p)
 	char name[128], help[256];
 
 	for (unsigned k = 0; k < GF_N; k++) {
+		/* a peak where a replay keeps one (libtally_alloc), none else */
+		if (k == GF_PEAK && !p->peak.known)
+			continue;
 		family(f, group_families[k].name, group_families[k].type, group_families[k].help);
 		for (unsigned g = 0; g < p->ngroups; g++) {
 			group_labels(f, group_families[k].name, &p->groups[g]);
@@ -274,7 +291,7 @@ static void proc_labels(FILE *f, const char *name, const struct figures_process 
 
 /* The figures of the processes past the cap, summed. */
 struct proc_sum {
-	int64_t live, mapped;
+	int64_t live, mapped, peak;
 	uint64_t cpu_ns;
 	bool exact;
 };
@@ -286,6 +303,8 @@ static void proc_sum_of(struct proc_sum *o, const struct figures_process *p)
 		o->live = p->stats.v[TALLY_STAT_live];
 	if (p->stats.known & (1u << TALLY_STAT_mapped))
 		o->mapped = p->stats.v[TALLY_STAT_mapped];
+	if (p->peak.known)
+		o->peak = p->peak.v[TALLY_STAT_live];
 	for (unsigned g = 0; g < p->ngroups; g++)
 		o->cpu_ns += p->groups[g].cpu_ns;
 	o->exact = p->exact;
@@ -298,6 +317,9 @@ static const struct {
 	  "Bytes the process's allocations requested and did not free (per process: the " STR(
 		  PROM_MAX_PROCESSES) " largest, the rest summed as comm=\"other\")" },
 	{ "tally_process_mapped_bytes", "gauge", "Bytes the process's allocator has mapped" },
+	{ "tally_process_peak_live_bytes", "gauge",
+	  "The process's highest live bytes since tally started or attached (comm=\"other\": the "
+	  "highest of theirs)" },
 	{ "tally_process_cpu_seconds_total", "counter", "CPU time of the process" },
 	{ "tally_process_exact", "gauge", "1 when the process's figures are exact" },
 };
@@ -309,6 +331,8 @@ static void proc_value(FILE *f, unsigned k, const struct proc_sum *v)
 	else if (k == 1)
 		fprintf(f, "%" PRId64 "\n", v->mapped);
 	else if (k == 2)
+		fprintf(f, "%" PRId64 "\n", v->peak);
+	else if (k == 3)
 		seconds(f, v->cpu_ns);
 	else
 		fprintf(f, "%d\n", v->exact);
@@ -360,6 +384,7 @@ static int render_processes(FILE *f, const struct figures *fig)
 		proc_sum_of(&one, ps[i]);
 		other.live += one.live;
 		other.mapped += one.mapped;
+		other.peak = one.peak > other.peak ? one.peak : other.peak;
 		other.cpu_ns += one.cpu_ns;
 		other.exact &= one.exact;
 	}

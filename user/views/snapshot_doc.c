@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answers.h"
 #include "snapshot_doc.h"
 #include "snapshot_oom.h"
 
@@ -132,6 +133,10 @@ static void write_group(struct json_writer *w, const struct figures_process *p,
 	json_kv_u64(w, "deallocated_bytes", fg->dealloc_bytes);
 	json_kv_u64(w, "deallocated_objects", fg->dealloc_objs);
 	json_kv_i64(w, "live_bytes", fg->live_bytes);
+	if (p->peak.known)
+		json_kv_i64(w, "peak_live", fg->peak_live);
+	else
+		json_kv_null(w, "peak_live");
 	json_kv_u64(w, "cpu_ns", fg->cpu_ns);
 	json_key(w, "instance");
 	json_begin_object(w);
@@ -215,7 +220,8 @@ static void write_events(struct json_writer *w, const struct figures_events *e)
 	json_end_object(w);
 }
 
-static void write_process_fields(struct json_writer *w, const struct figures_process *p)
+static void write_process_fields(struct json_writer *w, const struct figures_process *p,
+				 const struct prof *prof)
 {
 	write_target(w, p);
 	json_kv_bool(w, "exact", p->exact);
@@ -248,6 +254,7 @@ static void write_process_fields(struct json_writer *w, const struct figures_pro
 	for (unsigned g = 0; g < p->ngroups; g++)
 		write_group(w, p, &p->groups[g]);
 	json_end_array(w);
+	answers_write(w, p, prof);
 }
 
 /* What the tree did over its life: every process it had, ended ones (and
@@ -339,31 +346,6 @@ static void write_tree(struct json_writer *w, const struct figures *f)
 	json_end_object(w);
 }
 
-/* A frame: one line of a location (several where functions were inlined). */
-static void write_frame(struct json_writer *w, const struct prof *p, const struct prof_loc *l,
-			const struct prof_line *ln)
-{
-	json_begin_object(w);
-	if (ln && ln->function)
-		json_kv_str(w, "function", ln->function);
-	else
-		json_kv_null(w, "function");
-	if (ln && ln->file)
-		json_kv_str(w, "file", ln->file);
-	else
-		json_kv_null(w, "file");
-	if (ln && ln->line)
-		json_kv_i64(w, "line", ln->line);
-	else
-		json_kv_null(w, "line");
-	if (l->mapping >= 0)
-		json_kv_str(w, "module", p->maps[l->mapping].file);
-	else
-		json_kv_null(w, "module");
-	json_kv_u64(w, "address", l->addr);
-	json_end_object(w);
-}
-
 static void write_sites(struct json_writer *w, const struct prof *p)
 {
 	json_key(w, "sampling");
@@ -380,22 +362,16 @@ static void write_sites(struct json_writer *w, const struct prof *p)
 		if (!s->inuse_space && !s->alloc_space)
 			break;
 		json_begin_object(w);
-		json_key(w, "frames");
-		json_begin_array(w);
-		for (size_t k = 0; k < s->nlocs; k++) {
-			const struct prof_loc *l = &p->locs[s->locs[k]];
-			for (size_t j = 0; j < l->nlines; j++)
-				write_frame(w, p, l, &l->lines[j]);
-			if (!l->nlines)
-				write_frame(w, p, l, NULL);
-		}
-		json_end_array(w);
+		answers_frames(w, p, s);
 		json_kv_str(w, "group", s->group ? s->group : "root");
 		json_kv_i64(w, "pid", s->pid);
 		json_kv_i64(w, "inuse_bytes", s->inuse_space);
 		json_kv_i64(w, "inuse_objects", s->inuse_objects);
 		json_kv_i64(w, "alloc_bytes", s->alloc_space);
 		json_kv_i64(w, "alloc_objects", s->alloc_objects);
+		json_kv_i64(w, "peak_bytes", s->peak_space);
+		json_kv_i64(w, "peak_objects", s->peak_objects);
+		answers_site_life(w, s);
 		json_end_object(w);
 	}
 	json_end_array(w);
@@ -404,13 +380,13 @@ static void write_sites(struct json_writer *w, const struct prof *p)
 void snapshot_write(struct json_writer *w, const struct figures *f, const struct prof *sites)
 {
 	json_begin_object(w);
-	write_process_fields(w, &f->procs[0]);
+	write_process_fields(w, &f->procs[0], sites);
 	write_sites(w, sites);
 	json_key(w, "processes");
 	json_begin_array(w);
 	for (unsigned i = 0; i < f->nprocs; i++) {
 		json_begin_object(w);
-		write_process_fields(w, &f->procs[i]);
+		write_process_fields(w, &f->procs[i], sites);
 		json_end_object(w);
 	}
 	json_end_array(w);
