@@ -407,6 +407,9 @@ int BPF_PROG(tally_exit, struct task_struct *p, bool group_dead)
 		t->running = 0;
 		bpf_map_delete_elem(&threads, &tid);
 	}
+	/* an OOM victim chosen from another process: its heaps, read now */
+	if (group_dead)
+		oom_at_exit(pid);
 	/* the last thread carries the process's wait status (exit code << 8, or
 	 * the signal), which an attached tally cannot wait for */
 	thread_msg(TALLY_MSG_THREAD_EXIT, group_dead ? TALLY_THREAD_GROUP_DEAD : 0, p, pid,

@@ -6,8 +6,9 @@
  * - the records its heaps hold and have not handed over, read from its
  *   memory when the thread that runs the killer shares it (a memory
  *   cgroup's OOM runs in the task that charged, most often the victim
- *   itself), sent as TALLY_MSG_BATCH messages: a SIGKILL leaves no exit
- *   hand-over, and those records would be lost;
+ *   itself), else as its last thread exits (oom_at_exit), sent as
+ *   TALLY_MSG_BATCH messages: a SIGKILL leaves no exit hand-over, and
+ *   those records would be lost;
  * - then TALLY_MSG_OOM: its memory cgroup, the limit the OOM is for (the
  *   nearest counter at its limit on the cgroup's path), the tracepoint's
  *   figures.
@@ -199,33 +200,11 @@ static __always_inline __u64 oom_rss_kb(struct mm_struct *mm, int member)
 	return pages > 0 ? (__u64)pages * oom_page_size / 1024 : 0;
 }
 
-SEC("tp_btf/mark_victim")
-/* (task, uid) since 6.7, (task) before: the uid is read from the task, as
- * the tracepoint takes it (task_uid: the real credentials' uid) */
-int BPF_PROG(tally_oom, struct task_struct *task)
+/* What the tracepoint saw, into m (zeroed): all but the flags and heaps. */
+static __always_inline void oom_fill(struct tally_msg_oom *m, struct task_struct *task,
+				     struct mm_struct *mm, __u32 pid)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
-	__u32 pid = BPF_CORE_READ(task, tgid), flags = 0, sent = 0;
-	struct mm_struct *mm = BPF_CORE_READ(task, mm);
-	struct tally_msg_oom *m;
-
-	if (!tgid_in_tree(pid))
-		return 0;
-	/* bpf_probe_read_user reads the current task's memory: only when it
-	 * is the victim's can its heaps be read */
-	if (mm && cur->mm == mm) {
-		flags = TALLY_OOM_SHARES_MM;
-		flags |= oom_send_heaps(pid, &sent);
-	}
-	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
-	if (!m) {
-		count_lost(0, LOST_MSG);
-		return 0;
-	}
-	__builtin_memset(m, 0, sizeof(*m));
 	fill_hdr(&m->hdr, TALLY_MSG_OOM, BPF_CORE_READ(task, pid), pid, bpf_ktime_get_ns());
-	m->hdr.flags = (__u16)flags;
-	m->heaps = sent;
 	m->uid = BPF_CORE_READ(task, real_cred, uid.val);
 	m->oom_score_adj = BPF_CORE_READ(task, signal, oom_score_adj);
 	oom_cgroup(task, m);
@@ -237,8 +216,85 @@ int BPF_PROG(tally_oom, struct task_struct *task)
 		m->pgtables_kb = (__u64)BPF_CORE_READ(mm, pgtables_bytes.counter) / 1024;
 	}
 	BPF_CORE_READ_STR_INTO(&m->comm, task, comm);
+}
+
+/* The message, from `from` (a stash entry) or filled here (from NULL). */
+static __always_inline void oom_submit(const struct tally_msg_oom *from, struct task_struct *task,
+				       struct mm_struct *mm, __u32 pid, __u32 flags, __u32 sent)
+{
+	struct tally_msg_oom *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+
+	if (!m) {
+		count_lost(0, LOST_MSG);
+		return;
+	}
+	if (from) {
+		__builtin_memcpy(m, from, sizeof(*m));
+	} else {
+		__builtin_memset(m, 0, sizeof(*m));
+		oom_fill(m, task, mm, pid);
+	}
+	m->hdr.flags = (__u16)flags;
+	m->heaps = sent;
 	bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+}
+
+/* Victims chosen by a thread of another process (the system's OOM, another
+ * member of the cgroup charging), whose memory cannot be read from there:
+ * what the tracepoint saw, until their last thread exits (oom_at_exit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct tally_msg_oom);
+} oom_stash SEC(".maps");
+
+SEC("tp_btf/mark_victim")
+/* (task, uid) since 6.7, (task) before: the uid is read from the task, as
+ * the tracepoint takes it (task_uid: the real credentials' uid) */
+int BPF_PROG(tally_oom, struct task_struct *task)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u32 pid = BPF_CORE_READ(task, tgid), sent = 0, flags;
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	struct tally_msg_oom zero = {}, *st;
+
+	if (!tgid_in_tree(pid))
+		return 0;
+	/* bpf_probe_read_user reads the current task's memory: only when it
+	 * is the victim's can its heaps be read now */
+	if (mm && cur->mm == mm) {
+		flags = TALLY_OOM_SHARES_MM | oom_send_heaps(pid, &sent);
+		oom_submit(NULL, task, mm, pid, flags, sent);
+		return 0;
+	}
+	/* else at its exit, in its own memory (a full stash: said now, unread) */
+	if (!bpf_map_update_elem(&oom_stash, &pid, &zero, BPF_ANY) &&
+	    (st = bpf_map_lookup_elem(&oom_stash, &pid))) {
+		oom_fill(st, task, mm, pid);
+		return 0;
+	}
+	oom_submit(NULL, task, mm, pid, 0, 0);
 	return 0;
+}
+
+/* The last thread of a victim chosen from another process exits (called by
+ * tally_exit before its THREAD_EXIT, so that its model has the records
+ * first): sched_process_exit comes before exit_mm since 6.16, so that its
+ * memory is the current one, as it was at the choice (after its SIGKILL
+ * none of its code ran). Where the memory is gone already, unread. */
+static __always_inline void oom_at_exit(__u32 pid)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct tally_msg_oom *st = bpf_map_lookup_elem(&oom_stash, &pid);
+	__u32 sent = 0, flags = 0;
+
+	if (!st)
+		return;
+	if (cur->mm)
+		flags = TALLY_OOM_AT_EXIT | oom_send_heaps(pid, &sent);
+	oom_submit(st, NULL, NULL, pid, flags, sent);
+	bpf_map_delete_elem(&oom_stash, &pid);
 }
 
 #endif /* TALLY_OOM_BPF_H */

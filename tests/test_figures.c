@@ -649,7 +649,7 @@ static void document__oom_killed__what_it_saw_exact_when_every_heap_read(void **
 		"\"oom\":{\"cgroup\":\"/t\",\"cgroup_version\":1,\"limit\":100663296,\"limit_file\":\"memory.limit_in_bytes\","
 		"\"limit_cgroup\":\"/t\",\"usage\":100663296,\"total_vm\":3072,"
 		"\"anon_rss\":2048,\"file_rss\":1024,\"shmem_rss\":0,\"pgtables\":4096,"
-		"\"oom_score_adj\":-5,\"uid\":0,\"killer_in_victim\":true,\"heaps_read\":2,"
+		"\"oom_score_adj\":-5,\"uid\":0,\"killer_in_victim\":true,\"read_at_exit\":false,\"heaps_read\":2,"
 		"\"held_records_read\":true},\"born_s\""));
 	free(doc);
 	/* a heap not read (or torn): what its threads held may be missing */

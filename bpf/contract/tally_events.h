@@ -498,6 +498,9 @@ _Static_assert(sizeof(struct tally_msg_stats) == 24 + 8 * 12, "tally_msg_stats l
 /* ... every heap, to the end of the list, each copy whole: the victim's
  * figures are those of the moment it was chosen, nothing held missing */
 #define TALLY_OOM_HEAPS_ALL 4
+/* the heaps were read as its last thread exited, the killer having run in
+ * another process: the same moment, as none of its code ran since */
+#define TALLY_OOM_AT_EXIT 8
 #define TALLY_OOM_NO_LIMIT (~(__u64)0) /* limit: no memory limit on its cgroup's path */
 /* The OOM killer's victim as oom:mark_victim saw it. The memory figures are
  * the tracepoint's own (KiB, as the kernel's "Killed process" line); the

@@ -10,9 +10,12 @@
  * bytes thread i holds, written to line i + 1 with one pwrite of a fixed
  * width. TRUTH's one page is written whole before the process joins the
  * cgroup: writing it again allocates nothing, so a write cannot be the
- * charge that kills, and a reader finds whole numbers.
+ * charge that kills, and a reader finds whole numbers. With STOP (one
+ * thread), it stops at STOP bytes, makes TRUTH.stopped and waits to be
+ * killed: another process's charge then runs the OOM killer, which takes
+ * this one, the larger.
  *
- *   grow CGDIR BLOCK TRUTH [THREADS]
+ *   grow CGDIR BLOCK TRUTH [THREADS [STOP]]
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -30,6 +33,8 @@
 #define MAX_THREADS 64
 
 static size_t block;
+static unsigned long long stop; /* 0: none */
+static const char *truth_path;
 static int truth_fd;
 static pthread_barrier_t start;
 
@@ -39,6 +44,20 @@ static int put_total(unsigned i, unsigned long long total)
 
 	snprintf(line, sizeof(line), "%20llu\n", total);
 	return pwrite(truth_fd, line, LINE, (off_t)i * LINE) == LINE ? 0 : -1;
+}
+
+/* At STOP: say so beside the truth, then wait for the OOM killer. */
+static void stopped(void)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s.stopped", truth_path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		exit(1);
+	close(fd);
+	for (;;)
+		pause();
 }
 
 static void *grow(void *arg)
@@ -61,6 +80,8 @@ static void *grow(void *arg)
 		total += block;
 		if (put_total(i, total))
 			exit(1);
+		if (stop && total >= stop)
+			stopped();
 	}
 	return NULL;
 }
@@ -72,10 +93,14 @@ int main(int argc, char **argv)
 	pthread_t t[MAX_THREADS];
 	int cg;
 
-	if (argc < 4 || argc > 5 || threads < 1 || threads > MAX_THREADS) {
-		fprintf(stderr, "usage: grow CGDIR BLOCK TRUTH [THREADS, 1 to %d]\n", MAX_THREADS);
+	stop = argc > 5 ? strtoull(argv[5], NULL, 0) : 0;
+	if (argc < 4 || argc > 6 || threads < 1 || threads > MAX_THREADS || (stop && threads > 1)) {
+		fprintf(stderr,
+			"usage: grow CGDIR BLOCK TRUTH [THREADS, 1 to %d [STOP, one thread]]\n",
+			MAX_THREADS);
 		return 2;
 	}
+	truth_path = argv[3];
 	block = strtoull(argv[2], NULL, 0);
 	truth_fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	for (unsigned i = 0; truth_fd >= 0 && i <= threads; i++)

@@ -26,6 +26,9 @@
 #   *-live       live within one block of the workload's last total
 #   *-exact      exact, every heap read whole at the choice
 #   threads-*    the same with four threads growing at once, a heap each
+#   bystander-*  the same for a process the OOM killer takes from another
+#                process's charge (its heaps read as it exits), and for that
+#                other one, killed next
 #   top-*        tally top -b's last frame: its status line, and live there
 # Prints "N passed, M failed, K skipped".
 set -u
@@ -73,7 +76,7 @@ elif [ -n "$v1" ]; then
 		{ [ ! -e "$cgdir/memory.memsw.limit_in_bytes" ] ||
 			echo "$LIMIT" >"$cgdir/memory.memsw.limit_in_bytes"; }
 else
-	skip "oom" "no memory cgroup controller mounted (cgroup v2 or v1)" 39
+	skip "oom" "no memory cgroup controller mounted (cgroup v2 or v1)" 54
 	finish
 	exit
 fi
@@ -161,6 +164,23 @@ jq -e '.target.oom.heaps_read >= 4' "$tmp/threads.json" >/dev/null
 check threads-heaps $? "$(jq -c '.target.oom' "$tmp/threads.json")"
 jq -e '.target.oom_kill == false and .target.oom == null' "$tmp/tree.json" >/dev/null
 check tree-shell-not-killed $? "$(jq -c '.target | {comm, oom_kill, oom}' "$tmp/tree.json")"
+
+# The killer in another process: a stops at 80 MiB and waits; b grows in
+# the same cgroup until its charge runs the OOM killer, which takes a, the
+# larger, from b's thread, where a's memory cannot be read: a's heaps are
+# read as its last thread exits (the same moment: none of its code runs
+# after its SIGKILL). Then b is killed by its own charge.
+timeout 180 "$TALLY" snapshot -o "$tmp/by.json" -- sh -c \
+	'"$0" "$1" 262144 "$2/bystander-a.truth" 1 83886080 &
+	while [ ! -e "$2/bystander-a.truth.stopped" ]; do sleep 0.05; done
+	"$0" "$1" 262144 "$2/bystander-b.truth"; wait' "$GROW" "$cgdir" "$tmp" >"$tmp/by.out" 2>"$tmp/by.err"
+for n in a b; do cp "$tmp/by.json" "$tmp/bystander-$n.json"; cp "$tmp/by.err" "$tmp/bystander-$n.err"; done
+# the tree's processes by birth: a, then b
+verify bystander-a $((256 << 10)) 1 '([.processes[] | select(.target.comm == "oom_grow")][0])'
+verify bystander-b $((256 << 10)) 1 '([.processes[] | select(.target.comm == "oom_grow")][1])'
+jq -e '[.processes[] | select(.target.comm == "oom_grow") | .target.oom |
+	[.killer_in_victim, .read_at_exit]] == [[false, true], [true, false]]' "$tmp/by.json" >/dev/null
+check bystander-where $? "$(jq -c '[.processes[] | select(.target.comm == "oom_grow") | .target.oom]' "$tmp/by.json")"
 
 # a cgroup of no limit inside the limited one: the OOM is its parent's
 mkdir "$cgdir/inner"

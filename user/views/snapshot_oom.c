@@ -46,9 +46,11 @@ void snapshot_oom_write(struct json_writer *w, const struct model_oom *o)
 	json_kv_u64(w, "pgtables", m->pgtables_kb * 1024);
 	json_kv_i64(w, "oom_score_adj", m->oom_score_adj);
 	json_kv_u64(w, "uid", m->uid);
-	/* the records its heaps held then: read in the killer's context (when
-	 * it ran in the victim), every heap whole or not */
+	/* the records its heaps held then: read in the killer's context when
+	 * it ran in the victim, else as the victim's last thread exited (the
+	 * same moment: none of its code ran since); every heap whole or not */
 	json_kv_bool(w, "killer_in_victim", m->hdr.flags & TALLY_OOM_SHARES_MM);
+	json_kv_bool(w, "read_at_exit", m->hdr.flags & TALLY_OOM_AT_EXIT);
 	json_kv_u64(w, "heaps_read", m->heaps);
 	json_kv_bool(w, "held_records_read", model_oom_whole(o));
 	json_end_object(w);
