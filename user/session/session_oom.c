@@ -80,24 +80,36 @@ void session_oom_exec(struct oom_arm *st)
 	memset(st, 0, sizeof(*st));
 }
 
-static void say(const struct model_oom *o, pid_t pid)
+/* A cgroup's path for the terminal ("" was not found). */
+static void path_shown(char *out, size_t size, const char *path)
 {
-	char comm[4 * TALLY_COMM_LEN + 1], limit[OOM_PATH_MAX + 96];
+	const char *p = path[0] ? path : "(not found)";
+
+	text_sanitize_terminal(out, size, p, strlen(p));
+}
+
+/* The one line. The paths are the cgroup tree's, which whoever may make
+ * cgroups there named: sanitized for the terminal, as the comm. */
+static void say(const struct model_oom *o, pid_t pid, bool records)
+{
+	char comm[4 * TALLY_COMM_LEN + 1], limit[4 * OOM_PATH_MAX + 96];
+	char cg[4 * OOM_PATH_MAX + 1], lcg[4 * OOM_PATH_MAX + 1];
 	const struct tally_msg_oom *m = &o->msg;
 	const char *file = model_oom_limit_file(m);
 
 	text_sanitize_terminal(comm, sizeof(comm), m->comm, strnlen(m->comm, TALLY_COMM_LEN));
+	path_shown(cg, sizeof(cg), o->cgroup);
+	path_shown(lcg, sizeof(lcg), o->limit_cgroup);
 	if (!file)
 		snprintf(limit, sizeof(limit), "no cgroup at its limit (the system's OOM)");
 	else if (m->limit_cgroup_id == m->cgroup_id)
 		snprintf(limit, sizeof(limit), "%s %.1f MiB", file, (double)m->limit / 1048576.0);
 	else /* an ancestor's limit: which one */
 		snprintf(limit, sizeof(limit), "%s %.1f MiB on %s", file,
-			 (double)m->limit / 1048576.0,
-			 o->limit_cgroup[0] ? o->limit_cgroup : "(not found)");
+			 (double)m->limit / 1048576.0, lcg);
+	/* records: its allocator is tally's, whose held records were not all read */
 	fprintf(stderr, "tally: %d (%s) was killed by the OOM killer: cgroup %s, %s%s\n", (int)pid,
-		comm, o->cgroup[0] ? o->cgroup : "(not found)", limit,
-		model_oom_whole(o) ? "" : "; records its threads held then are missing");
+		comm, cg, limit, records ? "; records its threads held then are missing" : "");
 }
 
 void session_oom_news(struct model *m, const void *data, size_t len)
@@ -117,5 +129,5 @@ void session_oom_news(struct model *m, const void *data, size_t len)
 	else if (cgroup_id_path(o->msg.limit_cgroup_id, v1, o->limit_cgroup,
 				sizeof(o->limit_cgroup)))
 		o->limit_cgroup[0] = 0;
-	say(o, (pid_t)h->pid);
+	say(o, (pid_t)h->pid, m->saw_alloc && !model_oom_whole(o));
 }
