@@ -222,7 +222,8 @@ $(BUILD)/tests/test_model: $(BUILD)/tests/san/tests/test_model.o $(MODEL_SAN_OBJ
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The figures of a tick, and the snapshot document of docs/DESIGN.md §6 built from them.
 $(BUILD)/tests/test_figures: $(BUILD)/tests/san/tests/test_figures.o \
-		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/answers.o $(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) \
+		$(BUILD)/tests/san/user/views/snapshot_doc.o $(BUILD)/tests/san/user/views/snapshot_oom.o \
+		$(BUILD)/tests/san/user/views/answers.o $(BUILD)/tests/san/user/views/json.o $(MODEL_SAN_OBJS) \
 		$(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 # The reader against fakes, and against this test's own process, whose
@@ -250,7 +251,7 @@ $(BUILD)/tests/test_target: $(BUILD)/tests/san/tests/test_target.o $(BUILD)/test
 # Namespaces and cgroups: crafted files, and containers built with unshare.
 $(BUILD)/tests/test_target_ns: $(BUILD)/tests/san/tests/test_target_ns.o \
 		$(BUILD)/tests/san/user/os/target_ns.o $(BUILD)/tests/san/user/os/target.o \
-		$(BUILD)/tests/san/user/util/proc_maps.o
+		$(BUILD)/tests/san/user/os/cgroup_id.o $(BUILD)/tests/san/user/util/proc_maps.o
 	$(CC) $(SAN) -o $@ $^ -lelf $(CMOCKA_LIBS)
 $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/san/user/views/trace.o \
 		$(BUILD)/tests/san/user/views/trace_threads.o \
@@ -259,7 +260,8 @@ $(BUILD)/tests/test_trace: $(BUILD)/tests/san/tests/test_trace.o $(BUILD)/tests/
 # tally report's series, escaping and data element (tests/test_report.c).
 $(BUILD)/tests/test_report: $(BUILD)/tests/san/tests/test_report.o \
 		$(patsubst %,$(BUILD)/tests/san/user/views/%.o,report/series report/report report/assets \
-		snapshot_doc answers json folded) $(MODEL_SAN_OBJS) $(BUILD)/tests/san/user/util/text.o
+		snapshot_doc snapshot_oom answers json folded) $(MODEL_SAN_OBJS) \
+		$(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
 $(BUILD)/tests/san/user/views/report/assets.o: CFLAGS_BASE += -DREPORT_UPLOT_DIR=$(REPORT_UPLOT_DIR)
 $(BUILD)/tests/san/user/views/report/assets.o: $(REPORT_ASSETS)
@@ -333,6 +335,12 @@ $(BUILD)/tests/fuzz/seeds: tests/fuzz/seeds.c
 $(BUILD)/tests/fork_workload: tests/fork/workload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
+
+# Grows under a memory cgroup until its OOM killer ends it (tests/oom).
+$(BUILD)/tests/oom_grow: tests/oom/grow.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
+test-build: $(BUILD)/tests/oom_grow
 
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
 # -z now keeps lazy binding out of the measured sequences.

@@ -19,8 +19,6 @@
 #include "internal.h"
 #include "purge.h"
 
-/* heap.h's handing: who hands a heap's batch over */
-enum { HAND_FREE = 0, HAND_OWNER = 1, HAND_EXIT = 2 };
 /* set by the exit hand-over once it has read the figures: records made
  * after it are in neither them nor the tracer's rebuild */
 static _Atomic bool exit_final;

@@ -70,6 +70,11 @@ struct heap_sample {
 	uint64_t dropped; /* blocks that ended a gap while one was pending */
 };
 
+/* struct heap's handing: who hands its batch over. The tracer reads it too
+ * (user/os/remote.c, for the OOM program): while the owner hands over, seq
+ * and the batch's count are not of one moment. */
+enum heap_hand { HAND_FREE = 0, HAND_OWNER = 1, HAND_EXIT = 2 };
+
 struct heap {
 	/* the current span of the current group's bin for every request of at
 	 * most DIRECT_MAX bytes, by direct_index(size): one load from size to
@@ -97,8 +102,9 @@ struct heap {
 	uintptr_t tp; /* the owning thread's thread pointer (spans' owner_tp); 0: orphaned */
 	uint64_t id;
 	uint64_t seq; /* records handed over so far */
-	/* who hands its batch over (events.c, HAND_*): its owner, a moment at
-	 * a time, or the exit hand-over, which took its records for good */
+	/* who hands its batch over (events.c, enum heap_hand): its owner, a
+	 * moment at a time, or the exit hand-over, which took its records for
+	 * good */
 	_Atomic uint8_t handing;
 	/* idle purge (purge.c) */
 	uint64_t busy;	       /* 1 inside a slow operation of the owner (op_begin) */

@@ -14,7 +14,8 @@
  *   exclusive per group and costs the program nothing extra per enter/exit;
  * - thread and process creation (a new process joins the map before it
  *   runs), exit, rename and exec;
- * - tally:stats, the allocator's own figures handed over at exit.
+ * - tally:stats, the allocator's own figures handed over at exit;
+ * - the OOM killer's choice of one of them (tally_oom.bpf.h).
  * Every message is submitted without a wakeup: the consumer polls on a short
  * timer (a wakeup costs about 4 us a message here, docs/DESIGN.md §5).
  */
@@ -74,6 +75,8 @@ static __always_inline void count_lost(__u64 words, enum lost_what what)
 		l->words += words;
 	}
 }
+
+#include "tally_oom.bpf.h"
 
 SEC("usdt")
 int BPF_USDT(tally_batch, void *batch, long bytes)
@@ -404,12 +407,17 @@ int BPF_PROG(tally_exit, struct task_struct *p, bool group_dead)
 		t->running = 0;
 		bpf_map_delete_elem(&threads, &tid);
 	}
+	/* an OOM victim chosen from another process: its heaps, read now */
+	if (group_dead)
+		oom_at_exit(pid);
 	/* the last thread carries the process's wait status (exit code << 8, or
 	 * the signal), which an attached tally cannot wait for */
 	thread_msg(TALLY_MSG_THREAD_EXIT, group_dead ? TALLY_THREAD_GROUP_DEAD : 0, p, pid,
 		   group_dead ? (__u32)BPF_CORE_READ(p, exit_code) : 0);
-	if (group_dead)
+	if (group_dead) {
 		bpf_map_delete_elem(&procs, &pid);
+		bpf_map_delete_elem(&oom_heaps, &pid);
+	}
 	return 0;
 }
 
@@ -442,6 +450,8 @@ int BPF_PROG(tally_exec, struct task_struct *p, pid_t old_pid, struct linux_binp
 
 	if (!tgid_in_tree(pid))
 		return 0;
+	/* its heaps are the new image's, found anew by the session */
+	bpf_map_delete_elem(&oom_heaps, &pid);
 	/* a new image starts in root: its SDK has no groups yet */
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t) {

@@ -38,4 +38,17 @@ struct tally_bpf_cpu_key {
 };
 #define TALLY_BPF_MAX_CPU_KEYS 32768
 
+/* Where a heap's fields lie in struct heap (alloc/heap.h), as the tracer's
+ * own build has them (remote_heap_layout, user/os/remote.c): the OOM
+ * program (tally_oom.bpf.h) walks the victim's heaps with it. */
+struct tally_bpf_heap_layout {
+	__u32 next;		     /* all_next: the list of every heap */
+	__u32 id;		     /* id */
+	__u32 tid;		     /* tid */
+	__u32 seq;		     /* seq: records handed over so far */
+	__u32 batch;		     /* batch: the struct tally_batch it fills */
+	__u32 handing;		     /* handing: who hands the batch over (a byte), */
+	__u32 hand_free, hand_owner; /* ... nobody, or its owner */
+};
+
 #endif /* TALLY_BPF_H */

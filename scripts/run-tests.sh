@@ -139,6 +139,7 @@ run outfile 60 tests/outfile/run.sh
 run cmdline 120 tests/cmdline/run.sh
 run conformance 120 tests/conformance/run.sh
 run exit 120 tests/exit/run.sh
+run oom 300 tests/oom/run.sh
 run servers 600 tests/servers/run.sh
 run servers_chaos 600 tests/servers/chaos.sh
 

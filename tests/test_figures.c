@@ -453,7 +453,8 @@ static void document__tally_mode__every_field_in_order(void **state)
 		"\"cmdline\":\"app --serve \\\\x09 \\\"q\\\"\","
 		"\"allocator\":\"tally\",\"cuda\":\"none\",\"attach\":\"start\",\"exit_code\":0,"
 		"\"signal\":null,\"cgroup\":\"/system.slice/docker-" ID64 ".scope\","
-		"\"container\":\"" ID64 "\",\"born_s\":null,\"lifetime_s\":null},"
+		"\"container\":\"" ID64 "\",\"oom_kill\":false,\"oom\":null,"
+		"\"born_s\":null,\"lifetime_s\":null},"
 		"\"exact\":true,"
 		"\"events\":{\"received\":12,\"lost\":0,\"lost_record_words\":0,"
 		"\"lost_outside_read\":4,\"malformed\":0,\"records\":30,\"batches_in_place\":3},"
@@ -516,7 +517,7 @@ static void document__glibc_late_killed__nulls_and_reasons(void **state)
 		"\"target\":{\"pid\":42,\"ns_pid\":42,\"ppid\":0,\"comm\":\"app\","
 		"\"cmdline\":null,\"allocator\":\"glibc\",\"cuda\":\"none\",\"attach\":\"running\","
 		"\"exit_code\":null,\"signal\":\"SIGKILL\",\"cgroup\":null,\"container\":null,"
-		"\"born_s\":null,\"lifetime_s\":null},"
+		"\"oom_kill\":false,\"oom\":null,\"born_s\":null,\"lifetime_s\":null},"
 		"\"exact\":false,\"inexact_why\":[\"glibc mode: not every call was seen\"],"
 		"\"inexact_codes\":[\"glibc_calls_not_seen\"],"
 		"\"events\":{\"received\":0,\"lost\":0,\"lost_record_words\":0,"
@@ -620,6 +621,61 @@ static void document__sites__frames_lines_and_the_largest_only(void **state)
 	free(doc);
 }
 
+/* The OOM killer chose it: TALLY_MSG_OOM through the model, its cgroups'
+ * paths as the session fills them; exact when every heap was read at the
+ * choice (no exit hand-over needed), flagged as any SIGKILL when not. */
+static void document__oom_killed__what_it_saw_exact_when_every_heap_read(void **state)
+{
+	(void)state;
+	struct tally_msg_oom o = {
+		.hdr = { .kind = TALLY_MSG_OOM,
+			 .flags = TALLY_OOM_SHARES_MM | TALLY_OOM_HEAPS_READ | TALLY_OOM_HEAPS_ALL,
+			 .tid = 42,
+			 .pid = 42 },
+		.cgroup_id = 7,
+		.limit_cgroup_id = 7,
+		.limit = 96 << 20,
+		.usage = 96 << 20,
+		.total_vm_kb = 3,
+		.anon_rss_kb = 2,
+		.file_rss_kb = 1,
+		.pgtables_kb = 4,
+		.oom_score_adj = -5,
+		.heaps = 2,
+		.v1 = 1,
+		.comm = "app",
+	};
+	balanced_heap();
+	assert_int_equal(model_apply(&m, &o, sizeof(o)), 0);
+	strcpy(m.oom.cgroup, "/t");
+	strcpy(m.oom.limit_cgroup, "/t");
+	src.gone = src.have_exit = true;
+	src.exit_status = 9;
+	const struct figures_process *p = build();
+	assert_true(p->exact);
+	assert_false(has_why(p, "ended without"));
+	char *doc = document();
+	assert_non_null(strstr(
+		doc,
+		"\"signal\":\"SIGKILL\",\"cgroup\":null,\"container\":null,\"oom_kill\":true,"
+		"\"oom\":{\"cgroup\":\"/t\",\"cgroup_version\":1,\"limit\":100663296,\"limit_file\":\"memory.limit_in_bytes\","
+		"\"limit_cgroup\":\"/t\",\"usage\":100663296,\"total_vm\":3072,"
+		"\"anon_rss\":2048,\"file_rss\":1024,\"shmem_rss\":0,\"pgtables\":4096,"
+		"\"oom_score_adj\":-5,\"uid\":0,\"killer_in_victim\":true,\"read_at_exit\":false,\"heaps_read\":2,"
+		"\"held_records_read\":true},\"born_s\""));
+	free(doc);
+	/* a heap not read (or torn): what its threads held may be missing */
+	m.oom.msg.hdr.flags &= (__u16)~TALLY_OOM_HEAPS_ALL;
+	assert_true(has_why(build(), "ended without the allocator's exit hand-over"));
+	/* no limit on its path (the global killer): nulls, not a number */
+	m.oom.msg.limit = TALLY_OOM_NO_LIMIT;
+	doc = document();
+	assert_non_null(strstr(
+		doc, "\"limit\":null,\"limit_file\":null,\"limit_cgroup\":null,\"usage\":null,"));
+	assert_non_null(strstr(doc, "\"held_records_read\":false}"));
+	free(doc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -640,6 +696,7 @@ int main(void)
 		T(document__glibc_late_killed__nulls_and_reasons),
 		T(document__late_tally__says_whether_the_read_was_consistent),
 		T(document__sites__frames_lines_and_the_largest_only),
+		T(document__oom_killed__what_it_saw_exact_when_every_heap_read),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,9 @@
  * Where a target lives (user/os/target_ns.c): the container id a cgroup
  * path carries, the cgroup file's format (v2, and a hybrid host's v1 lines),
  * and, against real processes, the mount and PID namespaces a container is
- * made of (built here with unshare, as root; skipped otherwise).
+ * made of (built here with unshare, as root; skipped otherwise); and a
+ * cgroup's path from its id (user/os/cgroup_id.c), in directories made here
+ * that a crafted mountinfo calls the hierarchies.
  */
 #include <errno.h>
 #include <sched.h>
@@ -15,12 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include "test_skip.h"
 
+#include "../user/os/cgroup_id.h"
 #include "../user/os/target.h"
 
 #define ID64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -157,6 +161,56 @@ static void namespaced_process__reached_through_proc_root(void **state)
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
 }
 
+static uint64_t inode_of(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_ino;
+}
+
+static void cgroup_id__the_memory_hierarchy_s_directory_of_that_inode(void **state)
+{
+	char top[] = "/tmp/tally-test-cgroups-XXXXXX", d[256], info[2048], path[256];
+	char *f;
+	(void)state;
+	assert_non_null(mkdtemp(top));
+	snprintf(d, sizeof(d), "%s/v1", top);
+	assert_int_equal(mkdir(d, 0700), 0);
+	snprintf(d, sizeof(d), "%s/v1/a", top);
+	assert_int_equal(mkdir(d, 0700), 0);
+	snprintf(d, sizeof(d), "%s/v1/a/b", top);
+	assert_int_equal(mkdir(d, 0700), 0);
+	uint64_t b = inode_of(d);
+	snprintf(d, sizeof(d), "%s/v2", top);
+	assert_int_equal(mkdir(d, 0700), 0);
+	snprintf(d, sizeof(d), "%s/v2/c", top);
+	assert_int_equal(mkdir(d, 0700), 0);
+	uint64_t c = inode_of(d);
+	/* a v1 hierarchy without memory first: not the one searched */
+	snprintf(info, sizeof(info),
+		 "31 30 0:28 / %s/v2 rw - cgroup cgroup rw,cpu\n"
+		 "34 30 0:31 /inner %s/v1 rw,relatime shared:9 - cgroup cgroup rw,memory\n"
+		 "40 30 0:37 / %s/v2 rw,relatime - cgroup2 cgroup2 rw\n",
+		 top, top, top);
+	f = cgroup_file(info);
+	/* v1's path starts at its mount's root in the hierarchy */
+	assert_int_equal(cgroup_id_path_in(f, b, true, path, sizeof(path)), 0);
+	assert_string_equal(path, "/inner/a/b");
+	assert_int_equal(cgroup_id_path_in(f, c, false, path, sizeof(path)), 0);
+	assert_string_equal(path, "/c");
+	assert_int_equal(cgroup_id_path_in(f, 1, false, path, sizeof(path)), 0);
+	assert_string_equal(path, "/");
+	/* gone, or in the other hierarchy: not found, said */
+	assert_int_equal(cgroup_id_path_in(f, c, true, path, sizeof(path)), -ENOENT);
+	unlink(f);
+	f = cgroup_file("40 30 0:37 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n");
+	assert_int_equal(cgroup_id_path_in(f, c, false, path, sizeof(path)), -ENOENT);
+	unlink(f);
+	snprintf(d, sizeof(d), "rm -r %s", top);
+	assert_int_equal(system(d), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -165,6 +219,7 @@ int main(void)
 		cmocka_unit_test(cgroup_file__v2_path_and_a_hybrid_host_s_v1_id),
 		cmocka_unit_test(own_process__same_namespaces_paths_as_they_are),
 		cmocka_unit_test(namespaced_process__reached_through_proc_root),
+		cmocka_unit_test(cgroup_id__the_memory_hierarchy_s_directory_of_that_inode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -413,6 +413,11 @@ enum tally_msg_kind {
 	TALLY_MSG_DRIVER_LOAD = 13,
 	/* struct tally_msg_driver: ... and how that wait ended */
 	TALLY_MSG_DRIVER_HELD = 14,
+	/* struct tally_msg_oom: the OOM killer chose a process of the tree
+	 * (tracepoint oom:mark_victim); hdr.pid the victim. The records its
+	 * heaps held then, when they could be read, come just before it as
+	 * TALLY_MSG_BATCH messages of its pid */
+	TALLY_MSG_OOM = 15,
 };
 
 struct tally_msg {
@@ -486,6 +491,38 @@ struct tally_msg_stats {
 	__u64 resident;
 };
 _Static_assert(sizeof(struct tally_msg_stats) == 24 + 8 * 12, "tally_msg_stats layout");
+
+/* flags of TALLY_MSG_OOM */
+#define TALLY_OOM_SHARES_MM 1  /* the thread that ran the killer had the victim's memory */
+#define TALLY_OOM_HEAPS_READ 2 /* its heaps' held records were read and sent (some or all) */
+/* ... every heap, to the end of the list, each copy whole: the victim's
+ * figures are those of the moment it was chosen, nothing held missing */
+#define TALLY_OOM_HEAPS_ALL 4
+/* the heaps were read as its last thread exited, the killer having run in
+ * another process: the same moment, as none of its code ran since */
+#define TALLY_OOM_AT_EXIT 8
+#define TALLY_OOM_NO_LIMIT (~(__u64)0) /* limit: no memory limit on its cgroup's path */
+/* The OOM killer's victim as oom:mark_victim saw it. The memory figures are
+ * the tracepoint's own (KiB, as the kernel's "Killed process" line); the
+ * limit is the one the OOM is for: of the nearest cgroup on the path from
+ * the victim's memory cgroup up whose counter is at its limit, memory.max
+ * (v2), memory.limit_in_bytes or, memsw set, memory.memsw.limit_in_bytes
+ * (v1); none when no counter is (the system's OOM killer). */
+struct tally_msg_oom {
+	struct tally_msg hdr;
+	__u64 cgroup_id;       /* the victim's memory cgroup: its directory's inode */
+	__u64 limit_cgroup_id; /* the cgroup whose limit is `limit` (its inode) */
+	__u64 limit;	       /* bytes, or TALLY_OOM_NO_LIMIT */
+	__u64 usage;	       /* bytes charged to that cgroup then */
+	__u64 total_vm_kb, anon_rss_kb, file_rss_kb, shmem_rss_kb, pgtables_kb;
+	__u32 uid;
+	__s32 oom_score_adj;
+	__u32 heaps; /* heaps whose held records were sent */
+	__u16 v1;    /* 1: the memory controller is on a cgroup v1 hierarchy */
+	__u16 memsw; /* 1: the limit is v1's memory and swap counter's */
+	char comm[TALLY_COMM_LEN];
+};
+_Static_assert(sizeof(struct tally_msg_oom) == 24 + 8 * 9 + 16 + 16, "tally_msg_oom layout");
 
 /* Per-CPU counters of what the BPF side could not carry (map `lost`). */
 struct tally_lost {

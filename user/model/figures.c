@@ -277,8 +277,10 @@ static void why_alloc(struct figures_process *p, const struct model *m,
 			"the target was running: tally's figures and the allocator's "
 			"own, read as its threads ran, differ");
 	/* ended without the allocator's exit hand-over (killed, or _exit): what
-	 * its threads held and had not handed over may be missing */
-	if (src->gone && !m->have_inprocess)
+	 * its threads held and had not handed over may be missing; unless the
+	 * OOM killer chose it and every heap was read then (tally_oom.bpf.h):
+	 * after its SIGKILL none of its code runs again */
+	if (src->gone && !m->have_inprocess && !model_oom_whole(&m->oom))
 		add_why(p, FIGURES_WHY_NO_HANDOVER, "ended without the allocator's exit hand-over");
 	if (m->have_inprocess && m->inprocess_threads_held)
 		add_why(p, FIGURES_WHY_EXIT_HELD,
@@ -465,6 +467,7 @@ int figures_build_process(struct figures_process *p, const struct model *m,
 	instance_of(&p->instance, m, src, 0, TALLY_MAX_GROUPS);
 	p->gpu_spoke = m->gpu.seen[GPU_SRC_CUPTI] || m->gpu.seen[GPU_SRC_DRIVER];
 	p->gpu_attached = p->gpu_spoke || src->cupti || src->cuda.entry_points;
+	p->oom = m->oom;
 	p->start_ns = src->start_ns;
 	p->now_ns = src->now_ns;
 	p->born_ns = src->born_ns;

@@ -248,6 +248,8 @@ struct figures_process {
 					 taken off what a forked child inherited */
 	bool borrowed;	/* groups and strings belong to whoever kept them (figures_keep) */
 	bool inherited; /* forked: its counters began as its parent's (no exec since) */
+	/* the OOM killer chose it (oom.killed): what it saw */
+	struct model_oom oom;
 };
 
 /* The tree's peak of live (docs/DESIGN.md §11): the highest sum of its

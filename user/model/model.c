@@ -424,6 +424,17 @@ static int apply_thread(struct model *m, const struct tally_msg_thread *th)
 	return 0;
 }
 
+/* The OOM killer chose the process: what it saw then; the cgroups' paths are
+ * the session's to fill (struct model_oom). */
+static int apply_oom(struct model *m, const struct tally_msg_oom *o)
+{
+	memset(&m->oom, 0, sizeof(m->oom));
+	m->oom.msg = *o;
+	m->oom.msg.comm[TALLY_COMM_LEN - 1] = 0;
+	m->oom.killed = true;
+	return 0;
+}
+
 int model_apply(struct model *m, const void *data, size_t len)
 {
 	const struct tally_msg *hdr = data;
@@ -459,6 +470,10 @@ int model_apply(struct model *m, const void *data, size_t len)
 			if (!err && gm->ev.group)
 				m->groups[gm->ev.group].known = true;
 		}
+		break;
+	case TALLY_MSG_OOM:
+		if (len >= sizeof(struct tally_msg_oom))
+			err = apply_oom(m, data);
 		break;
 	case TALLY_MSG_STATS:
 		if (len >= sizeof(struct tally_msg_stats)) {

@@ -18,6 +18,7 @@
 #include "alloc_state.h"
 #include "gpu.h"
 #include "injected.h"
+#include "oom.h"
 #include "replay.h"
 #include "sites.h"
 
@@ -132,6 +133,8 @@ struct model {
 	 * of it made a record before, the first batch's window starts here */
 	uint64_t image_ns;
 	bool peak_seeded; /* the peaks count from a state read from memory (attach) */
+	/* the OOM killer chose it (oom.killed), and what it saw */
+	struct model_oom oom;
 };
 
 void model_init(struct model *m);

@@ -37,6 +37,7 @@ struct tree_proc {
 	char *cgroup, *container;	   /* where it was last seen (NULL: not known) */
 	uint64_t heaps_addr;	    /* its allocator's tally_heaps, once found (0: not yet) */
 	bool heaps_looked;	    /* ... looked for in this image */
+	struct oom_arm oom_arm;	    /* ... given to the OOM program (session_oom.c) */
 	bool read, read_consistent; /* -f at attach: its state read, while no heap moved */
 	bool have_final, final_consistent; /* running at the end: its state read then, */
 	struct tally_stats final;	   /* ... its allocator's own Stats */

@@ -78,6 +78,18 @@ static int walk_segment(const struct remote_mem *mem, uint64_t at, struct segmen
 	return 0;
 }
 
+void remote_heap_layout(struct remote_heap_layout *out)
+{
+	out->next = offsetof(struct heap, all_next);
+	out->id = offsetof(struct heap, id);
+	out->tid = offsetof(struct heap, tid);
+	out->seq = offsetof(struct heap, seq);
+	out->batch = offsetof(struct heap, batch);
+	out->handing = offsetof(struct heap, handing);
+	out->hand_free = HAND_FREE;
+	out->hand_owner = HAND_OWNER;
+}
+
 int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out)
 {
 	struct remote_mem mem = { pid_read, &pid };

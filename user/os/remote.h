@@ -44,6 +44,16 @@ const char *remote_strerror(int err);
 /* The SDK's registry at `addr` (symbol tally_registry of libtally.so). */
 int remote_registry_read(pid_t pid, uint64_t addr, struct tally_registry *out);
 
+/* Where struct heap's fields lie in this build of the allocator (alloc/heap.h),
+ * for a reader that walks the heaps without this file: the OOM program
+ * (bpf/tally_oom.bpf.h), which reads them from inside the victim. */
+struct remote_heap_layout {
+	uint32_t next, id, tid, seq, batch;
+	uint32_t handing;		/* who hands its batch over (a byte) */
+	uint32_t hand_free, hand_owner; /* ... its values: nobody, its owner */
+};
+void remote_heap_layout(struct remote_heap_layout *out);
+
 /* Where the reads above take the target's memory from: process_vm_readv for
  * the functions above; anything else for tests and the fuzzer (tests/fuzz).
  * read fills all len bytes at addr and returns 0, or returns -errno (a

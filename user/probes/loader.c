@@ -17,6 +17,7 @@
 #include <bpf/libbpf.h>
 
 #include "../../bpf/tally_bpf.h"
+#include "../os/remote.h"
 #include "../util/clock.h"
 #include "links.h"
 #include "heap_rings.h"
@@ -113,6 +114,26 @@ static int use_multi(struct loader *l)
 	return err;
 }
 
+/* What the OOM program needs to read a victim's heaps: this build's layout
+ * of them (the target's allocator is the one beside tally, as for every
+ * read of user/os/remote.c) and the page size its counters are in. */
+static void configure_oom(struct tally_bpf *s)
+{
+	struct remote_heap_layout h;
+	long page = sysconf(_SC_PAGESIZE);
+
+	remote_heap_layout(&h);
+	s->rodata->oom_layout.next = h.next;
+	s->rodata->oom_layout.id = h.id;
+	s->rodata->oom_layout.tid = h.tid;
+	s->rodata->oom_layout.seq = h.seq;
+	s->rodata->oom_layout.batch = h.batch;
+	s->rodata->oom_layout.handing = h.handing;
+	s->rodata->oom_layout.hand_free = h.hand_free;
+	s->rodata->oom_layout.hand_owner = h.hand_owner;
+	s->rodata->oom_page_size = page > 0 ? (uint32_t)page : 4096;
+}
+
 static int configure(struct loader *l, pid_t tgid, bool follow, uint64_t ring_bytes)
 {
 	struct tally_bpf *s = l->skel;
@@ -120,6 +141,7 @@ static int configure(struct loader *l, pid_t tgid, bool follow, uint64_t ring_by
 	int err;
 
 	s->rodata->follow = follow;
+	configure_oom(s);
 	l->follow = follow;
 	l->ring_bytes = ring_size(ring_bytes);
 	/* every program is attached by hand, each to its own file and pid */
@@ -186,6 +208,16 @@ int loader_load(struct loader *l)
 	return err;
 }
 
+int loader_oom_heaps(struct loader *l, pid_t pid, uint64_t heaps_addr)
+{
+	uint32_t k = (uint32_t)pid;
+
+	if (bpf_map__update_elem(l->skel->maps.oom_heaps, &k, sizeof(k), &heaps_addr,
+				 sizeof(heaps_addr), BPF_ANY))
+		return -errno;
+	return 0;
+}
+
 int loader_add_proc(struct loader *l, pid_t pid, pid_t ppid)
 {
 	uint32_t k = (uint32_t)pid, v = (uint32_t)ppid;
@@ -215,6 +247,12 @@ int loader_attach_sched(struct loader *l)
 		err = keep_link(l, bpf_program__attach(s->progs.tally_rename));
 	if (!err)
 		err = keep_link(l, bpf_program__attach(s->progs.tally_exec));
+	/* without it (a kernel that has not the tracepoint) a process the OOM
+	 * killer takes is flagged as any SIGKILL: said, not fatal */
+	int oom = err ? 0 : keep_link(l, bpf_program__attach(s->progs.tally_oom));
+	if (oom)
+		fprintf(stderr, "tally: the OOM killer's choices are not seen: %s\n",
+			strerror(-oom));
 	return err;
 }
 

@@ -43,6 +43,9 @@ int loader_load(struct loader *l);
 /* One more process of the tree (a running descendant, with -f). */
 int loader_add_proc(struct loader *l, pid_t pid, pid_t ppid);
 int loader_attach_sched(struct loader *l);
+/* Where pid's allocator keeps its heaps (tally_heaps), for the OOM program
+ * to read them if the OOM killer chooses it; an exec forgets it. */
+int loader_oom_heaps(struct loader *l, pid_t pid, uint64_t heaps_addr);
 /* USDT probes of libtally_alloc.so (batch, stats) and libtally.so (groups,
  * yields, rejects) in the file at `path`: for `pid` only, or when following
  * for every process that maps it (the BPF side keeps the tree's). */

@@ -66,4 +66,11 @@ void session_adopt_descendants(struct session *s);
 /* The lost counts of the ring into src (every process's figures share them). */
 void session_sources_lost(struct session *s, struct figures_sources *src);
 
+/* session_oom.c: each process's heaps given to the OOM program as soon as
+ * its allocator is found (at every poll); after a message was applied to
+ * m, the OOM killer's news; an exec's new image looked for anew */
+void session_oom_arm(struct session *s);
+void session_oom_news(struct model *m, const void *data, size_t len);
+void session_oom_exec(struct oom_arm *st);
+
 #endif /* TALLY_SESSION_STATE_H */

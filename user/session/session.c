@@ -90,6 +90,7 @@ void session_deliver(struct session *s, const void *data, size_t len)
 		return;
 	}
 	session_apply(s, &s->model, s->pid, data, len);
+	session_oom_news(&s->model, data, len);
 	session_gpu_news(s, s->pid, &s->model, s->gpu_said);
 	if (s->model.held) { /* past a view's cut: the rest comes at its end */
 		s->model.held = false;
@@ -100,6 +101,7 @@ void session_deliver(struct session *s, const void *data, size_t len)
 		/* a new image: its libraries are elsewhere, found again when needed */
 		const struct tally_msg_thread *th = data;
 		s->heaps_addr = s->registry_addr = 0;
+		session_oom_exec(&s->oom_arm);
 		s->execed = true;
 		memcpy(s->comm, th->comm, sizeof(s->comm));
 		s->comm[sizeof(s->comm) - 1] = 0;
@@ -210,6 +212,7 @@ int session_poll(struct session *s, int timeout_ms)
 	err = loader_consume(s->loader);
 	if (err < 0 && err != -EINTR)
 		return err;
+	session_oom_arm(s);
 	if (s->spawned) {
 		int st;
 		if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
@@ -346,9 +349,12 @@ void session_report_end(const struct session *s, const char *who)
 		fprintf(stderr, "%s: the target (pid %d) was killed by SIG%s%s%s\n", who, s->pid,
 			sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?",
 			WCOREDUMP(st) ? " (core dumped)" : "",
-			s->src.allocator == FIGURES_ALLOC_TALLY && !s->model.have_inprocess ?
-				": no exit hand-over, records its threads held may be missing" :
-				"");
+			s->src.allocator != FIGURES_ALLOC_TALLY || s->model.have_inprocess ?
+				"" :
+				/* its heaps read as the OOM killer chose it: nothing missing */
+				model_oom_whole(&s->model.oom) ?
+				": the OOM killer's, the figures are of the moment it chose it" :
+				": no exit hand-over, records its threads held may be missing");
 }
 
 static void *close_glibc(void *g)

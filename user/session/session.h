@@ -87,6 +87,10 @@ struct session {
 	char cmdline[SOURCES_CMDLINE_MAX]; /* as last read */
 	char alloc_path[TARGET_PATH_MAX];
 	uint64_t heaps_addr; /* tally_heaps in the target, 0 if unknown */
+	/* ... given to the OOM program (session_oom.c), whose look over the
+	 * tree is next due at oom_arm_ns */
+	struct oom_arm oom_arm;
+	uint64_t oom_arm_ns;
 	char sdk_path[TARGET_PATH_MAX];
 	uint64_t registry_addr; /* tally_registry in the target, 0 if unknown */
 	bool late;		/* attached to a running process */

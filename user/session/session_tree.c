@@ -282,6 +282,7 @@ bool session_deliver_tree(struct session *s, const void *data, size_t len)
 		return false;
 	}
 	session_apply(s, p->m, p->pid, data, len);
+	session_oom_news(p->m, data, len);
 	session_gpu_news(s, p->pid, p->m, p->gpu_said);
 	if (len < sizeof(struct tally_msg_thread))
 		return false;
@@ -292,6 +293,12 @@ bool session_deliver_tree(struct session *s, const void *data, size_t len)
 		p->comm[sizeof(p->comm) - 1] = 0;
 		p->shared_vm = false;
 		target_cmdline_keep(p->pid, p->cmdline, sizeof(p->cmdline));
+	}
+	if (h->kind == TALLY_MSG_THREAD_NAME && (h->flags & TALLY_THREAD_EXEC)) {
+		/* its libraries are the new image's */
+		p->heaps_addr = 0;
+		p->heaps_looked = false;
+		session_oom_exec(&p->oom_arm);
 	}
 	if (p->m->nrules && (h->kind == TALLY_MSG_THREAD_NEW || h->kind == TALLY_MSG_THREAD_NAME)) {
 		struct model_thread *t = model_thread(p->m, h->tid, false);

@@ -10,6 +10,7 @@
 
 #include "answers.h"
 #include "snapshot_doc.h"
+#include "snapshot_oom.h"
 
 /* Signed: a rebuild that lost records can take a term below zero, which
  * must read as negative, not as 2^64 - x (the allocator's own never are). */
@@ -180,6 +181,7 @@ static void write_target(struct json_writer *w, const struct figures_process *p)
 	json_kv_str(w, "signal", t->signal ? sig : NULL);
 	json_kv_str(w, "cgroup", t->cgroup);
 	json_kv_str(w, "container", t->container);
+	snapshot_oom_write(w, &p->oom);
 	write_lifetime(w, p);
 	json_end_object(w);
 }

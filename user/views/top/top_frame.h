@@ -97,6 +97,7 @@ struct top_header {
 	unsigned why_more, why_procs;
 	bool gone;
 	int exit_code;
+	bool oom_kill;		 /* the OOM killer chose the target */
 	unsigned procs, running; /* processes listed, and of them running */
 };
 
@@ -140,6 +141,7 @@ struct top_proc {
 	char cmdline[TOP_CMDLINE_MAX]; /* as ps shows it, or "" */
 	bool gone;
 	int exit_code; /* 128 + the signal when killed; -1 not known */
+	bool oom_kill; /* ... by the OOM killer */
 };
 
 struct top_thread {

@@ -144,6 +144,7 @@ static void build_header(struct top_header *h, const struct figures *fig,
 	h->exact = p->exact;
 	h->gone = t->gone;
 	h->exit_code = t->signal ? 128 + t->signal : t->exit_code;
+	h->oom_kill = p->oom.killed;
 	for (unsigned i = 0; i < fig->nprocs; i++) {
 		const struct figures_process *q = &fig->procs[i];
 		if (!top_proc_listed(fig, i, prev))

@@ -26,7 +26,8 @@ static void print_header(FILE *out, const struct top_header *h)
 	if (!h->gone)
 		fprintf(out, "running\n");
 	else if (h->exit_code >= 0)
-		fprintf(out, "target exited (status %d)\n", h->exit_code);
+		fprintf(out, "target %s (status %d)\n",
+			h->oom_kill ? "killed by the OOM killer" : "exited", h->exit_code);
 	else
 		fprintf(out, "target exited\n");
 	if (h->events_s >= 0)
@@ -142,7 +143,8 @@ static void print_proc_line(FILE *out, const struct top_proc *p)
 	if (!p->gone)
 		fprintf(out, "running");
 	else if (p->exit_code >= 0)
-		fprintf(out, "exited (status %d)", p->exit_code);
+		fprintf(out, "%s (status %d)", p->oom_kill ? "killed by the OOM killer" : "exited",
+			p->exit_code);
 	else
 		fprintf(out, "exited");
 	/* last, as it may hold anything printable: ", cmd: postgres: bench ... idle" */

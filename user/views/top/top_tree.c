@@ -259,6 +259,7 @@ static int list_procs(struct top_frame *f, const struct figures *fig, const stru
 		cmdline_copy(o->cmdline, sizeof(o->cmdline), t->cmdline);
 		o->gone = t->gone;
 		o->exit_code = t->signal ? 128 + t->signal : t->exit_code;
+		o->oom_kill = fig->procs[i].oom.killed;
 	}
 	return 0;
 }

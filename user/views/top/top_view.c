@@ -164,7 +164,8 @@ static void draw_header(const struct top_frame *f, const struct top_ui *ui)
 			      "started",
 		up);
 	if (h->gone && h->exit_code >= 0)
-		snprintf(status, sizeof(status), "target exited (status %d)", h->exit_code);
+		snprintf(status, sizeof(status), "target %s (status %d)",
+			 h->oom_kill ? "killed by the OOM killer" : "exited", h->exit_code);
 	else if (h->gone)
 		snprintf(status, sizeof(status), "target exited");
 	else
