@@ -237,6 +237,11 @@ $(BUILD)/tests/test_heap_rings: $(BUILD)/tests/san/tests/test_heap_rings.o \
 $(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/views/json.o \
 		$(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+# The JSON reader for untrusted input (tally diff's), at its edges.
+$(BUILD)/tests/test_json_read: $(BUILD)/tests/san/tests/test_json_read.o \
+		$(BUILD)/tests/san/user/util/json_read.o $(BUILD)/tests/san/user/util/text.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+test-build: $(BUILD)/tests/test_json_read
 # The UTF-8 check JSON and Prometheus share.
 $(BUILD)/tests/test_text: $(BUILD)/tests/san/tests/test_text.o $(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -285,9 +290,9 @@ $(BUILD)/tests/hostile_target: tests/hostile/target.c alloc/internal.h
 	$(CC) $(CFLAGS_BASE) -o $@ $<
 
 # libFuzzer targets for the readers of untrusted input (tests/fuzz): the
-# remote state reader and the event decoder, under ASan and UBSan. libFuzzer
-# is clang's (package libclang-rt-14-dev); without it they are not built and
-# tests/fuzz/run.sh says so. Built as the product is, with -fwrapv: the
+# remote state reader, the event decoder and the JSON reader, under ASan
+# and UBSan. libFuzzer is clang's (package libclang-rt-14-dev); without it
+# they are not built and tests/fuzz/run.sh says so. Built as the product is, with -fwrapv: the
 # sums of untrusted 64-bit figures wrap, defined (they overflowed at once
 # without it: their inputs are in the corpus now). The fuzz build bounds
 # the remote walk at 128 heaps and segments (65536 in the product), which a
@@ -297,7 +302,8 @@ FUZZ_RT := $(wildcard $(shell $(FUZZ_CC) -print-runtime-dir 2>/dev/null)/libclan
 FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=gnu11 -O1 -g $(WARN) -MMD -MP -D_GNU_SOURCE -fwrapv $(FUZZ_SAN)
-FUZZERS := $(BUILD)/tests/fuzz/fuzz_remote $(BUILD)/tests/fuzz/fuzz_decoder
+FUZZERS := $(BUILD)/tests/fuzz/fuzz_remote $(BUILD)/tests/fuzz/fuzz_decoder \
+	$(BUILD)/tests/fuzz/fuzz_json_read
 FUZZ_BOUNDS := -DREMOTE_MAX_HEAPS=128U -DREMOTE_MAX_SEGMENTS=128U
 $(BUILD)/tests/fuzz/remote/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -317,6 +323,14 @@ $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_de
 		$(BUILD)/tests/fuzz/decoder/user/model/model_fork.o $(BUILD)/tests/fuzz/decoder/user/model/peak.o \
 		$(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o \
 		$(BUILD)/tests/fuzz/decoder/user/model/sites.o $(BUILD)/tests/fuzz/decoder/user/model/injected.o
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
+# the JSON reader (tally diff's), its trees written back by the JSON writer
+$(BUILD)/tests/fuzz/json/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+$(BUILD)/tests/fuzz/fuzz_json_read: $(BUILD)/tests/fuzz/json/tests/fuzz/fuzz_json_read.o \
+		$(BUILD)/tests/fuzz/json/user/util/json_read.o $(BUILD)/tests/fuzz/json/user/util/text.o \
+		$(BUILD)/tests/fuzz/json/user/views/json.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
 test-build: $(if $(FUZZ_RT),$(FUZZERS))
 # The seed corpus, written from the real structures (tests/fuzz/seeds.c):
