@@ -284,6 +284,13 @@ $(BUILD)/tests/report_workload: tests/report/workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -fno-optimize-sibling-calls -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/..'
 
+# tally diff's workload (tests/diff/run.sh): a known amount more per run, its truth written.
+$(BUILD)/tests/diff_workload: tests/diff/workload.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fomit-frame-pointer -o $@ $< -L$(BUILD) -l:libtally.so \
+		-Wl,-rpath,'$$ORIGIN/..'
+test-build: $(BUILD)/tests/diff_workload
+
 # A target that corrupts its own allocator state (tests/hostile).
 $(BUILD)/tests/hostile_target: tests/hostile/target.c alloc/internal.h
 	@mkdir -p $(dir $@)

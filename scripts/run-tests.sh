@@ -131,6 +131,7 @@ run report 300 tests/report/run.sh
 run serve 300 tests/serve/run.sh
 run profile 300 tests/profile/run.sh
 run peak 120 tests/peak/run.sh
+run diff 120 tests/diff/run.sh
 run container 120 tests/container/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
 run inject 300 tests/inject/run.sh

@@ -86,11 +86,12 @@ static int read_whole(const char *path, char **text, size_t *len)
 			}
 			buf = p;
 		}
+		errno = 0;
 		got = fread(buf + n, 1, cap - n, f);
 		n += got;
 	} while (got && n <= JREAD_MAX_BYTES);
 	if (!err && ferror(f))
-		err = -EIO;
+		err = errno ? -errno : -EIO; /* EISDIR for a directory */
 	if (!err && n > JREAD_MAX_BYTES)
 		err = -EFBIG;
 	fclose(f);
