@@ -289,7 +289,9 @@ $(BUILD)/tests/diff_workload: tests/diff/workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fomit-frame-pointer -o $@ $< -L$(BUILD) -l:libtally.so \
 		-Wl,-rpath,'$$ORIGIN/..'
-test-build: $(BUILD)/tests/diff_workload
+$(BUILD)/tests/diff_workload_stripped: $(BUILD)/tests/diff_workload
+	strip -o $@ $<
+test-build: $(BUILD)/tests/diff_workload $(BUILD)/tests/diff_workload_stripped
 
 # A target that corrupts its own allocator state (tests/hostile).
 $(BUILD)/tests/hostile_target: tests/hostile/target.c alloc/internal.h
@@ -297,8 +299,8 @@ $(BUILD)/tests/hostile_target: tests/hostile/target.c alloc/internal.h
 	$(CC) $(CFLAGS_BASE) -o $@ $<
 
 # libFuzzer targets for the readers of untrusted input (tests/fuzz): the
-# remote state reader, the event decoder and the JSON reader, under ASan
-# and UBSan. libFuzzer is clang's (package libclang-rt-14-dev); without it
+# remote state reader, the event decoder, the JSON reader and tally diff's
+# pprof reader, under ASan and UBSan. libFuzzer is clang's (package libclang-rt-14-dev); without it
 # they are not built and tests/fuzz/run.sh says so. Built as the product is, with -fwrapv: the
 # sums of untrusted 64-bit figures wrap, defined (they overflowed at once
 # without it: their inputs are in the corpus now). The fuzz build bounds
@@ -310,7 +312,7 @@ FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined 
 	-fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=gnu11 -O1 -g $(WARN) -MMD -MP -D_GNU_SOURCE -fwrapv $(FUZZ_SAN)
 FUZZERS := $(BUILD)/tests/fuzz/fuzz_remote $(BUILD)/tests/fuzz/fuzz_decoder \
-	$(BUILD)/tests/fuzz/fuzz_json_read
+	$(BUILD)/tests/fuzz/fuzz_json_read $(BUILD)/tests/fuzz/fuzz_pprof_read
 FUZZ_BOUNDS := -DREMOTE_MAX_HEAPS=128U -DREMOTE_MAX_SEGMENTS=128U
 $(BUILD)/tests/fuzz/remote/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -339,6 +341,11 @@ $(BUILD)/tests/fuzz/fuzz_json_read: $(BUILD)/tests/fuzz/json/tests/fuzz/fuzz_jso
 		$(BUILD)/tests/fuzz/json/user/util/json_read.o $(BUILD)/tests/fuzz/json/user/util/text.o \
 		$(BUILD)/tests/fuzz/json/user/views/json.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
+# tally diff's reader of pprof profiles, its documents read back by the JSON reader
+$(BUILD)/tests/fuzz/fuzz_pprof_read: $(BUILD)/tests/fuzz/json/tests/fuzz/fuzz_pprof_read.o \
+		$(BUILD)/tests/fuzz/json/user/cmd/diff_pprof.o $(BUILD)/tests/fuzz/json/user/util/json_read.o \
+		$(BUILD)/tests/fuzz/json/user/util/text.o $(BUILD)/tests/fuzz/json/user/views/json.o
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lz -lm
 test-build: $(if $(FUZZ_RT),$(FUZZERS))
 # The seed corpus, written from the real structures (tests/fuzz/seeds.c):
 # after a change to their layout.

@@ -7,6 +7,7 @@
 # jq and Python's json read them; the text's lines too; then what it must
 # refuse (one line on stderr, nothing on stdout, exit 1 or 2) and a
 # snapshot full of hostile values (no crash, no terminal escape through).
+# The same of two profiles (tally profile), and of a stripped program's.
 # TALLY=... runs another build.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -184,14 +185,53 @@ refused "JSON that is no snapshot" 1 "trace.json is JSON but not a tally snapsho
 refused "one file" 2 "want two files" "$tmp/before.json"
 refused "three files" 2 "too many files" "$tmp/before.json" "$tmp/after.json" "$tmp/after.json"
 refused "--top -1" 2 "bad --top" --top -1 "$tmp/before.json" "$tmp/after.json"
-"$TALLY" profile -o "$tmp/p.pb.gz" -- "$W" 256 256 "$tmp/p.truth" >/dev/null 2>&1
-if [ -s "$tmp/p.pb.gz" ]; then
-	refused "a snapshot against a profile" 1 "cannot compare a snapshot with a profile" \
-		"$tmp/before.json" "$tmp/p.pb.gz"
-	refused "two profiles (not supported yet)" 1 "not supported yet" "$tmp/p.pb.gz" "$tmp/p.pb.gz"
-else
-	check "tally profile wrote a profile to refuse" 1 "no $tmp/p.pb.gz"
-fi
+
+# Two profiles (tally profile's gzip'd pprof) of the same runs: sampled at
+# --rate 1 in 256 KiB blocks, so exact too. A profile's groups are its
+# samples' sums over the whole tree (the child's bytes in grow too).
+# prof NAME BINARY GROW_KIB CHILD_KIB: $tmp/NAME.pb.gz, its truth $tmp/NAME.truth
+prof() {
+	"$TALLY" profile --rate 1 -o "$tmp/$1.pb.gz" -- "$2" "$3" "$4" "$tmp/$1.truth" \
+		>"$tmp/$1.out" 2>"$tmp/$1.err"
+}
+prof pbefore "$W" 3072 512
+prof pafter "$W" 4096 1024
+"$TALLY" diff --json "$tmp/pbefore.pb.gz" "$tmp/pafter.pb.gz" >"$tmp/pdiff.json" 2>"$tmp/pdiff.err"
+rc=$?
+check "two profiles: exit 0, both sides said to be profiles, flagged as estimates" \
+	"$([ $rc -eq 0 ] && jq -e '.before.kind == "profile" and .after.kind == "profile"
+		and .before.exact == false and .processes == []' "$tmp/pdiff.json" >/dev/null; echo $?)" \
+	"rc $rc: $(head -c 300 "$tmp/pdiff.err" "$tmp/pdiff.json")"
+check "two profiles: group grow's delta is the truths' over the tree (parent and child)" \
+	"$(jq -e --slurpfile b "$tmp/pbefore.truth" --slurpfile a "$tmp/pafter.truth" \
+		'.groups[] | select(.name == "grow") | .live_before == $b[0].grow + $b[0].child_grow
+		and .delta == ($a[0].grow + $a[0].child_grow) - ($b[0].grow + $b[0].child_grow)' \
+		"$tmp/pdiff.json" >/dev/null; echo $?)" "$(jq -c '.groups' "$tmp/pdiff.json" | head -c 400)"
+check "two profiles: the top site is keep_grow from main, its delta the truth's" \
+	"$(jq -e --slurpfile b "$tmp/pbefore.truth" --slurpfile a "$tmp/pafter.truth" \
+		'.sites[0] | .group == "grow" and (.frames | index("keep_grow")) as $i | $i != null
+		and .frames[$i + 1] == "main" and .delta == $a[0].grow - $b[0].grow' \
+		"$tmp/pdiff.json" >/dev/null; echo $?)" "$(jq -c '.sites[0]' "$tmp/pdiff.json")"
+# Without symbols a frame is its module and the offset in it: the same in both runs
+prof sbefore "$W"_stripped 3072 512
+prof safter "$W"_stripped 4096 1024
+"$TALLY" diff --json "$tmp/sbefore.pb.gz" "$tmp/safter.pb.gz" >"$tmp/sdiff.json" 2>&1
+check "two profiles of a stripped program: frames as [module+0xOFFSET], matched, delta the truth's" \
+	"$(jq -e --slurpfile b "$tmp/sbefore.truth" --slurpfile a "$tmp/safter.truth" \
+		'.sites[0] | .in == "both" and (.frames[0] | test("^\\[/.*/diff_workload_stripped\\+0x[0-9a-f]+\\]$"))
+		and .delta == $a[0].grow - $b[0].grow' "$tmp/sdiff.json" >/dev/null; echo $?)" \
+	"$(jq -c '.sites[0]' "$tmp/sdiff.json" 2>&1 | head -c 400)"
+refused "a snapshot against a profile" 1 "cannot compare a snapshot with a profile" \
+	"$tmp/before.json" "$tmp/pafter.pb.gz"
+printf 'hello' | gzip >"$tmp/junk.gz"
+head -c 200 "$tmp/pbefore.pb.gz" >"$tmp/cut.pb.gz"
+refused "gzip'd bytes that are no profile" 1 "junk.gz is not a profile tally diff can read" \
+	"$tmp/junk.gz" "$tmp/pafter.pb.gz"
+refused "a profile cut short" 1 "cut.pb.gz is not a profile tally diff can read" \
+	"$tmp/pbefore.pb.gz" "$tmp/cut.pb.gz"
+# 300 MiB of zeros in 300 KiB: inflated no further than 256 MiB
+head -c 300M /dev/zero | gzip -1 >"$tmp/bomb.gz"
+refused "a gzip bomb" 1 "bomb.gz: the profile is too large" "$tmp/bomb.gz" "$tmp/pafter.pb.gz"
 
 # Hostile values in a snapshot: a name with terminal escapes, figures of
 # the wrong type, out of range, past int64, a process with no target,

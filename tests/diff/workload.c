@@ -84,7 +84,8 @@ int main(int argc, char **argv)
 
 	if (argc != 4 || (grow_kib = strtoull(argv[1], NULL, 10)) % 256 ||
 	    (child_kib = strtoull(argv[2], NULL, 10)) % 256 || grow_kib + child_kib > 512 << 10) {
-		fprintf(stderr, "usage: diff_workload GROW_KIB CHILD_KIB TRUTH (multiples of 256)\n");
+		fprintf(stderr,
+			"usage: diff_workload GROW_KIB CHILD_KIB TRUTH (multiples of 256)\n");
 		return 2;
 	}
 	steady = tally_group_register("steady");

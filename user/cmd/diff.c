@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * `tally diff [--json] BEFORE AFTER`: two snapshots side by side (diff.h
- * says how they are matched). This file holds the command: its argp, the
- * two files read and checked, and the refusals, each one line on stderr
- * and exit 1: a file that cannot be read, one that is not JSON or not a
- * snapshot, a profile (pprof's gzip'd profile.proto: not supported yet),
- * and a snapshot beside a profile.
+ * `tally diff [--json] BEFORE AFTER`: two snapshots, or two heap
+ * profiles, side by side (diff.h says how they are matched). This file
+ * holds the command: its argp, the two files read and checked, and the
+ * refusals, each one line on stderr and exit 1: a file that cannot be
+ * read, one that is not JSON or not a snapshot, a gzip'd file that is not
+ * a heap profile, and a snapshot beside a profile.
  */
 #include <argp.h>
 #include <errno.h>
@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "cli.h"
 #include "diff.h"
+#include "../util/grow.h"
 
 /* The sites shown by default: a screen's worth */
 #define DIFF_TOP_DEFAULT 10
@@ -40,7 +42,9 @@ struct input {
 static const char diff_doc[] =
 	"Compare two snapshots (tally snapshot's JSON) of two runs: each group's and process's "
 	"live bytes, peak, CPU and GPU figures before, after and the change, and the call sites "
-	"whose live bytes moved most.\v"
+	"whose live bytes moved most. Or two heap profiles (tally profile's gzip'd pprof, or "
+	"another program's with inuse_space or alloc_space): their sites, and their groups as "
+	"the sums of their samples' group labels over every process.\v"
 	"Pids and addresses differ between runs, names do not, so: groups are matched by name; "
 	"processes by comm and rank among the processes of that comm in the tree's order (root "
 	"first, then by birth: the second 'worker' before with the second 'worker' after); "
@@ -50,7 +54,9 @@ static const char diff_doc[] =
 	"'after'); a figure a snapshot lacks (peak, from an older tally) is '-' in text and null "
 	"in JSON, never 0. Live bytes per group and process are exact when the snapshot is; "
 	"a site's are sampled estimates (tally snapshot --rate 1 samples every allocation), "
-	"and a snapshot lists only its 20 largest sites.\n\n"
+	"and a snapshot lists only its 20 largest sites. A profile has every site, each an "
+	"estimate, no process (its pids differ between runs), and a frame without a symbol as "
+	"[module+0xOFFSET], its offset in the file.\n\n"
 	"--json: {\"before\": {file, comm, pid, exact}, \"after\": {...}, \"groups\": [{name, "
 	"rank, in, live_before, live_after, delta, peak_before, peak_after, peak_delta, "
 	"cpu_ns_before, ..., allocated_bytes_before, ..., instance: {FIELD: {before, after, "
@@ -63,8 +69,9 @@ static const char diff_doc[] =
 	"  tally snapshot -o after.json -- ./app --new-cache\n"
 	"  tally diff before.json after.json\n"
 	"  tally diff --json before.json after.json | jq '.groups[] | {name, delta}'\n"
+	"  tally diff before.pb.gz after.pb.gz        two profiles (tally profile -o)\n"
 	"\nEXIT STATUS: 0 compared, 2 usage, 1 an input that cannot be read or is not a "
-	"snapshot.";
+	"snapshot or a heap profile, or a snapshot beside a profile.";
 
 /* FILE whole, up to JREAD_MAX_BYTES (a FIFO too: <(tally snapshot ...)). */
 static int read_whole(const char *path, char **text, size_t *len)
@@ -156,6 +163,83 @@ static int parse_snapshot(struct input *in)
 	return 0;
 }
 
+/* The gzip'd profile in[0 .. n), inflated: 0, -EINVAL (not gzip, or
+ * corrupt), -EFBIG (past DIFF_PPROF_MAX_BYTES) or -ENOMEM. */
+static int gunzip(const uint8_t *in, size_t n, uint8_t **out, size_t *len)
+{
+	z_stream zs = { 0 };
+	size_t cap = 0, used = 0;
+	uint8_t *buf = NULL;
+	int zerr = Z_OK, err = 0;
+
+	if (n > UINT32_MAX || inflateInit2(&zs, 31) != Z_OK) /* 31: a gzip header */
+		return -EINVAL;
+	zs.next_in = (uint8_t *)in;
+	zs.avail_in = (uInt)n;
+	while (zerr != Z_STREAM_END && !err) {
+		if (used == cap) {
+			err = cap >= DIFF_PPROF_MAX_BYTES		       ? -EFBIG :
+			      grow((void **)&buf, &cap, used + 1, 1, 1u << 20) ? -ENOMEM :
+										 0;
+			if (err)
+				break;
+		}
+		zs.next_out = buf + used;
+		zs.avail_out = (uInt)(cap - used);
+		zerr = inflate(&zs, Z_NO_FLUSH);
+		used = cap - zs.avail_out;
+		if (zerr != Z_OK && zerr != Z_STREAM_END)
+			err = zerr == Z_MEM_ERROR ? -ENOMEM : -EINVAL; /* Z_BUF_ERROR: cut short */
+	}
+	inflateEnd(&zs);
+	if (err) {
+		free(buf);
+		return err;
+	}
+	*out = buf;
+	*len = used;
+	return 0;
+}
+
+/* A gzip'd profile as diff_pprof_decode's document: its errors, and gunzip's. */
+static int pprof_doc(const uint8_t *gz, size_t n, char **json, size_t *len)
+{
+	uint8_t *pb;
+	size_t pblen;
+	int err = gunzip(gz, n, &pb, &pblen);
+
+	if (err)
+		return err;
+	err = diff_pprof_decode(pb, pblen, json, len);
+	free(pb);
+	return err;
+}
+
+/* A profile's text replaced by the document diff_pprof.c writes of it. */
+static int profile_to_doc(struct input *in)
+{
+	char *doc;
+	size_t len;
+	int err = pprof_doc((const uint8_t *)in->text, in->len, &doc, &len);
+
+	if (err == -ENOMSG)
+		return refuse("%s is a profile without inuse_space or alloc_space: not a heap "
+			      "profile",
+			      in->path);
+	if (err == -EFBIG || err == -E2BIG)
+		return refuse("%s: the profile is too large (past %u MiB inflated, or its stacks "
+			      "past %u MiB written out)",
+			      in->path, DIFF_PPROF_MAX_BYTES >> 20, JREAD_MAX_BYTES >> 20);
+	if (err)
+		return refuse("%s is not a profile tally diff can read: %s", in->path,
+			      err == -EINVAL ? "not gzip'd profile.proto, or corrupt" :
+					       strerror(-err));
+	free(in->text);
+	in->text = doc;
+	in->len = len;
+	return 0;
+}
+
 static int compare(const struct diff_opts *o, struct input in[2])
 {
 	struct diff d = { .b = { in[0].path, &in[0].doc.root },
@@ -186,10 +270,8 @@ static int run_diff(const struct diff_opts *o)
 			    "JSON): give two snapshots",
 			    in[0].kind == INPUT_GZIP ? in[0].path : in[1].path,
 			    in[0].kind == INPUT_GZIP ? in[1].path : in[0].path);
-	if (!rc && in[0].kind == INPUT_GZIP)
-		rc = refuse("%s and %s are gzip'd (tally profile's pprof files?): comparing "
-			    "profiles is not supported yet; compare two snapshots (tally snapshot)",
-			    in[0].path, in[1].path);
+	for (int i = 0; i < 2 && !rc && in[0].kind == INPUT_GZIP; i++)
+		rc = profile_to_doc(&in[i]);
 	for (int i = 0; i < 2 && !rc; i++)
 		rc = parse_snapshot(&in[i]);
 	if (!rc)

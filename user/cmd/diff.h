@@ -75,7 +75,8 @@ struct diff_sites {
 	size_t n, cap;
 };
 
-/* One side's document, as diff.c has checked it: a snapshot. */
+/* One side's document, as diff.c has checked it: a snapshot, or a profile
+ * turned into a document of its shape (diff_pprof.c). */
 struct diff_side {
 	const char *path;
 	const struct jread_value *root;
@@ -96,8 +97,20 @@ void diff_free(struct diff *d);
 /* The delta (a - b) of f in a row on sides in_b, in_a: false when a side
  * that has the row lacks the figure, or it overflows. */
 bool diff_delta(const struct diff_fig *f, bool in_b, bool in_a, int64_t *out);
+/* The side is a profile read by diff_pprof.c (its document says "kind"). */
+bool diff_is_profile(const struct diff_side *s);
 /* A frame's label: its function, "[module]", or "?". */
 const char *diff_frame_label(const struct jread_value *frame, char *buf, size_t size);
+
+/*
+ * A pprof profile, inflated (pb[0 .. n)), as a document of a snapshot's
+ * shape (diff_pprof.c), into *json (malloc'd, *len bytes): 0, -EINVAL
+ * (corrupt, or a reference to a location it lacks), -ENOMSG (no
+ * inuse_space or alloc_space), -E2BIG (past a bound), -ENOMEM. diff.c
+ * inflates it first, to at most DIFF_PPROF_MAX_BYTES (-EFBIG past it).
+ */
+#define DIFF_PPROF_MAX_BYTES (256u << 20)
+int diff_pprof_decode(const uint8_t *pb, size_t n, char **json, size_t *len);
 
 /* Text for people, JSON for scripts: 0 or -EIO. */
 int diff_print_text(FILE *f, const struct diff *d);

@@ -165,6 +165,13 @@ static int read_processes(struct diff_rows *rows, enum side s, const struct jrea
 	return 0;
 }
 
+bool diff_is_profile(const struct diff_side *s)
+{
+	const char *kind = jread_str(jread_get(s->root, "kind"));
+
+	return kind && !strcmp(kind, "profile");
+}
+
 const char *diff_frame_label(const struct jread_value *frame, char *buf, size_t size)
 {
 	const char *fn = jread_str(jread_get(frame, "function"));

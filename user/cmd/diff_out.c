@@ -194,8 +194,12 @@ static void side_text(FILE *f, const char *word, const struct diff_side *s)
 	jread_i64(jread_get(t, "pid"), &pid);
 	text_sanitize_terminal(clean, sizeof(clean), s->path, strlen(s->path));
 	fprintf(f, "%-7s%s: ", word, clean);
-	text_sanitize_terminal(clean, 64, comm ? comm : "?", strlen(comm ? comm : "?"));
-	fprintf(f, "%s, pid %" PRId64 "\n", clean, pid);
+	if (diff_is_profile(s)) {
+		fputs("a heap profile\n", f);
+	} else {
+		text_sanitize_terminal(clean, 64, comm ? comm : "?", strlen(comm ? comm : "?"));
+		fprintf(f, "%s, pid %" PRId64 "\n", clean, pid);
+	}
 	if (exact && exact->type == JREAD_BOOL && !exact->b) {
 		const char *w = why && why->arr.n ? jread_str(&why->arr.v[0]) : NULL;
 		text_sanitize_terminal(clean, sizeof(clean), w ? w : "no reason given",
@@ -210,10 +214,12 @@ int diff_print_text(FILE *f, const struct diff *d)
 
 	side_text(f, "before", &d->b);
 	side_text(f, "after", &d->a);
-	table_head(f, "groups (root process)");
+	/* a profile's groups are its samples' sums, over every process */
+	table_head(f, diff_is_profile(&d->b) ? "groups (every process)" : "groups (root process)");
 	for (size_t i = 0; i < d->groups.n; i++)
 		table_row(f, &d->groups.v[i]);
-	table_head(f, "processes (comm #rank)");
+	if (d->procs.n)
+		table_head(f, "processes (comm #rank)");
 	for (size_t i = 0; i < d->procs.n; i++)
 		table_row(f, &d->procs.v[i]);
 	if (d->tree_cpu.has_b || d->tree_cpu.has_a || d->tree_peak.has_b || d->tree_peak.has_a) {
@@ -320,6 +326,7 @@ static void side_json(struct json_writer *w, const char *key, const struct diff_
 	json_key(w, key);
 	json_begin_object(w);
 	json_kv_str(w, "file", s->path);
+	json_kv_str(w, "kind", diff_is_profile(s) ? "profile" : "snapshot");
 	json_kv_str(w, "comm", jread_str(jread_get(t, "comm")));
 	if (jread_i64(jread_get(t, "pid"), &pid))
 		json_kv_i64(w, "pid", pid);
