@@ -57,7 +57,7 @@ static const char diff_doc[] =
 	"and a snapshot lists only its 20 largest sites. A profile has every site, each an "
 	"estimate, no process (its pids differ between runs), and a frame without a symbol as "
 	"[module+0xOFFSET], its offset in the file.\n\n"
-	"--json: {\"before\": {file, comm, pid, exact}, \"after\": {...}, \"groups\": [{name, "
+	"--json: {\"before\": {file, kind, comm, pid, exact}, \"after\": {...}, \"groups\": [{name, "
 	"rank, in, live_before, live_after, delta, peak_before, peak_after, peak_delta, "
 	"cpu_ns_before, ..., allocated_bytes_before, ..., instance: {FIELD: {before, after, "
 	"delta}}}], \"processes\": [{comm, rank, in, pid_before, pid_after, the same figures, "

@@ -36,7 +36,7 @@ static const char main_doc[] =
 	"  serve      serve Prometheus metrics of a process on /metrics\n"
 	"  profile    write a heap profile by call site (pprof, or folded stacks)\n"
 	"  demo       the built-in demo workload under the live view\n"
-	"  diff       compare two snapshots: groups, processes, sites before and after\n"
+	"  diff       compare two snapshots (or profiles): groups, processes, sites\n"
 	"\nRun `tally COMMAND --help` for a command's options.\n"
 	"EXAMPLES:\n"
 	"  tally demo\n"
