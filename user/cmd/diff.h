@@ -54,6 +54,8 @@ struct diff_row {
 	struct diff_fig figs[DIFF_NFIGS];
 	struct diff_fig inst[FIGURES_INSTANCE_COUNT]; /* the "instance" figures */
 	struct diff_rows *groups;		      /* a process's groups, or NULL */
+	const struct jread_value *src[2];	      /* its object before, after, or NULL */
+	size_t order; /* where people read it: the before side's first */
 };
 
 struct diff_rows {

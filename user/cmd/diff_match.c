@@ -66,62 +66,114 @@ static void read_instance(struct diff_row *r, enum side s, const struct jread_va
 		fig_set(&r->inst[i], s, jread_get(inst, figures_instance_fields[i].name));
 }
 
-/* The row of name whose rank-th it is on side s: found among those the
- * other side made, or a new one. NULL: no memory. */
-static struct diff_row *row_for(struct diff_rows *rows, enum side s, const char *name)
-{
-	unsigned rank = 0;
-	struct diff_row *r;
+/* One group, process or site of one side, before matching. */
+struct entry {
+	const char *key; /* a group's name, a process's comm, a site's site_key */
+	const struct jread_value *v;
+	size_t idx;    /* its place in its side's list */
+	unsigned rank; /* the rank-th of its key on its side, from 0 */
+	enum side side;
+};
 
-	for (size_t i = 0; i < rows->n; i++) {
-		r = &rows->v[i];
-		if (strcmp(r->name, name) || !(s == SIDE_B ? r->in_b : r->in_a))
-			continue;
-		rank++;
-	}
-	for (size_t i = 0; s == SIDE_A && i < rows->n; i++) {
-		r = &rows->v[i];
-		if (!strcmp(r->name, name) && r->rank == rank && r->in_b && !r->in_a) {
-			r->in_a = true;
-			return r;
-		}
-	}
-	if (grow((void **)&rows->v, &rows->cap, rows->n + 1, sizeof(*rows->v), 16))
-		return NULL;
-	r = &rows->v[rows->n++];
-	memset(r, 0, sizeof(*r));
-	r->name = name;
-	r->rank = rank;
-	r->pid_b = r->pid_a = -1;
-	r->in_b = s == SIDE_B;
-	r->in_a = s == SIDE_A;
-	return r;
+static int cmp_size(size_t a, size_t b)
+{
+	return a < b ? -1 : a > b;
 }
 
-static int read_groups(struct diff_rows *rows, enum side s, const struct jread_value *groups)
+static int by_key_side_idx(const void *x, const void *y)
 {
-	groups = jread_array(groups);
-	for (size_t i = 0; groups && i < groups->arr.n; i++) {
-		const struct jread_value *g = &groups->arr.v[i];
-		const char *name = jread_str(jread_get(g, "name"));
-		struct diff_row *r;
+	const struct entry *a = x, *b = y;
+	int c = strcmp(a->key, b->key);
 
+	if (c)
+		return c;
+	return a->side != b->side ? cmp_size(a->side, b->side) : cmp_size(a->idx, b->idx);
+}
+
+static int by_key_rank_side(const void *x, const void *y)
+{
+	const struct entry *a = x, *b = y;
+	int c = strcmp(a->key, b->key);
+
+	if (c)
+		return c;
+	return a->rank != b->rank ? cmp_size(a->rank, b->rank) : cmp_size(a->side, b->side);
+}
+
+static int by_order(const void *x, const void *y)
+{
+	return cmp_size(((const struct diff_row *)x)->order, ((const struct diff_row *)y)->order);
+}
+
+/* The entries of a list of objects with a name: those without are skipped
+ * (nothing to match them by), a process without its comm is "?". */
+static int collect(struct entry **e, size_t *n, size_t *cap, enum side s,
+		   const struct jread_value *list, bool procs)
+{
+	list = jread_array(list);
+	for (size_t i = 0; list && i < list->arr.n; i++) {
+		const struct jread_value *v = &list->arr.v[i];
+		const char *name = procs ? jread_str(jread_get(jread_get(v, "target"), "comm")) :
+					   jread_str(jread_get(v, "name"));
+		if (procs && !name && jread_object(v))
+			name = "?";
 		if (!name)
-			continue; /* not a group: nothing to match it by */
-		r = row_for(rows, s, name);
-		if (!r)
+			continue;
+		if (grow((void **)e, cap, *n + 1, sizeof(**e), 64))
 			return -ENOMEM;
-		fig_set(&r->figs[DIFF_LIVE], s, jread_get(g, "live_bytes"));
-		fig_set(&r->figs[DIFF_PEAK], s, jread_get(g, "peak_live"));
-		fig_set(&r->figs[DIFF_CPU], s, jread_get(g, "cpu_ns"));
-		fig_set(&r->figs[DIFF_ALLOCATED], s, jread_get(g, "allocated_bytes"));
-		read_instance(r, s, jread_get(g, "instance"));
+		(*e)[(*n)++] = (struct entry){ name, v, i, 0, s };
 	}
 	return 0;
 }
 
+/*
+ * Rows of the entries e[0 .. n) of both sides, by key and rank: sorted
+ * twice (O(n log n), however many entries share a key: a document may
+ * hold millions), then in the order people read them, the before side's
+ * first, each row's src[] its objects.
+ */
+static int match_rows(struct diff_rows *rows, struct entry *e, size_t n, size_t nb)
+{
+	qsort(e, n, sizeof(*e), by_key_side_idx);
+	for (size_t i = 0; i < n; i++)
+		e[i].rank = i && e[i - 1].side == e[i].side && !strcmp(e[i - 1].key, e[i].key) ?
+				    e[i - 1].rank + 1 :
+				    0;
+	qsort(e, n, sizeof(*e), by_key_rank_side);
+	for (size_t i = 0; i < n; i++) {
+		struct diff_row *r;
+		bool pair = i && e[i - 1].rank == e[i].rank && e[i].side == SIDE_A &&
+			    e[i - 1].side == SIDE_B && !strcmp(e[i - 1].key, e[i].key);
+		if (!pair) {
+			if (grow((void **)&rows->v, &rows->cap, rows->n + 1, sizeof(*rows->v), 16))
+				return -ENOMEM;
+			r = &rows->v[rows->n++];
+			memset(r, 0, sizeof(*r));
+			r->name = e[i].key;
+			r->rank = e[i].rank;
+			r->pid_b = r->pid_a = -1;
+			r->order = e[i].side == SIDE_B ? e[i].idx : nb + e[i].idx;
+		}
+		r = &rows->v[rows->n - 1];
+		r->src[e[i].side] = e[i].v;
+		*(e[i].side == SIDE_B ? &r->in_b : &r->in_a) = true;
+	}
+	if (rows->n)
+		qsort(rows->v, rows->n, sizeof(*rows->v), by_order);
+	return 0;
+}
+
+static void read_group(struct diff_row *r, enum side s, const struct jread_value *g)
+{
+	fig_set(&r->figs[DIFF_LIVE], s, jread_get(g, "live_bytes"));
+	fig_set(&r->figs[DIFF_PEAK], s, jread_get(g, "peak_live"));
+	fig_set(&r->figs[DIFF_CPU], s, jread_get(g, "cpu_ns"));
+	fig_set(&r->figs[DIFF_ALLOCATED], s, jread_get(g, "allocated_bytes"));
+	read_instance(r, s, jread_get(g, "instance"));
+}
+
 /* A process's figures: its Stats, its peak, and its groups' sums. */
-static int read_process(struct diff_row *r, enum side s, const struct jread_value *p)
+static void read_process(struct diff_row *r, enum side s, const struct jread_value *p)
 {
 	const struct jread_value *groups = jread_array(jread_get(p, "groups"));
 	const struct jread_value *stats = jread_get(p, "stats");
@@ -139,30 +191,36 @@ static int read_process(struct diff_row *r, enum side s, const struct jread_valu
 			jread_get(&groups->arr.v[i], "allocated_bytes"), &broken_alloc);
 	}
 	read_instance(r, s, jread_get(p, "instance"));
-	if (!r->groups) {
-		r->groups = calloc(1, sizeof(*r->groups));
-		if (!r->groups)
-			return -ENOMEM;
-	}
-	return read_groups(r->groups, s, groups);
 }
 
-static int read_processes(struct diff_rows *rows, enum side s, const struct jread_value *procs)
+/* Rows of the lists before and after (groups, or processes with their
+ * groups' rows each), their figures read. */
+static int build_rows(struct diff_rows *rows, const struct jread_value *lb,
+		      const struct jread_value *la, bool procs)
 {
-	procs = jread_array(procs);
-	for (size_t i = 0; procs && i < procs->arr.n; i++) {
-		const struct jread_value *p = &procs->arr.v[i];
-		const char *comm = jread_str(jread_get(jread_get(p, "target"), "comm"));
-		struct diff_row *r = row_for(rows, s, comm ? comm : "?");
-		int err;
+	struct entry *e = NULL;
+	size_t n = 0, cap = 0, nb;
+	int err = collect(&e, &n, &cap, SIDE_B, lb, procs);
 
-		if (!r)
-			return -ENOMEM;
-		err = read_process(r, s, p);
-		if (err)
-			return err;
+	nb = n;
+	if (!err)
+		err = collect(&e, &n, &cap, SIDE_A, la, procs);
+	if (!err)
+		err = match_rows(rows, e, n, nb);
+	free(e);
+	for (size_t i = 0; i < rows->n && !err; i++) {
+		struct diff_row *r = &rows->v[i];
+		for (enum side s = SIDE_B; s <= SIDE_A; s++)
+			if (r->src[s])
+				(procs ? read_process : read_group)(r, s, r->src[s]);
+		if (!procs)
+			continue;
+		r->groups = calloc(1, sizeof(*r->groups));
+		err = r->groups ? build_rows(r->groups, jread_get(r->src[SIDE_B], "groups"),
+					     jread_get(r->src[SIDE_A], "groups"), false) :
+				  -ENOMEM;
 	}
-	return 0;
+	return err;
 }
 
 bool diff_is_profile(const struct diff_side *s)
@@ -207,54 +265,72 @@ static char *site_key(const char *group, const struct jread_value *frames)
 	return key;
 }
 
-static struct diff_site *site_for(struct diff_sites *sites, const char *group,
-				  const struct jread_value *frames, enum side s)
+static void free_keys(struct entry *e, size_t n)
 {
-	char *key = site_key(group, frames);
-	struct diff_site *st;
-
-	if (!key)
-		return NULL;
-	for (size_t i = 0; i < sites->n; i++) {
-		st = &sites->v[i];
-		if (!strcmp(st->key, key)) {
-			free(key);
-			*(s == SIDE_B ? &st->in_b : &st->in_a) = true;
-			return st;
-		}
-	}
-	if (grow((void **)&sites->v, &sites->cap, sites->n + 1, sizeof(*sites->v), 32)) {
-		free(key);
-		return NULL;
-	}
-	st = &sites->v[sites->n++];
-	memset(st, 0, sizeof(*st));
-	st->key = key;
-	st->group = group;
-	st->frames = frames;
-	*(s == SIDE_B ? &st->in_b : &st->in_a) = true;
-	return st;
+	for (size_t i = 0; i < n; i++)
+		free((char *)e[i].key);
+	free(e);
 }
 
-/* A site's figures summed over its key on a side (several processes). */
-static int read_sites(struct diff_sites *sites, enum side s, const struct jread_value *list)
+static int collect_sites(struct entry **e, size_t *n, size_t *cap, enum side s,
+			 const struct jread_value *list)
 {
 	list = jread_array(list);
 	for (size_t i = 0; list && i < list->arr.n; i++) {
 		const struct jread_value *v = &list->arr.v[i];
 		const char *group = jread_str(jread_get(v, "group"));
 		const struct jread_value *frames = jread_array(jread_get(v, "frames"));
-		struct diff_site *st;
+		char *key;
 
 		if (!frames)
 			continue; /* not a site */
-		st = site_for(sites, group ? group : "root", frames, s);
-		if (!st)
+		if (grow((void **)e, cap, *n + 1, sizeof(**e), 64))
 			return -ENOMEM;
+		key = site_key(group ? group : "root", frames);
+		if (!key)
+			return -ENOMEM;
+		(*e)[(*n)++] = (struct entry){ key, v, i, 0, s };
+	}
+	return 0;
+}
+
+/* The sites of both sides by key, one key's figures summed on each side
+ * (several processes): the entries sorted once, each run of a key a site. */
+static int build_sites(struct diff_sites *sites, const struct jread_value *lb,
+		       const struct jread_value *la)
+{
+	struct diff_site *st = NULL;
+	struct entry *e = NULL;
+	size_t n = 0, cap = 0;
+	int err = collect_sites(&e, &n, &cap, SIDE_B, lb);
+
+	if (!err)
+		err = collect_sites(&e, &n, &cap, SIDE_A, la);
+	if (!err && n)
+		qsort(e, n, sizeof(*e), by_key_side_idx);
+	for (size_t i = 0; i < n && !err; i++) {
+		const struct jread_value *v = e[i].v;
+		enum side s = e[i].side;
+		if (!st || strcmp(st->key, e[i].key)) {
+			if (grow((void **)&sites->v, &sites->cap, sites->n + 1, sizeof(*st), 32)) {
+				err = -ENOMEM;
+				break;
+			}
+			st = &sites->v[sites->n++];
+			memset(st, 0, sizeof(*st));
+			st->key = (char *)e[i].key;
+			e[i].key = NULL; /* the site's now */
+			st->group = jread_str(jread_get(v, "group"));
+			if (!st->group)
+				st->group = "root";
+			st->frames = jread_array(jread_get(v, "frames"));
+		}
+		*(s == SIDE_B ? &st->in_b : &st->in_a) = true;
 		fig_add(&st->live, s, jread_get(v, "inuse_bytes"), &st->live_broken[s]);
 		fig_add(&st->alloc, s, jread_get(v, "alloc_bytes"), &st->alloc_broken[s]);
 	}
-	return 0;
+	free_keys(e, n);
+	return err;
 }
 
 static uint64_t magnitude(const struct diff_site *st)
@@ -285,17 +361,16 @@ static void read_tree(struct diff *d, enum side s, const struct jread_value *roo
 
 int diff_build(struct diff *d)
 {
-	const struct jread_value *roots[2] = { d->b.root, d->a.root };
-	int err = 0;
+	const struct jread_value *rb = d->b.root, *ra = d->a.root;
+	int err = build_rows(&d->groups, jread_get(rb, "groups"), jread_get(ra, "groups"), false);
 
-	for (enum side s = SIDE_B; s <= SIDE_A && !err; s++) {
-		err = read_groups(&d->groups, s, jread_get(roots[s], "groups"));
-		if (!err)
-			err = read_processes(&d->procs, s, jread_get(roots[s], "processes"));
-		if (!err)
-			err = read_sites(&d->sites, s, jread_get(roots[s], "sites"));
-		read_tree(d, s, roots[s]);
-	}
+	if (!err)
+		err = build_rows(&d->procs, jread_get(rb, "processes"), jread_get(ra, "processes"),
+				 true);
+	if (!err)
+		err = build_sites(&d->sites, jread_get(rb, "sites"), jread_get(ra, "sites"));
+	read_tree(d, SIDE_B, rb);
+	read_tree(d, SIDE_A, ra);
 	if (!err && d->sites.n)
 		qsort(d->sites.v, d->sites.n, sizeof(*d->sites.v), by_magnitude);
 	return err;
