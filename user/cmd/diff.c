@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "diff.h"
+#include "../views/snapshot_doc.h"
 #include "../util/grow.h"
 
 /* The sites shown by default: a screen's worth */
@@ -54,24 +55,25 @@ static const char diff_doc[] =
 	"'after'); a figure a snapshot lacks (peak, from an older tally) is '-' in text and null "
 	"in JSON, never 0. Live bytes per group and process are exact when the snapshot is; "
 	"a site's are sampled estimates (tally snapshot --rate 1 samples every allocation), "
-	"and a snapshot lists only its 20 largest sites. A profile has every site, each an "
-	"estimate, no process (its pids differ between runs), and a frame without a symbol as "
-	"[module+0xOFFSET], its offset in the file.\n\n"
-	"--json: {\"before\": {file, kind, comm, pid, exact}, \"after\": {...}, \"groups\": [{name, "
-	"rank, in, live_before, live_after, delta, peak_before, peak_after, peak_delta, "
-	"cpu_ns_before, ..., allocated_bytes_before, ..., instance: {FIELD: {before, after, "
-	"delta}}}], \"processes\": [{comm, rank, in, pid_before, pid_after, the same figures, "
-	"mapped_*, groups: [...]}], \"tree\": {peak_*, cpu_ns_*}, \"sites_matched\", \"sites\": "
-	"[{frames: [label, ...], group, in, live_before, live_after, delta, alloc_before, "
-	"alloc_after, alloc_delta}]}.\n\n"
-	"EXAMPLES:\n"
-	"  tally snapshot -o before.json -- ./app\n"
-	"  tally snapshot -o after.json -- ./app --new-cache\n"
-	"  tally diff before.json after.json\n"
-	"  tally diff --json before.json after.json | jq '.groups[] | {name, delta}'\n"
-	"  tally diff before.pb.gz after.pb.gz        two profiles (tally profile -o)\n"
-	"\nEXIT STATUS: 0 compared, 2 usage, 1 an input that cannot be read or is not a "
-	"snapshot or a heap profile, or a snapshot beside a profile.";
+	"and a snapshot lists only its " CLI_STR(
+		SNAPSHOT_SITES) " largest sites. A profile has every site, each an "
+				"estimate, no process (its pids differ between runs), and a frame without a symbol as "
+				"[module+0xOFFSET], its offset in the file.\n\n"
+				"--json: {\"before\": {file, kind, comm, pid, exact}, \"after\": {...}, \"groups\": [{name, "
+				"rank, in, live_before, live_after, delta, peak_before, peak_after, peak_delta, "
+				"cpu_ns_before, ..., allocated_bytes_before, ..., instance: {FIELD: {before, after, "
+				"delta}}}], \"processes\": [{comm, rank, in, pid_before, pid_after, the same figures, "
+				"mapped_*, groups: [...]}], \"tree\": {peak_*, cpu_ns_*}, \"sites_matched\", \"sites\": "
+				"[{frames: [label, ...], group, in, live_before, live_after, delta, alloc_before, "
+				"alloc_after, alloc_delta}]}.\n\n"
+				"EXAMPLES:\n"
+				"  tally snapshot -o before.json -- ./app\n"
+				"  tally snapshot -o after.json -- ./app --new-cache\n"
+				"  tally diff before.json after.json\n"
+				"  tally diff --json before.json after.json | jq '.groups[] | {name, delta}'\n"
+				"  tally diff before.pb.gz after.pb.gz        two profiles (tally profile -o)\n"
+				"\nEXIT STATUS: 0 compared, 2 usage, 1 an input that cannot be read or is not a "
+				"snapshot or a heap profile, or a snapshot beside a profile.";
 
 /* FILE whole, up to JREAD_MAX_BYTES (a FIFO too: <(tally snapshot ...)). */
 static int read_whole(const char *path, char **text, size_t *len)
