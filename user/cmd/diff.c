@@ -65,7 +65,7 @@ static const char diff_doc[] =
 				"delta}}}], \"processes\": [{comm, rank, in, pid_before, pid_after, the same figures, "
 				"mapped_*, groups: [...]}], \"tree\": {peak_*, cpu_ns_*}, \"sites_matched\", \"sites\": "
 				"[{frames: [label, ...], group, in, live_before, live_after, delta, alloc_before, "
-				"alloc_after, alloc_delta}]}.\n\n"
+				"alloc_after, alloc_delta, peak_* (at its process's peak)}]}.\n\n"
 				"EXAMPLES:\n"
 				"  tally snapshot -o before.json -- ./app\n"
 				"  tally snapshot -o after.json -- ./app --new-cache\n"

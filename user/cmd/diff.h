@@ -68,8 +68,9 @@ struct diff_site {
 	const char *group;
 	const struct jread_value *frames; /* the first side's that has it */
 	bool in_b, in_a;
-	struct diff_fig live, alloc;	      /* inuse_bytes, alloc_bytes, summed */
-	bool live_broken[2], alloc_broken[2]; /* a side's sum lost a term: absent */
+	/* inuse_bytes, alloc_bytes, peak_bytes (at its process's peak), summed */
+	struct diff_fig live, alloc, peak;
+	bool live_broken[2], alloc_broken[2], peak_broken[2]; /* a side's sum lost a term */
 };
 
 struct diff_sites {

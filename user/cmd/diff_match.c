@@ -328,6 +328,8 @@ static int build_sites(struct diff_sites *sites, const struct jread_value *lb,
 		*(s == SIDE_B ? &st->in_b : &st->in_a) = true;
 		fig_add(&st->live, s, jread_get(v, "inuse_bytes"), &st->live_broken[s]);
 		fig_add(&st->alloc, s, jread_get(v, "alloc_bytes"), &st->alloc_broken[s]);
+		/* absent from a snapshot before tally wrote it */
+		fig_add(&st->peak, s, jread_get(v, "peak_bytes"), &st->peak_broken[s]);
 	}
 	free_keys(e, n);
 	return err;

@@ -314,6 +314,7 @@ static void site_json(struct json_writer *w, const struct diff_site *st)
 	json_kv_str(w, "in", side_word(st->in_b, st->in_a));
 	fig_json(w, "live", &st->live, st->in_b, st->in_a);
 	fig_json(w, "alloc", &st->alloc, st->in_b, st->in_a);
+	fig_json(w, "peak", &st->peak, st->in_b, st->in_a);
 	json_end_object(w);
 }
 

@@ -5,10 +5,10 @@
  * does, read as untrusted input and turned into a document of a
  * snapshot's shape, which the rest of the diff reads as it reads a
  * snapshot: "sites" (each sample: its frames, its "group" and "pid"
- * labels, inuse_space and alloc_space), "groups" (the samples' sums by
- * their group label), no "processes" (a profile names none but by pid,
- * which differs between runs) and "exact": false (every figure is a
- * sampled estimate).
+ * labels, inuse_space, alloc_space and peak_space when it has one),
+ * "groups" (the samples' sums by their group label), no "processes" (a
+ * profile names none but by pid, which differs between runs) and "exact":
+ * false (every figure is a sampled estimate).
  *
  * Bounds: the profile inflates to at most DIFF_PPROF_MAX_BYTES (a small
  * gzip can claim gigabytes; diff.c inflates it), the document written from
@@ -66,7 +66,7 @@ struct pprof_in {
 	size_t nlocs, cap_locs, nfuncs, cap_funcs, nmaps, cap_maps;
 	struct span types[8];
 	size_t ntypes;
-	int inuse_at, alloc_at; /* the sample types' value indices; -1: none */
+	int inuse_at, alloc_at, peak_at; /* the sample types' value indices; -1: none */
 	struct group_sum *groups;
 	size_t ngroups, cap_groups;
 };
@@ -204,10 +204,11 @@ static bool str_is(struct span s, const char *text)
 	return (size_t)(s.end - s.p) == n && !memcmp(s.p, text, n);
 }
 
-/* Which values are inuse_space and alloc_space (a ValueType's field 1). */
+/* Which values are inuse_space, alloc_space and peak_space (a ValueType's
+ * field 1). */
 static int find_types(struct pprof_in *in)
 {
-	in->inuse_at = in->alloc_at = -1;
+	in->inuse_at = in->alloc_at = in->peak_at = -1;
 	for (size_t i = 0; i < in->ntypes; i++) {
 		struct span m = in->types[i];
 		struct pb_field f;
@@ -220,6 +221,8 @@ static int find_types(struct pprof_in *in)
 				in->inuse_at = (int)i;
 			if (str_is(str_at(in, f.v), "alloc_space"))
 				in->alloc_at = (int)i;
+			if (str_is(str_at(in, f.v), "peak_space"))
+				in->peak_at = (int)i;
 		}
 		if (r)
 			return r;
@@ -332,8 +335,8 @@ static int write_location(struct json_writer *w, const struct pprof_in *in, stru
 /* What a sample says besides its stack. */
 struct sample_figs {
 	struct span group;
-	int64_t pid, inuse, alloc;
-	bool has_inuse, has_alloc;
+	int64_t pid, inuse, alloc, peak;
+	bool has_inuse, has_alloc, has_peak;
 };
 
 static void sample_value(struct sample_figs *sf, const struct pprof_in *in, size_t i, uint64_t v)
@@ -345,6 +348,10 @@ static void sample_value(struct sample_figs *sf, const struct pprof_in *in, size
 	if ((int)i == in->alloc_at) {
 		sf->alloc = (int64_t)v;
 		sf->has_alloc = true;
+	}
+	if ((int)i == in->peak_at) {
+		sf->peak = (int64_t)v;
+		sf->has_peak = true;
 	}
 }
 
@@ -465,6 +472,7 @@ static int write_site(struct json_writer *w, struct pprof_in *in, struct span m,
 	json_kv_i64(w, "pid", sf.pid);
 	kv_fig(w, "inuse_bytes", sf.has_inuse, sf.inuse);
 	kv_fig(w, "alloc_bytes", sf.has_alloc, sf.alloc);
+	kv_fig(w, "peak_bytes", sf.has_peak, sf.peak);
 	json_end_object(w);
 	return err ? err : add_to_group(in, &sf);
 }
