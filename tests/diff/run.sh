@@ -80,6 +80,11 @@ jqt "groups: peak before and after are the snapshot's peak_live, or null when it
 		| (\$sa[0].groups[] | select(.name == \$g.name)) as \$y
 		| \$g.peak_before == (\$x.peak_live // null) and \$g.peak_after == (\$y.peak_live // null)]
 		| all" ".groups | map({name, peak_before, peak_after})"
+# the workload never frees in grow, so at its process's peak of live grow holds all it will
+jqt "group grow's peak, and its site's, before and after are the truths', their delta the truths'" \
+	"($G | .peak_before == \$b[0].grow and .peak_after == \$a[0].grow
+		and .peak_delta == \$a[0].grow - \$b[0].grow) and (.sites[0] | .peak_before == \$b[0].grow
+		and .peak_delta == \$a[0].grow - \$b[0].grow)" "$G | {peak_before, peak_after}, .sites[0]"
 P='.processes[0]'
 jqt "process 1 (the root, diff_workload): matched across pids, delta the truth's" \
 	"$P | .comm == \"diff_workload\" and .rank == 0 and .pid_before == \$sb[0].target.pid
