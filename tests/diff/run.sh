@@ -191,6 +191,33 @@ refused "one file" 2 "want two files" "$tmp/before.json"
 refused "three files" 2 "too many files" "$tmp/before.json" "$tmp/after.json" "$tmp/after.json"
 refused "--top -1" 2 "bad --top" --top -1 "$tmp/before.json" "$tmp/after.json"
 
+# GPU figures: the GPU tests' workload on the fake driver (tests/gpu),
+# which writes what each instance shows at its end, against the diff
+# workload's run, which has none: each group's and the process's figures
+# are the workload's, and so their deltas (train and infer after only).
+export TALLY_GPU=on TALLY_NVML=$PWD/$BUILD/tests/fake_cuda/libnvidia-ml.so.1
+timeout 120 "$TALLY" snapshot -o "$tmp/gpu.json" -- "$PWD/$BUILD/tests/gpu/gpu_workload" run \
+	"$tmp/gpu.truth" </dev/null >/dev/null 2>"$tmp/gpu.err"
+rc=$?
+"$TALLY" diff --json "$tmp/before.json" "$tmp/gpu.json" >"$tmp/gdiff.json" 2>&1
+out=$(jq -e --slurpfile t "$tmp/gpu.truth.end" '
+	def same($d; $want): [$want | keys[] as $k | $d.instance[$k].after == $want[$k]
+		and $d.instance[$k].delta == $want[$k]] | all;
+	([.groups[] | select(.name == "train" or .name == "infer") | .in == "after"
+		and same(.; $t[0].groups[.name])] | length == 2 and all)
+	and (.groups[] | select(.name == "root") | same(.; $t[0].groups.root))
+	and (.processes[] | select(.comm == "gpu_workload") | same(.; $t[0].instance))' \
+	"$tmp/gdiff.json" 2>&1)
+check "GPU figures: each group's and the process's after and delta are the GPU workload's own" \
+	"$([ $rc -eq 0 ] && [ "$out" = true ]; echo $?)" \
+	"rc $rc $(head -c 200 "$tmp/gpu.err"): $out; $(jq -c '.groups[] | {name, instance}' "$tmp/gdiff.json" | head -c 600)"
+"$TALLY" diff "$tmp/before.json" "$tmp/gpu.json" >"$tmp/gdiff.txt" 2>&1
+k=$(jq '.groups.train.kernels_launched' "$tmp/gpu.truth.end")
+check "GPU figures, text: group train's kernels_launched, - before, $k after, +$k" \
+	"$(sed -n '/^  group train$/,/^  [a-z]/p' "$tmp/gdiff.txt" |
+		grep -qE "^    kernels_launched +- +$k +\+$k\$"; echo $?)" "$(sed -n '/^GPU/,$p' "$tmp/gdiff.txt" | head -30)"
+unset TALLY_GPU TALLY_NVML
+
 # Two profiles (tally profile's gzip'd pprof) of the same runs: sampled at
 # --rate 1 in 256 KiB blocks, so exact too. A profile's groups are its
 # samples' sums over the whole tree (the child's bytes in grow too).

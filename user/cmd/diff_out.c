@@ -112,25 +112,40 @@ static void table_row(FILE *f, const struct diff_row *r)
 	fputc('\n', f);
 }
 
-/* The instance figures (GPU, SDK, OS) of rows, those not 0 on either side. */
+static bool nonzero(const struct diff_fig *fig)
+{
+	return (fig->has_b && fig->b) || (fig->has_a && fig->a);
+}
+
+/* The instance figures (GPU, SDK, OS) of rows, those not 0 on either side:
+ * a line for the row ("group train", "process worker #2"), one for each
+ * figure under it. */
 static void instance_rows(FILE *f, const char *what, const struct diff_rows *rows, bool *head)
 {
+	char clean[NAME_W * 4 + 8];
+
 	for (size_t i = 0; i < rows->n; i++) {
 		const struct diff_row *r = &rows->v[i];
+		bool named = false;
 		for (unsigned k = 0; k < FIGURES_INSTANCE_COUNT; k++) {
-			const struct diff_fig *fig = &r->inst[k];
 			const struct figures_instance_field *fd = &figures_instance_fields[k];
-			if (!(fig->has_b && fig->b) && !(fig->has_a && fig->a))
+			if (!nonzero(&r->inst[k]))
 				continue;
 			if (!*head)
 				fprintf(f, "\n%-*s %12s %12s %12s\n", NAME_W + 2,
 					"GPU and SDK figures (not 0)", "before", "after", "delta");
 			*head = true;
-			char label[NAME_W * 4 + 64], clean[NAME_W * 4 + 8];
-			text_sanitize_terminal(clean, sizeof(clean), r->name, strlen(r->name));
-			snprintf(label, sizeof(label), "%s %s: %s", what, clean, fd->name);
-			fprintf(f, "  %-*s", NAME_W, label);
-			fig_cells(f, fig, r->in_b, r->in_a,
+			if (!named) {
+				text_sanitize_terminal(clean, sizeof(clean), r->name,
+						       strlen(r->name));
+				fprintf(f, "  %s %s", what, clean);
+				if (r->rank)
+					fprintf(f, " #%u", r->rank + 1);
+				fputc('\n', f);
+			}
+			named = true;
+			fprintf(f, "    %-*s", NAME_W - 2, fd->name);
+			fig_cells(f, &r->inst[k], r->in_b, r->in_a,
 				  !strcmp(fd->unit, "bytes") ? fmt_bytes : fmt_count, true);
 			fputc('\n', f);
 		}
