@@ -299,8 +299,8 @@ $(BUILD)/tests/hostile_target: tests/hostile/target.c alloc/internal.h
 	$(CC) $(CFLAGS_BASE) -o $@ $<
 
 # libFuzzer targets for the readers of untrusted input (tests/fuzz): the
-# remote state reader, the event decoder, the JSON reader and tally diff's
-# pprof reader, under ASan and UBSan. libFuzzer is clang's (package libclang-rt-14-dev); without it
+# remote state reader, the event decoder, the JSON reader, tally diff's
+# pprof reader and its matching, under ASan and UBSan. libFuzzer is clang's (package libclang-rt-14-dev); without it
 # they are not built and tests/fuzz/run.sh says so. Built as the product is, with -fwrapv: the
 # sums of untrusted 64-bit figures wrap, defined (they overflowed at once
 # without it: their inputs are in the corpus now). The fuzz build bounds
@@ -312,7 +312,8 @@ FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined 
 	-fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=gnu11 -O1 -g $(WARN) -MMD -MP -D_GNU_SOURCE -fwrapv $(FUZZ_SAN)
 FUZZERS := $(BUILD)/tests/fuzz/fuzz_remote $(BUILD)/tests/fuzz/fuzz_decoder \
-	$(BUILD)/tests/fuzz/fuzz_json_read $(BUILD)/tests/fuzz/fuzz_pprof_read
+	$(BUILD)/tests/fuzz/fuzz_json_read $(BUILD)/tests/fuzz/fuzz_pprof_read \
+	$(BUILD)/tests/fuzz/fuzz_diff
 FUZZ_BOUNDS := -DREMOTE_MAX_HEAPS=128U -DREMOTE_MAX_SEGMENTS=128U
 $(BUILD)/tests/fuzz/remote/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -325,13 +326,11 @@ $(BUILD)/tests/fuzz/decoder/%.o: %.c
 $(BUILD)/tests/fuzz/fuzz_remote: $(BUILD)/tests/fuzz/remote/tests/fuzz/fuzz_remote.o \
 		$(BUILD)/tests/fuzz/remote/user/os/remote.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
+FUZZ_MODEL_OBJS := $(patsubst %,$(BUILD)/tests/fuzz/decoder/user/model/%.o,model replay gpu \
+	figures figures_tree tree model_fork peak sites injected) \
+	$(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o
 $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_decoder.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/model.o $(BUILD)/tests/fuzz/decoder/user/model/replay.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/gpu.o $(BUILD)/tests/fuzz/decoder/user/model/figures.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/figures_tree.o $(BUILD)/tests/fuzz/decoder/user/model/tree.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/model_fork.o $(BUILD)/tests/fuzz/decoder/user/model/peak.o \
-		$(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/sites.o $(BUILD)/tests/fuzz/decoder/user/model/injected.o
+		$(FUZZ_MODEL_OBJS)
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
 # the JSON reader (tally diff's), its trees written back by the JSON writer
 $(BUILD)/tests/fuzz/json/%.o: %.c
@@ -346,6 +345,13 @@ $(BUILD)/tests/fuzz/fuzz_pprof_read: $(BUILD)/tests/fuzz/json/tests/fuzz/fuzz_pp
 		$(BUILD)/tests/fuzz/json/user/cmd/diff_pprof.o $(BUILD)/tests/fuzz/json/user/util/json_read.o \
 		$(BUILD)/tests/fuzz/json/user/util/text.o $(BUILD)/tests/fuzz/json/user/views/json.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lz -lm
+# tally diff's matching and renderings on two documents (with the model,
+# for the instance fields' names, as the decoder's target builds it)
+$(BUILD)/tests/fuzz/fuzz_diff: $(BUILD)/tests/fuzz/json/tests/fuzz/fuzz_diff.o \
+		$(patsubst %,$(BUILD)/tests/fuzz/json/user/cmd/%.o,diff_match diff_out) \
+		$(BUILD)/tests/fuzz/json/user/util/json_read.o $(BUILD)/tests/fuzz/json/user/util/text.o \
+		$(BUILD)/tests/fuzz/json/user/views/json.o $(FUZZ_MODEL_OBJS)
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
 test-build: $(if $(FUZZ_RT),$(FUZZERS))
 # The seed corpus, written from the real structures (tests/fuzz/seeds.c):
 # after a change to their layout.

@@ -116,9 +116,9 @@ run alloc_probes 60 tests/test_probes.sh "$BUILD"
 run fork 300 tests/fork/run.sh
 run tree_follow 300 tests/tree/run.sh
 run hostile 120 tests/hostile/run.sh
-# libFuzzer on the remote state reader, the event decoder, the JSON reader and the pprof
-# reader, about 20 s each
-run fuzz 180 tests/fuzz/run.sh
+# libFuzzer on the remote state reader, the event decoder, the JSON reader, the pprof
+# reader and tally diff's matching, about 20 s each
+run fuzz 200 tests/fuzz/run.sh
 run snapshot 300 tests/snapshot/run.sh
 run programs 600 tests/programs/run.sh
 run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"

@@ -11,7 +11,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
-TARGETS=(remote decoder json_read pprof_read)
+TARGETS=(remote decoder json_read pprof_read diff)
 . tests/lib.sh
 
 rt="$(clang -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-$(uname -m).a"

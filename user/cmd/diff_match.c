@@ -134,6 +134,8 @@ static int collect(struct entry **e, size_t *n, size_t *cap, enum side s,
  */
 static int match_rows(struct diff_rows *rows, struct entry *e, size_t n, size_t nb)
 {
+	if (!n)
+		return 0; /* e is NULL: no qsort */
 	qsort(e, n, sizeof(*e), by_key_side_idx);
 	for (size_t i = 0; i < n; i++)
 		e[i].rank = i && e[i - 1].side == e[i].side && !strcmp(e[i - 1].key, e[i].key) ?
