@@ -238,6 +238,11 @@ $(BUILD)/tests/test_heap_rings: $(BUILD)/tests/san/tests/test_heap_rings.o \
 $(BUILD)/tests/test_json: $(BUILD)/tests/san/tests/test_json.o $(BUILD)/tests/san/user/views/json.o \
 		$(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+# The JSON reader for untrusted input (tally diff's), at its edges.
+$(BUILD)/tests/test_json_read: $(BUILD)/tests/san/tests/test_json_read.o \
+		$(BUILD)/tests/san/user/util/json_read.o $(BUILD)/tests/san/user/util/text.o
+	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
+test-build: $(BUILD)/tests/test_json_read
 # The UTF-8 check JSON and Prometheus share.
 $(BUILD)/tests/test_text: $(BUILD)/tests/san/tests/test_text.o $(BUILD)/tests/san/user/util/text.o
 	$(CC) $(SAN) -o $@ $^ $(CMOCKA_LIBS)
@@ -281,15 +286,24 @@ $(BUILD)/tests/report_workload: tests/report/workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -fno-optimize-sibling-calls -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/..'
 
+# tally diff's workload (tests/diff/run.sh): a known amount more per run, its truth written.
+$(BUILD)/tests/diff_workload: tests/diff/workload.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fomit-frame-pointer -o $@ $< -L$(BUILD) -l:libtally.so \
+		-Wl,-rpath,'$$ORIGIN/..'
+$(BUILD)/tests/diff_workload_stripped: $(BUILD)/tests/diff_workload
+	strip -o $@ $<
+test-build: $(BUILD)/tests/diff_workload $(BUILD)/tests/diff_workload_stripped
+
 # A target that corrupts its own allocator state (tests/hostile).
 $(BUILD)/tests/hostile_target: tests/hostile/target.c alloc/internal.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -o $@ $<
 
 # libFuzzer targets for the readers of untrusted input (tests/fuzz): the
-# remote state reader and the event decoder, under ASan and UBSan. libFuzzer
-# is clang's (package libclang-rt-14-dev); without it they are not built and
-# tests/fuzz/run.sh says so. Built as the product is, with -fwrapv: the
+# remote state reader, the event decoder, the JSON reader, tally diff's
+# pprof reader and its matching, under ASan and UBSan. libFuzzer is clang's (package libclang-rt-14-dev); without it
+# they are not built and tests/fuzz/run.sh says so. Built as the product is, with -fwrapv: the
 # sums of untrusted 64-bit figures wrap, defined (they overflowed at once
 # without it: their inputs are in the corpus now). The fuzz build bounds
 # the remote walk at 128 heaps and segments (65536 in the product), which a
@@ -299,7 +313,9 @@ FUZZ_RT := $(wildcard $(shell $(FUZZ_CC) -print-runtime-dir 2>/dev/null)/libclan
 FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=gnu11 -O1 -g $(WARN) -MMD -MP -D_GNU_SOURCE -fwrapv $(FUZZ_SAN)
-FUZZERS := $(BUILD)/tests/fuzz/fuzz_remote $(BUILD)/tests/fuzz/fuzz_decoder
+FUZZERS := $(BUILD)/tests/fuzz/fuzz_remote $(BUILD)/tests/fuzz/fuzz_decoder \
+	$(BUILD)/tests/fuzz/fuzz_json_read $(BUILD)/tests/fuzz/fuzz_pprof_read \
+	$(BUILD)/tests/fuzz/fuzz_diff
 FUZZ_BOUNDS := -DREMOTE_MAX_HEAPS=128U -DREMOTE_MAX_SEGMENTS=128U
 $(BUILD)/tests/fuzz/remote/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -312,14 +328,31 @@ $(BUILD)/tests/fuzz/decoder/%.o: %.c
 $(BUILD)/tests/fuzz/fuzz_remote: $(BUILD)/tests/fuzz/remote/tests/fuzz/fuzz_remote.o \
 		$(BUILD)/tests/fuzz/remote/user/os/remote.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^
+FUZZ_MODEL_OBJS := $(patsubst %,$(BUILD)/tests/fuzz/decoder/user/model/%.o,model replay gpu \
+	figures figures_tree tree tree_peak model_fork peak sites injected) \
+	$(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o
 $(BUILD)/tests/fuzz/fuzz_decoder: $(BUILD)/tests/fuzz/decoder/tests/fuzz/fuzz_decoder.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/model.o $(BUILD)/tests/fuzz/decoder/user/model/replay.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/gpu.o $(BUILD)/tests/fuzz/decoder/user/model/figures.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/figures_tree.o $(BUILD)/tests/fuzz/decoder/user/model/tree.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/tree_peak.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/model_fork.o $(BUILD)/tests/fuzz/decoder/user/model/peak.o \
-		$(BUILD)/tests/fuzz/decoder/alloc/stats_identity.o \
-		$(BUILD)/tests/fuzz/decoder/user/model/sites.o $(BUILD)/tests/fuzz/decoder/user/model/injected.o
+		$(FUZZ_MODEL_OBJS)
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
+# the JSON reader (tally diff's), its trees written back by the JSON writer
+$(BUILD)/tests/fuzz/json/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+$(BUILD)/tests/fuzz/fuzz_json_read: $(BUILD)/tests/fuzz/json/tests/fuzz/fuzz_json_read.o \
+		$(BUILD)/tests/fuzz/json/user/util/json_read.o $(BUILD)/tests/fuzz/json/user/util/text.o \
+		$(BUILD)/tests/fuzz/json/user/views/json.o
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
+# tally diff's reader of pprof profiles, its documents read back by the JSON reader
+$(BUILD)/tests/fuzz/fuzz_pprof_read: $(BUILD)/tests/fuzz/json/tests/fuzz/fuzz_pprof_read.o \
+		$(BUILD)/tests/fuzz/json/user/cmd/diff_pprof.o $(BUILD)/tests/fuzz/json/user/util/json_read.o \
+		$(BUILD)/tests/fuzz/json/user/util/text.o $(BUILD)/tests/fuzz/json/user/views/json.o
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lz -lm
+# tally diff's matching and renderings on two documents (with the model,
+# for the instance fields' names, as the decoder's target builds it)
+$(BUILD)/tests/fuzz/fuzz_diff: $(BUILD)/tests/fuzz/json/tests/fuzz/fuzz_diff.o \
+		$(patsubst %,$(BUILD)/tests/fuzz/json/user/cmd/%.o,diff_match diff_out) \
+		$(BUILD)/tests/fuzz/json/user/util/json_read.o $(BUILD)/tests/fuzz/json/user/util/text.o \
+		$(BUILD)/tests/fuzz/json/user/views/json.o $(FUZZ_MODEL_OBJS)
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -lm
 test-build: $(if $(FUZZ_RT),$(FUZZERS))
 # The seed corpus, written from the real structures (tests/fuzz/seeds.c):

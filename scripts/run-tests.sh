@@ -83,6 +83,7 @@ run tree 60 "$BUILD/tests/test_tree"
 run figures 60 "$BUILD/tests/test_figures"
 run json 60 "$BUILD/tests/test_json"
 run text 60 "$BUILD/tests/test_text"
+run json_read 60 "$BUILD/tests/test_json_read"
 run cli 60 "$BUILD/tests/test_cli"
 run target 60 "$BUILD/tests/test_target"
 run glibc_site 60 "$BUILD/tests/test_glibc_site"
@@ -115,8 +116,9 @@ run alloc_probes 60 tests/test_probes.sh "$BUILD"
 run fork 300 tests/fork/run.sh
 run tree_follow 300 tests/tree/run.sh
 run hostile 120 tests/hostile/run.sh
-# libFuzzer on the remote state reader and the event decoder, about 20 s each
-run fuzz 120 tests/fuzz/run.sh
+# libFuzzer on the remote state reader, the event decoder, the JSON reader, the pprof
+# reader and tally diff's matching, about 20 s each
+run fuzz 200 tests/fuzz/run.sh
 run snapshot 300 tests/snapshot/run.sh
 run programs 600 tests/programs/run.sh
 run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"
@@ -130,6 +132,7 @@ run report 300 tests/report/run.sh
 run serve 300 tests/serve/run.sh
 run profile 300 tests/profile/run.sh
 run peak 120 tests/peak/run.sh
+run diff 120 tests/diff/run.sh
 run container 120 tests/container/run.sh
 run glibc_mode 300 "$BUILD/tests/test_glibc" "$BUILD/tests/glibc_workload"
 run inject 300 tests/inject/run.sh

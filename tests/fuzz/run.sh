@@ -5,13 +5,13 @@
 # One test per target: passed when it neither crashed, hung, leaked nor
 # broke a contract the target checks. A failure's input is kept in
 # $BUILD/tests/fuzz/artifacts/ and its stack is printed. Without clang's
-# libFuzzer the targets are not built: both are skipped.
+# libFuzzer the targets are not built: each is skipped.
 # A longer run: build/tests/fuzz/fuzz_remote -max_total_time=3600 tests/fuzz/corpus/remote
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
-TARGETS=(remote decoder)
+TARGETS=(remote decoder json_read pprof_read diff)
 . tests/lib.sh
 
 rt="$(clang -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-$(uname -m).a"

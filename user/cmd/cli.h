@@ -96,5 +96,6 @@ int cmd_serve(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 #endif /* TALLY_CLI_H */

@@ -24,7 +24,7 @@ static const struct {
 } commands[] = {
 	{ "snapshot", cmd_snapshot }, { "top", cmd_top },   { "record", cmd_record },
 	{ "serve", cmd_serve },	      { "demo", cmd_demo }, { "profile", cmd_profile },
-	{ "report", cmd_report },
+	{ "report", cmd_report },     { "diff", cmd_diff },
 };
 
 static const char main_doc[] =
@@ -36,6 +36,7 @@ static const char main_doc[] =
 	"  serve      serve Prometheus metrics of a process on /metrics\n"
 	"  profile    write a heap profile by call site (pprof, or folded stacks)\n"
 	"  demo       the built-in demo workload under the live view\n"
+	"  diff       compare two snapshots (or profiles): groups, processes, sites\n"
 	"\nRun `tally COMMAND --help` for a command's options.\n"
 	"EXAMPLES:\n"
 	"  tally demo\n"
@@ -44,6 +45,7 @@ static const char main_doc[] =
 	"  tally record -o trace.json -- ./myapp\n"
 	"  tally profile -o heap.pb.gz -- ./myapp\n"
 	"  tally report -o report.html -- ./myapp\n"
+	"  tally diff before.json after.json\n"
 	"  tally serve --listen 127.0.0.1:9464 -p $(pidof myapp)";
 
 int main(int argc, char **argv)
