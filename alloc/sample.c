@@ -169,7 +169,8 @@ static void epoch_check(void)
 
 /* The block's id in the table, 0 when the table cannot grow. An entry left
  * at its address (its block freed while nobody traced) is taken over. */
-static uint64_t tab_insert(struct heap *h, uintptr_t p, bool large, const uint64_t *pcs, unsigned n)
+static uint64_t tab_insert(struct heap *h, uintptr_t p, bool large, const uint64_t *pcs, unsigned n,
+			   uint64_t born)
 {
 	uint64_t id = 0;
 
@@ -184,7 +185,7 @@ static uint64_t tab_insert(struct heap *h, uintptr_t p, bool large, const uint64
 	if (e) {
 		id = next_id++;
 		e->tag = id << 1 | (e->tag & 1);
-		e->born_ns = sample_clock_ns();
+		e->born_ns = born;
 		sample_announce(&mods, tab_epoch, pcs, n, put_module, h);
 	}
 	pthread_mutex_unlock(&sample_lock);
@@ -192,16 +193,17 @@ static uint64_t tab_insert(struct heap *h, uintptr_t p, bool large, const uint64
 }
 
 static void ev_sample(struct heap *h, uint64_t id, const struct heap_sample *s, const uint64_t *pcs,
-		      unsigned n)
+		      unsigned n, uint64_t born)
 {
 	struct tally_batch *b = &h->batch;
 	struct tally_ev e = { TALLY_EV_SAMPLE, 0, s->group, n, id };
 
-	if (b->count + 4 + n > TALLY_BATCH_WORDS)
+	if (b->count + 2 + TALLY_SAMPLE_WORDS + n > TALLY_BATCH_WORDS)
 		ev_flush(h);
 	tally_ev_put(b->words, &b->count, &e);
 	b->words[b->count++] = s->q;
 	b->words[b->count++] = s->p_rate;
+	b->words[b->count++] = born;
 	memcpy(&b->words[b->count], pcs, n * sizeof(*pcs));
 	b->count += n;
 	if (b->count == TALLY_BATCH_WORDS)
@@ -234,9 +236,10 @@ void sample_run(struct heap *h)
 	op_begin(h);
 	if (unlikely(atomic_load_explicit(&h->purge, memory_order_acquire)))
 		heap_settle(h);
-	uint64_t id = ev_tracing() ? tab_insert(h, (uintptr_t)s->p, s->large, pcs, n) : 0;
+	uint64_t born = sample_clock_ns();
+	uint64_t id = ev_tracing() ? tab_insert(h, (uintptr_t)s->p, s->large, pcs, n, born) : 0;
 	if (id) {
-		ev_sample(h, id, s, pcs, n);
+		ev_sample(h, id, s, pcs, n, born);
 	} else {
 		s->dropped++;
 	}

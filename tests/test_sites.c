@@ -30,6 +30,7 @@ static void put_sample(struct words *b, uint64_t id, uint16_t group, uint64_t by
 	tally_ev_put(b->w, &b->n, &e);
 	b->w[b->n++] = bytes;
 	b->w[b->n++] = rate;
+	b->w[b->n++] = 1000000000; /* its birth: 1 s */
 	memcpy(&b->w[b->n], pcs, n * sizeof(*pcs));
 	b->n += n;
 }

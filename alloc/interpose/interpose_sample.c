@@ -91,11 +91,12 @@ static int ids_grow(void)
 	return 0;
 }
 
-/* p's new id (0: none, the table cannot grow) */
-static uint64_t ids_put(uintptr_t p)
+/* p's new id (0: none, the table cannot grow), and its birth */
+static uint64_t ids_put(uintptr_t p, uint64_t *born_ns)
 {
 	uint64_t id = 0;
 
+	*born_ns = sample_clock_ns();
 	ids_enter();
 	if ((ids.used + 1) * 4 < ids.cap * 3 || !ids_grow()) {
 		size_t j = ids_home(p, ids.cap);
@@ -103,7 +104,7 @@ static uint64_t ids_put(uintptr_t p)
 			j = (j + 1) & (ids.cap - 1);
 		ids.used += !ids.v[j].p;
 		id = ++ids.next;
-		ids.v[j] = (struct sid){ p, id, sample_clock_ns() };
+		ids.v[j] = (struct sid){ p, id, *born_ns };
 	}
 	ids_leave();
 	return id;
@@ -179,19 +180,20 @@ static void put_module(void *ctx, const struct tally_ev *e, const uint64_t *extr
 
 void ip_sample_take(void *p, size_t q, uint16_t group)
 {
-	uint64_t w[2 + TALLY_SAMPLE_FRAMES_MAX];
-	unsigned n = sample_backtrace(&w[2]);
-	struct tally_ev e = { TALLY_EV_SAMPLE, 0, group, n, ids_put((uintptr_t)p) };
+	uint64_t w[TALLY_SAMPLE_WORDS + TALLY_SAMPLE_FRAMES_MAX], born;
+	unsigned n = sample_backtrace(&w[TALLY_SAMPLE_WORDS]);
+	struct tally_ev e = { TALLY_EV_SAMPLE, 0, group, n, ids_put((uintptr_t)p, &born) };
 
 	if (!e.bytes)
 		return; /* no id: not sampled (its free finds none either) */
 	pthread_mutex_lock(&mods_lock);
-	sample_announce(&mods, __atomic_load_n(&ip_ring_key, __ATOMIC_RELAXED), &w[2], n,
-			put_module, NULL);
+	sample_announce(&mods, __atomic_load_n(&ip_ring_key, __ATOMIC_RELAXED),
+			&w[TALLY_SAMPLE_WORDS], n, put_module, NULL);
 	pthread_mutex_unlock(&mods_lock);
 	w[0] = q;
 	w[1] = __atomic_load_n(&rate, __ATOMIC_RELAXED);
-	ip_put_ev(&e, w, 2 + n);
+	w[2] = born;
+	ip_put_ev(&e, w, TALLY_SAMPLE_WORDS + n);
 }
 
 void ip_sample_free(void *p)

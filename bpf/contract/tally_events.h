@@ -25,7 +25,7 @@
 #endif
 
 #define TALLY_BATCH_MAGIC 0x7a11ba7cu
-#define TALLY_BATCH_VERSION 3
+#define TALLY_BATCH_VERSION 4
 /* 8-byte words per batch: a probe hit, with the copy of its batch into the
  * ring, costs about 9 us here (measured: bench-trace's traced churn went from
  * 71 to 85 M ops/s when batches doubled from 16 KiB), so a batch carries up to
@@ -85,9 +85,11 @@ enum tally_ev_type {
 	TALLY_EV_POOL_UNMAP = 17,
 	/* heap profiles (docs/DESIGN.md §7), beside the identity (they move no
 	 * byte): a sampled block, bytes = its sample id, group its group, n =
-	 * frames; then a word of its requested bytes, a word of the sampling
-	 * rate its gap was drawn with, and n words of return addresses, the
-	 * allocation's caller first */
+	 * frames; then TALLY_SAMPLE_WORDS words: its requested bytes, the
+	 * sampling rate its gap was drawn with, its birth (CLOCK_MONOTONIC ns,
+	 * read as it was sampled: the start of the lifetime its SAMPLE_FREE
+	 * says); and n words of return addresses, the allocation's caller
+	 * first */
 	TALLY_EV_SAMPLE = 18,
 	/* a sampled block freed: bytes = its sample id, n = 1 + its lifetime
 	 * in microseconds, from its sample to its free, at most UINT32_MAX
@@ -156,6 +158,7 @@ enum tally_ev_type {
 
 #define TALLY_KERNEL_NAME_MAX 256  /* longer names are cut */
 #define TALLY_SAMPLE_FRAMES_MAX 64 /* deeper stacks are cut */
+#define TALLY_SAMPLE_WORDS 3	   /* the words after a TALLY_EV_SAMPLE record, before its frames */
 #define TALLY_GLIBC_INFO_WORDS 6   /* the words after a TALLY_EV_GLIBC_INFO record */
 #define TALLY_MODULE_PATH_MAX 1024 /* longer paths are cut */
 
@@ -247,9 +250,9 @@ static inline int tally_ev_next(const __u64 *words, __u32 count, __u32 *pos, str
 		*pos += (__u32)extra;
 	}
 	if (e->type == TALLY_EV_SAMPLE) {
-		if (e->n > TALLY_SAMPLE_FRAMES_MAX || *pos + 2 + e->n > count)
+		if (e->n > TALLY_SAMPLE_FRAMES_MAX || *pos + TALLY_SAMPLE_WORDS + e->n > count)
 			return -1;
-		*pos += 2 + e->n;
+		*pos += TALLY_SAMPLE_WORDS + e->n;
 	}
 	if (e->type == TALLY_EV_GLIBC_INFO) {
 		if (*pos + TALLY_GLIBC_INFO_WORDS > count)

@@ -467,6 +467,7 @@ static void sample_batch(struct stream *s, uint64_t heap, uint32_t tid)
 		tally_ev_put(w, &m.batch.count, &smp);
 		w[m.batch.count++] = 100 * id;
 		w[m.batch.count++] = 524288;
+		w[m.batch.count++] = 1000000000 * id; /* its birth */
 		memcpy(&w[m.batch.count], pcs, sizeof(pcs));
 		m.batch.count += 3;
 	}

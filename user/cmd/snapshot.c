@@ -18,7 +18,10 @@
 struct snapshot_opts {
 	struct cli_target target;
 	const char *out; /* -o FILE, or NULL: stdout */
+	double since_s;	 /* --since: "growing" counts blocks this recent (0: since the start) */
 };
+
+#define OPT_SINCE 0x100
 
 static const char snapshot_doc[] =
 	"Trace a process and write one JSON snapshot (on stdout, or to -o FILE): the byte "
@@ -162,6 +165,10 @@ static int run_snapshot(struct snapshot_opts *so)
 		return rc;
 	cli_run(&s, c, 0, NULL, NULL);
 	session_finish(&s);
+	if (so->since_s > 0) {
+		uint64_t back = (uint64_t)(so->since_s * 1e9), now = clock_now_ns();
+		s.since_ns = now > back ? now - back : 0;
+	}
 	err = session_figures(&s, &fig);
 	struct profile pr;
 	const struct prof *sites = profile_for_snapshot(&s, &pr);
@@ -183,6 +190,10 @@ static int run_snapshot(struct snapshot_opts *so)
 static const struct argp_option snapshot_options[] = {
 	{ "output", 'o', "FILE", 0,
 	  "Write the snapshot to FILE (default: stdout; CMD's stdout then goes to stderr)", 0 },
+	{ "since", OPT_SINCE, "SECS", 0,
+	  "A running process's \"growing\" sites: the blocks sampled in the last SECS seconds "
+	  "and still in use (default: since the start or the attach)",
+	  0 },
 	{ 0 },
 };
 
@@ -196,6 +207,10 @@ static error_t parse_snapshot_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case 'o':
 		o->out = cli_out_arg(state, arg);
+		break;
+	case OPT_SINCE:
+		if (cli_number(arg, 0.001, 1e9, &o->since_s))
+			cli_usage_error(state, "bad --since '%s': want seconds, above 0", arg);
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;

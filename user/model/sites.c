@@ -344,7 +344,7 @@ static void sample_add(struct sites *s, const struct tally_ev *e, const __u64 *e
 		goto refuse;
 	/* its free's n, read before live_fit moves the entries */
 	const uint32_t early_n = early ? (uint32_t)early->born_ns : 0;
-	int64_t stack = stack_intern(s, &extra[2], e->n);
+	int64_t stack = stack_intern(s, &extra[TALLY_SAMPLE_WORDS], e->n);
 	int64_t at = stack < 0 ? -1 : site_of(s, (uint32_t)stack, e->group);
 	if (at < 0 || live_fit(s))
 		goto refuse;
@@ -369,7 +369,8 @@ static void sample_add(struct sites *s, const struct tally_ev *e, const __u64 *e
 	size_t j = live_home(s, e->bytes);
 	while (s->live[j].id)
 		j = (j + 1) & (s->cap_live - 1);
-	s->live[j] = (struct sites_live){ e->bytes, (uint32_t)at, w * (double)bytes, w, s->now_ns };
+	/* its birth as the process read it: the batch's hand-over may be seconds later */
+	s->live[j] = (struct sites_live){ e->bytes, (uint32_t)at, w * (double)bytes, w, extra[2] };
 	s->nlive++;
 	return;
 refuse:
