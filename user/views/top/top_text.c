@@ -11,7 +11,8 @@
 /* names are never cut: a script reads all of it (a sanitized one is 124 bytes at most) */
 #define NAME_MIN 8
 
-/* The root's peak of live; the rows' PEAK are of the same moment. */
+/* The root's peak of live (a row's PEAK is at its own process's peak), a
+ * line of its own that a script reads as "peak: live BYTES at S s". */
 static void print_peak(FILE *out, const struct top_header *h)
 {
 	char b[64];

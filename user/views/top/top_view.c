@@ -30,7 +30,7 @@ enum {
  * ID's; 85 columns leave the name its 8 (on 80, YIELDS is cut at the edge) */
 static const int col_w[TOP_NCOLS] = { 0, 6, 6, 6, 7, 6, 7, 6, 6, 7, 6 };
 #define FIXED_W 77
-/* the sites view: IN USE, OBJECTS, ALLOCATED, then GROUP, PID and STACK */
+/* the sites view: IN USE, PEAK, OBJECTS, ALLOCATED, then GROUP, PID and STACK */
 #define GROUP_MAX_W 20
 
 static SCREEN *screen;
