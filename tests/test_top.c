@@ -289,6 +289,9 @@ static void frame__glibc_mode__group_counts_from_glibc(void **state)
 	in.src.now_ns = 14 * SEC;
 	build(&f, &in, &prev);
 	assert_int_equal(row(&f, 2)->live, 600);
+	/* glibc mode keeps no peak: not known, in the rows and the header */
+	assert_false(row(&f, 2)->peak_known);
+	assert_false(f.hdr.peak_known);
 	assert_true(row(&f, 2)->allocs_s > 9.999 && row(&f, 2)->allocs_s < 10.001);
 	assert_true(row(&f, 2)->frees_s > 2.499 && row(&f, 2)->frees_s < 2.501);
 	top_frame_free(&f);
@@ -393,7 +396,8 @@ static void sort_rows(struct top_row *rows)
 		strcpy(r->name, names[i]);
 		r->rates_known = r->gpu_known = true;
 		r->cpu_pct = r->allocs_s = r->frees_s = v;
-		r->live = r->device = r->pinned = (int64_t)v - 5; /* negatives too */
+		r->peak_known = true;
+		r->live = r->peak = r->device = r->pinned = (int64_t)v - 5; /* negatives too */
 		r->kernels = r->rejects = r->yields = (uint64_t)v;
 	}
 }
@@ -436,15 +440,17 @@ static void sort__ties__keep_their_order(void **state)
 
 static void sort__unknown_figures__last_in_both_directions(void **state)
 {
-	static const enum top_col cols[] = { TOP_COL_CPU,     TOP_COL_ALLOCS, TOP_COL_FREES,
-					     TOP_COL_KERNELS, TOP_COL_DEVICE, TOP_COL_PINNED };
+	static const enum top_col cols[] = { TOP_COL_CPU,   TOP_COL_PEAK,    TOP_COL_ALLOCS,
+					     TOP_COL_FREES, TOP_COL_KERNELS, TOP_COL_DEVICE,
+					     TOP_COL_PINNED };
 	struct top_row rows[4];
 	(void)state;
 	for (unsigned i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
 		for (int desc = 0; desc < 2; desc++) {
 			sort_rows(rows);
-			rows[2].rates_known = rows[2].gpu_known = false; /* the smallest */
-			rows[1].rates_known = rows[1].gpu_known = false; /* the largest */
+			/* the smallest, the largest */
+			rows[2].rates_known = rows[2].gpu_known = rows[2].peak_known = false;
+			rows[1].rates_known = rows[1].gpu_known = rows[1].peak_known = false;
 			top_sort(rows, 3, cols[i], desc);
 			assert_int_equal(rows[0].id, 0);
 			assert_int_equal(rows[1].id, 1); /* unknown ones in their order */
@@ -463,6 +469,13 @@ static void order__keys_parse_pick_and_step(void **state)
 		assert_int_equal(c, i);
 		assert_int_equal(top_col_of_key(top_col_keys[i]), (int)i);
 	}
+	assert_int_equal(top_col_parse("peak", &c), 0);
+	assert_int_equal(c, TOP_COL_PEAK);
+	assert_int_equal(TOP_COL_PEAK, TOP_COL_LIVE + 1); /* right after LIVE */
+	assert_int_equal(top_col_of_key('m'), TOP_COL_PEAK);
+	/* no column takes a key the live view keeps (top_view.c: key) */
+	for (const char *k = "qQpstrvh<> "; *k; k++)
+		assert_int_equal(top_col_of_key(*k), -1);
 	assert_int_equal(top_col_parse("bogus", &c), -EINVAL);
 	assert_int_equal(top_col_parse("", &c), -EINVAL);
 	assert_int_equal(top_col_of_key('q'), -1);
@@ -715,7 +728,7 @@ static void sites__inlined_lines__innermost_first_then_callers(void **state)
 	struct prof p;
 	(void)state;
 	prof_of(&p, &s, 1);
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	assert_int_equal(f.sites_state, TOP_SITES_SHOWN);
 	assert_int_equal(f.nsites, 1);
 	assert_int_equal(f.sites_total, 1);
@@ -752,7 +765,7 @@ static void sites__unknown_function__module_offset_or_address(void **state)
 	struct prof p;
 	(void)state;
 	prof_of(&p, s, 2);
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	assert_int_equal(f.nsites, 2);
 	/* its file's base name and the offset in the file; an address alone;
 	 * a line without a function is not a name */
@@ -780,7 +793,7 @@ static void sites__target_strings__sanitized(void **state)
 	struct prof p;
 	(void)state;
 	prof_of(&p, s, 1);
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	assert_string_equal(f.sites[0].stack, "evil\\x1b[2J\\x9b < main");
 	assert_string_equal(f.sites[0].group, "grp\\x1b[31m\\\\\\x0d\\x0a");
 	/* a module's path is the target's too */
@@ -792,7 +805,7 @@ static void sites__target_strings__sanitized(void **state)
 	p.nlocs = 1;
 	p.samples = &m;
 	p.nsamples = 1;
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	assert_string_equal(f.sites[0].stack, "\\x1b]0;pwned\\x07+0x10");
 	top_frame_free(&f);
 }
@@ -810,7 +823,7 @@ static void sites__order__most_in_use_first_then_allocated_then_profile_order(vo
 	struct prof p;
 	(void)state;
 	prof_of(&p, s, 5);
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	assert_int_equal(f.nsites, 5);
 	const char *want[] = { "c", "d", "a", "e", "b" };
 	for (unsigned i = 0; i < 5; i++)
@@ -829,14 +842,14 @@ static void sites__more_than_max__largest_kept_and_counted(void **state)
 		s[i] = (struct prof_sample){ stack_inlined, 3, 1, 1, 1, (int64_t)i, "g", 1, 0, 0,
 					     { 0 },	    0, 0 };
 	prof_of(&p, s, N);
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	assert_int_equal(f.nsites, TOP_SITES_MAX);
 	assert_int_equal(f.sites_total, N);
 	assert_int_equal(f.sites[0].inuse, N - 1);
 	assert_int_equal(f.sites[TOP_SITES_MAX - 1].inuse, N - TOP_SITES_MAX);
 	/* the next frame's profile is smaller: the rows are its own */
 	prof_of(&p, s, 3);
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	assert_int_equal(f.nsites, 3);
 	assert_int_equal(f.sites[0].inuse, 2);
 	top_frame_free(&f);
@@ -862,7 +875,7 @@ static void sites__deep_stack__cut_with_a_tilde_never_inside_an_escape(void **st
 	p.nlocs = DEPTH;
 	p.samples = &s;
 	p.nsamples = 1;
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	size_t len = strlen(f.sites[0].stack);
 	assert_true(len < TOP_STACK_MAX);
 	assert_true(len > TOP_STACK_MAX - 16);
@@ -889,15 +902,15 @@ static void sites__no_profile_none_sampled_or_failed__one_line(void **state)
 	struct prof p;
 	char buf[128];
 	(void)state;
-	assert_int_equal(top_sites_build(&f, NULL), 0);
+	assert_int_equal(top_sites_build(&f, NULL, false), 0);
 	assert_int_equal(f.sites_state, TOP_SITES_OFF);
 	assert_string_equal(top_sites_empty(&f, buf, sizeof(buf)),
 			    "no sites: sampling is off (--no-sample)");
 	prof_of(&p, NULL, 0);
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	assert_string_equal(top_sites_empty(&f, buf, sizeof(buf)), "no sites sampled yet");
 	prof_of(&p, &bad, 1); /* a location index out of range */
-	assert_int_equal(top_sites_build(&f, &p), -EINVAL);
+	assert_int_equal(top_sites_build(&f, &p, false), -EINVAL);
 	assert_int_equal(f.sites_state, TOP_SITES_FAILED);
 	assert_int_equal(f.nsites, 0);
 	assert_non_null(strstr(top_sites_empty(&f, buf, sizeof(buf)),
@@ -908,7 +921,7 @@ static void sites__no_profile_none_sampled_or_failed__one_line(void **state)
 		(const struct prof_sample[]){
 			{ stack_inlined, 3, 1, 8, 1, 8, "g", 1, 0, 0, { 0 }, 0, 0 } },
 		1);
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	assert_null(top_sites_empty(&f, buf, sizeof(buf)));
 	top_frame_free(&f);
 }
@@ -955,7 +968,7 @@ static void text__sites_view__table_instead_of_groups(void **state)
 	input(&in, &m, 11 * SEC);
 	build_mode(&f, &in, &prev, TOP_MODE_SITES);
 	prof_of(&p, s, 2);
-	assert_int_equal(top_sites_build(&f, &p), 0);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
 	out = open_memstream(&buf, &len);
 	assert_non_null(out);
 	assert_int_equal(top_text_frame(out, &f, 3, false), 0);
@@ -966,20 +979,350 @@ static void text__sites_view__table_instead_of_groups(void **state)
 	assert_non_null(strstr(buf, "\nsites: 2 of 2, most bytes in use first (estimates: a sample "
 				    "every 524288 bytes on average)\n"));
 	/* GROUP as wide as the longest, sanitized */
-	assert_non_null(
-		strstr(buf, "\n      IN USE    OBJECTS    ALLOCATED GROUP           PID STACK\n"));
-	assert_non_null(strstr(buf, "\n        1024          2         4096 ingest           42 "
-				    "lz_inlined < lz_alloc_state < handle_request < main\n"));
+	assert_non_null(strstr(
+		buf,
+		"\n      IN USE         PEAK    OBJECTS    ALLOCATED GROUP           PID STACK\n"));
+	/* pid 42's peak is not known (no allocator record): "-" */
+	assert_non_null(strstr(buf,
+			       "\n        1024            -          2         4096 ingest    "
+			       "       42 lz_inlined < lz_alloc_state < handle_request < main\n"));
 	assert_non_null(strstr(buf, " grp\\x1b[31m      42 evil\\x1b[2J\\x9b < main\n"));
 	assert_null(strstr(buf, "CPU%")); /* not the groups' table */
 	free(buf);
 	buf = NULL;
-	top_sites_build(&f, NULL);
+	top_sites_build(&f, NULL, false);
 	out = open_memstream(&buf, &len);
 	assert_int_equal(top_text_frame(out, &f, 4, false), 0);
 	fclose(out);
 	assert_non_null(strstr(buf, "\nno sites: sampling is off (--no-sample)\n\n"));
 	free(buf);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+/* A peak of live at at_ns (docs/DESIGN.md §11), as the replay keeps it: the
+ * whole figures there, and its moment. */
+static void peak_of_model(struct model *m, int64_t live, uint64_t at_ns)
+{
+	m->saw_alloc = true;
+	m->replay.peak = (struct tally_replay_mark){ .mapped = 1 << 20, .live = live, .seq = 3 };
+	m->peak = (struct model_peak){ .at_ns = at_ns, .from_ns = at_ns - SEC / 2, .heap = 1 };
+	m->replay.peak_mapped = m->replay.peak;
+	m->peak_mapped = m->peak;
+}
+
+/* Group g's live at the peak, taken when it changed after it; live now. */
+static void group_peak(struct model *m, uint32_t g, int64_t at_peak, int64_t now)
+{
+	m->replay.groups[g].peak_live = at_peak;
+	m->replay.groups[g].changed = 4;
+	m->replay.groups[g].alloc_bytes = now;
+}
+
+/* The root's peak 1800 at 12.5 s (2.5 s after its start): ingest 1000 then
+ * (400 now), decode 500 (0 now), #7 its 300 (unchanged since). */
+static void peak_fill(struct model *m, struct top_in *in)
+{
+	fill(m);
+	peak_of_model(m, 1800, 12 * SEC + SEC / 2);
+	group_peak(m, 1, 1000, 400);
+	group_peak(m, 2, 500, 0);
+	input(in, m, 14 * SEC);
+}
+
+static void peak__rows_and_header__live_at_the_root_peak_in_every_view(void **state)
+{
+	static struct model m;
+	static struct top_in in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	(void)state;
+	peak_fill(&m, &in);
+	build(&f, &in, &prev);
+	assert_true(f.hdr.peak_known && f.hdr.peak_exact && !f.hdr.peak_since_attach);
+	assert_int_equal(f.hdr.peak_live, 1800);
+	assert_true(f.hdr.peak_at_s > 2.499 && f.hdr.peak_at_s < 2.501);
+	const int64_t want[][3] = { { 1, 400, 1000 }, { 2, 0, 500 }, { 7, 300, 300 }, { 0, 0, 0 } };
+	for (unsigned i = 0; i < 4; i++) {
+		const struct top_row *r = row(&f, (uint32_t)want[i][0]);
+		assert_non_null(r);
+		assert_true(r->peak_known);
+		assert_int_equal(r->live, want[i][1]);
+		assert_int_equal(r->peak, want[i][2]);
+	}
+	/* sorted like LIVE: most at the peak first, and back */
+	top_sort(f.rows, f.nrows, TOP_COL_PEAK, true);
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(f.rows[i].id, want[i][0]);
+	top_sort(f.rows, f.nrows, TOP_COL_PEAK, false);
+	assert_int_equal(f.rows[0].id, 0);
+	assert_int_equal(f.rows[3].id, 1);
+	/* a process's row: its peak of live; a process x group row: the group's */
+	build_mode(&f, &in, &prev, TOP_MODE_PROCS);
+	assert_int_equal(f.nrows, 1);
+	assert_true(f.rows[0].peak_known);
+	assert_int_equal(f.rows[0].peak, 1800);
+	build_mode(&f, &in, &prev, TOP_MODE_PROC_GROUPS);
+	assert_int_equal(row(&f, 1)->peak, 1000);
+	assert_int_equal(row(&f, 2)->peak, 500);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+static void peak__not_one_moment_or_since_attach__said_in_the_header(void **state)
+{
+	static struct model m;
+	static struct top_in in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	char b[64];
+	(void)state;
+	peak_fill(&m, &in);
+	build(&f, &in, &prev);
+	top_fmt_peak(b, sizeof(b), &f.hdr, true);
+	assert_string_equal(b, "live 1800 at 2.5 s");
+	top_fmt_peak(b, sizeof(b), &f.hdr, false);
+	assert_string_equal(b, "1.76K at 2.5s");
+	m.peak.crossed = true; /* another heap moved live in its window */
+	m.peak_seeded = true;  /* counted from a late attach's state */
+	build(&f, &in, &prev);
+	assert_false(f.hdr.peak_exact);
+	assert_true(f.hdr.peak_since_attach);
+	top_fmt_peak(b, sizeof(b), &f.hdr, true);
+	assert_string_equal(b, "live ~1800 at 2.5 s since attach");
+	top_fmt_peak(b, sizeof(b), &f.hdr, false);
+	assert_string_equal(b, "~1.76K at 2.5s since attach");
+	f.hdr.peak_known = false;
+	top_fmt_peak(b, sizeof(b), &f.hdr, false);
+	assert_string_equal(b, "-");
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+/* A tree: the root (42, peak known: ingest 1000 at it), a child 43 (ingest
+ * 700 at its own peak) and a child 44 in glibc mode (ingest and "gl", no
+ * peak). The groups view sums each process's group at its own peak; one
+ * that does not know it adds nothing, and a row none knows shows "-". */
+static void peak__groups_view__summed_over_the_processes_each_at_its_own(void **state)
+{
+	static struct model ma, mb, mc;
+	static struct top_in ia, ib, ic;
+	static struct glibc_figures g;
+	static struct figures fa, fb, fc;
+	static struct top_frame f;
+	struct top_prev prev = { 0 };
+	(void)state;
+	fill(&mb);
+	peak_of_model(&mb, 700, 13 * SEC);
+	group_peak(&mb, 1, 700, 100);
+	input(&ib, &mb, 14 * SEC);
+	ib.src.pid = 43;
+	fill(&mc);
+	strcpy(mc.groups[3].name, "gl");
+	mc.groups[3].known = true;
+	g.alloc_bytes[1] = 900;
+	g.alloc_bytes[3] = 50;
+	input(&ic, &mc, 14 * SEC);
+	ic.src.pid = 44;
+	ic.src.allocator = FIGURES_ALLOC_GLIBC;
+	ic.glibc = &g;
+	peak_fill(&ma, &ia); /* (fill resets the CPU figures: the root's last) */
+	figures_of(&fa, &ia);
+	figures_of(&fb, &ib);
+	figures_of(&fc, &ic);
+	struct figures_process procs[3] = { fa.procs[0], fb.procs[0], fc.procs[0] };
+	const struct figures tree = { .nprocs = 3, .procs = procs };
+	assert_int_equal(top_frame_build(&f, &tree, &prev, TOP_MODE_GROUPS), 0);
+	const struct top_row *r = row(&f, 1);
+	assert_string_equal(r->name, "ingest");
+	assert_int_equal(r->live, 400 + 100 + 900);
+	assert_true(r->peak_known);
+	assert_int_equal(r->peak, 1000 + 700);
+	r = row(&f, 3);
+	assert_string_equal(r->name, "gl");
+	assert_false(r->peak_known);
+	/* the header's peak is the root's */
+	assert_int_equal(f.hdr.peak_live, 1800);
+	/* the processes view: each its own, "-" where not known */
+	assert_int_equal(top_frame_build(&f, &tree, &prev, TOP_MODE_PROCS), 0);
+	assert_int_equal(f.nrows, 3);
+	assert_int_equal(f.rows[0].peak, 1800);
+	assert_int_equal(f.rows[1].peak, 700);
+	assert_false(f.rows[2].peak_known);
+	assert_true(f.procs[0].peak_known && f.procs[1].peak_known && !f.procs[2].peak_known);
+	top_frame_free(&f);
+	figures_free(&fa);
+	figures_free(&fb);
+	figures_free(&fc);
+	model_free(&ma);
+	model_free(&mb);
+	model_free(&mc);
+}
+
+/* What a text frame prints of the peak: the header's line, the column. */
+static char *text_of(const struct top_frame *f)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	assert_non_null(out);
+	assert_int_equal(top_text_frame(out, f, 1, false), 0);
+	fclose(out);
+	assert_true(harmless(buf, len, true));
+	return buf;
+}
+
+static void text__peak__header_line_and_column_or_dash(void **state)
+{
+	static struct model m;
+	static struct top_in in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	char *buf;
+	(void)state;
+	peak_fill(&m, &in);
+	build(&f, &in, &prev);
+	top_sort(f.rows, f.nrows, TOP_COL_PEAK, true);
+	buf = text_of(&f);
+	assert_non_null(
+		strstr(buf, "\nprocesses: 1 listed, 1 running\npeak: live 1800 at 2.5 s\n"));
+	assert_non_null(strstr(buf, "\n  ID NAME        CPU%         LIVE         PEAK     ALLOC/s "
+				    "     FREE/s   KERNELS       DEVICE       PINNED   REJECTS    "
+				    "YIELDS\n"));
+	assert_non_null(strstr(buf, "\n   1 ingest         -          400         1000           - "
+				    "          -         -            -            -         0    "
+				    "     0\n   2 decode         -            0          500 "));
+	free(buf);
+	m.peak.crossed = true;
+	build(&f, &in, &prev);
+	buf = text_of(&f);
+	assert_non_null(strstr(buf, "\npeak: live ~1800 at 2.5 s (~: not one moment: "));
+	free(buf);
+	/* no allocator record: no peak, "-" in the header and the column */
+	fill(&m);
+	input(&in, &m, 14 * SEC);
+	build(&f, &in, &prev);
+	buf = text_of(&f);
+	assert_non_null(strstr(buf, "\npeak: - (not known: "));
+	assert_non_null(strstr(buf, "\n   1 ingest         -            0            - "));
+	free(buf);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+/* Sites of the root (42, its peak known) and of a process not listed (99):
+ * a, most in use now, held nothing at the peak; d, freed since, held 3000. */
+static const struct prof_sample peak_sites[] = {
+	{ .locs = stack_inlined,
+	  .nlocs = 3,
+	  .alloc_space = 900,
+	  .inuse_space = 900,
+	  .group = "a",
+	  .pid = 42 },
+	{ .locs = stack_inlined,
+	  .nlocs = 3,
+	  .alloc_space = 5000,
+	  .inuse_space = 100,
+	  .group = "b",
+	  .pid = 42,
+	  .peak_space = 5000 },
+	{ .locs = stack_inlined,
+	  .nlocs = 3,
+	  .alloc_space = 50,
+	  .inuse_space = 50,
+	  .group = "c",
+	  .pid = 99,
+	  .peak_space = 9000 },
+	{ .locs = stack_inlined,
+	  .nlocs = 3,
+	  .alloc_space = 3000,
+	  .group = "d",
+	  .pid = 42,
+	  .peak_space = 3000 },
+};
+
+static void sites_order_is(const struct top_frame *f, const char *groups)
+{
+	char got[16] = "";
+
+	for (unsigned i = 0; i < f->nsites && i < sizeof(got) - 1; i++)
+		got[i] = f->sites[i].group[0];
+	assert_string_equal(got, groups);
+}
+
+static void sites__peak__in_use_at_the_peak_and_ordered_by_it(void **state)
+{
+	static struct model m;
+	static struct top_in in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	struct prof p;
+	(void)state;
+	peak_fill(&m, &in);
+	build_mode(&f, &in, &prev, TOP_MODE_SITES);
+	prof_of(&p, peak_sites, 4);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
+	assert_false(f.sites_by_peak);
+	sites_order_is(&f, "abcd");
+	assert_true(f.sites[0].peak_known);
+	assert_int_equal(f.sites[0].peak, 0);
+	assert_int_equal(f.sites[1].peak, 5000);
+	assert_false(f.sites[2].peak_known); /* pid 99: not listed */
+	assert_int_equal(f.sites[3].peak, 3000);
+	assert_int_equal(top_sites_build(&f, &p, true), 0);
+	assert_true(f.sites_by_peak);
+	sites_order_is(&f, "bdac"); /* the unknown last */
+	/* a paused view's rows, sorted again in place */
+	top_sites_sort(&f, false);
+	sites_order_is(&f, "abcd");
+	top_sites_sort(&f, true);
+	sites_order_is(&f, "bdac");
+	char *buf = text_of(&f);
+	assert_non_null(strstr(buf, "\nsites: 4 of 4, most bytes in use at the peak first ("));
+	assert_non_null(strstr(buf, "\n         100         5000          0         5000 b  "));
+	assert_non_null(strstr(buf, "\n          50            -          0           50 c  "));
+	free(buf);
+	top_frame_free(&f);
+	model_free(&m);
+}
+
+/* By the peak, the TOP_SITES_MAX kept are chosen from every site: one freed
+ * since the peak, in use by none now, is first, not left out. */
+static void sites__peak__chosen_from_all_sites_not_the_most_in_use(void **state)
+{
+	enum { N = TOP_SITES_MAX + 50 };
+	static struct prof_sample s[N];
+	static struct model m;
+	static struct top_in in;
+	struct top_prev prev = { 0 };
+	static struct top_frame f;
+	struct prof p;
+	(void)state;
+	peak_fill(&m, &in);
+	build_mode(&f, &in, &prev, TOP_MODE_SITES);
+	for (unsigned i = 0; i < N; i++)
+		s[i] = (struct prof_sample){ .locs = stack_inlined,
+					     .nlocs = 3,
+					     .inuse_space = i + 1,
+					     .alloc_space = i + 1,
+					     .group = "g",
+					     .pid = 42 };
+	s[7] = (struct prof_sample){ .locs = stack_inlined,
+				     .nlocs = 3,
+				     .alloc_space = 1 << 20,
+				     .peak_space = 1 << 20,
+				     .group = "peak",
+				     .pid = 42 };
+	prof_of(&p, s, N);
+	assert_int_equal(top_sites_build(&f, &p, false), 0);
+	for (unsigned i = 0; i < f.nsites; i++)
+		assert_string_not_equal(f.sites[i].group, "peak");
+	assert_int_equal(top_sites_build(&f, &p, true), 0);
+	assert_int_equal(f.nsites, TOP_SITES_MAX);
+	assert_string_equal(f.sites[0].group, "peak");
+	assert_int_equal(f.sites[0].peak, 1 << 20);
+	assert_int_equal(f.sites[0].inuse, 0);
 	top_frame_free(&f);
 	model_free(&m);
 }
@@ -1020,6 +1363,12 @@ int main(void)
 		cmocka_unit_test(sites__no_profile_none_sampled_or_failed__one_line),
 		cmocka_unit_test(mode__sites__parsed_and_its_frame_keeps_the_groups_rows),
 		cmocka_unit_test(text__sites_view__table_instead_of_groups),
+		cmocka_unit_test(peak__rows_and_header__live_at_the_root_peak_in_every_view),
+		cmocka_unit_test(peak__not_one_moment_or_since_attach__said_in_the_header),
+		cmocka_unit_test(peak__groups_view__summed_over_the_processes_each_at_its_own),
+		cmocka_unit_test(text__peak__header_line_and_column_or_dash),
+		cmocka_unit_test(sites__peak__in_use_at_the_peak_and_ordered_by_it),
+		cmocka_unit_test(sites__peak__chosen_from_all_sites_not_the_most_in_use),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,7 +35,7 @@ remember_pid() { # FILE NAME
 
 # Group names of each frame's table rows: "K NAME" per line.
 frame_groups() {
-	awk '/^--- frame [0-9]+ ---$/ { k = $3 } $1 ~ /^[0-9]+$/ && NF == 11 && k { print k, $2 }' "$1"
+	awk '/^--- frame [0-9]+ ---$/ { k = $3 } $1 ~ /^[0-9]+$/ && NF == 12 && k { print k, $2 }' "$1"
 }
 
 # 1. batch: exactly 3 frames, each with every demo group and its figures
@@ -53,17 +53,28 @@ for k in 1 2 3; do
 done
 check "batch: every frame has a row for each demo group" "$([ -z "$missing" ]; echo $?)" \
 	"missing:$missing"
-# figures: CPU %, live, rates and the rest are numbers (rates are known from frame 1:
-# the first frame's base is the attach)
-bad=$(awk '$1 ~ /^[0-9]+$/ && NF == 11 && $2 ~ /^('"$GROUPS_RE"')$/ {
-	for (i = 3; i <= 11; i++) if ($i !~ /^-?[0-9]+(\.[0-9])?$/) { print; break } }' "$tmp/b.txt")
-check "batch: every group row has its nine figures" "$([ -z "$bad" ]; echo $?)" "$bad"
-check "batch: the header, identity and bar in every frame" \
+# figures: CPU %, live, peak, rates and the rest are numbers (rates are known from
+# frame 1: the first frame's base is the attach; the peak, as the demo runs on
+# tally's allocator)
+bad=$(awk '$1 ~ /^[0-9]+$/ && NF == 12 && $2 ~ /^('"$GROUPS_RE"')$/ {
+	for (i = 3; i <= 12; i++) if ($i !~ /^-?[0-9]+(\.[0-9])?$/) { print; break } }' "$tmp/b.txt")
+check "batch: every group row has its ten figures" "$([ -z "$bad" ]; echo $?)" "$bad"
+# PEAK ($5): each group's live at its process's peak; the root's groups add
+# up to its peak of live in the header, to the byte (the replay's figures at
+# one record; "~" when that record is not one moment of the process)
+peaks=$(awk '/^--- frame/ { if (k) print k, pk, sum; k = $3; sum = 0; blk = 0 }
+	/^peak: live/ { v = $3; sub(/^~/, "", v); pk = v } /^process / { blk++ }
+	blk == 1 && $1 ~ /^[0-9]+$/ && NF == 12 { sum += $5 } END { print k, pk, sum }' "$tmp/b.txt")
+check "batch: the root's groups' PEAK add up to the header's peak in every frame" \
+	"$(echo "$peaks" | awk 'NF == 3 && $2 > 0 && $2 == $3 { n++ } END { exit n != 3 }'; echo $?)" \
+	"frame, peak, sum: $(echo $peaks)"
+check "batch: the header (its peak too), identity and bar in every frame" \
 	"$([ "$(grep -c '^events: .* received, .* lost' "$tmp/b.txt")" -eq 3 ] &&
+		[ "$(grep -cE '^peak: live ~?[0-9]+ at [0-9]+\.[0-9] s' "$tmp/b.txt")" -eq 3 ] &&
 		[ "$(grep -c '^identity: mapped [0-9]* = live -\?[0-9]* + rounding' "$tmp/b.txt")" -eq 3 ] &&
 		[ "$(grep -c '^bar: \[[LrcfRvho]*\]' "$tmp/b.txt")" -eq 3 ]; echo $?)" \
-	"$(grep -E '^(events|identity|bar):' "$tmp/b.txt" | head -3)"
-allocs=$(awk '/^--- frame/ { k = $3 } k >= 2 && $2 == "render" && NF == 11 { print $6 }' "$tmp/b.txt")
+	"$(grep -E '^(events|peak|identity|bar):' "$tmp/b.txt" | head -4)"
+allocs=$(awk '/^--- frame/ { k = $3 } k >= 2 && $2 == "render" && NF == 12 { print $7 }' "$tmp/b.txt")
 check "batch: render allocates (ALLOC/s > 0 in frames 2 and 3)" \
 	"$(echo "$allocs" | awk 'NF { n++; if ($1 <= 0) bad = 1 } END { exit !(n == 2 && !bad) }'; echo $?)" \
 	"ALLOC/s: $allocs"
@@ -91,10 +102,10 @@ check "without a terminal and without -b: batch frames" \
 #     all three (a fixed -n 2 -i 1000 missed keep_large on a loaded
 #     machine, where keep_small takes seconds); then the FIFO is closed,
 #     the workload exits, and so does tally.
-sites_rows() { # FILE: "K IN_USE ALLOCATED GROUP LEAF" per site row of frame K
+sites_rows() { # FILE: "K IN_USE ALLOCATED GROUP LEAF PEAK" per site row of frame K
 	awk '/^--- frame [0-9]+ ---$/ { k = $3; t = 0 }
-		/^ +IN USE +OBJECTS +ALLOCATED +GROUP +PID STACK$/ { t = 1; next }
-		/^$/ { t = 0 } t && k { print k, $1, $3, $4, $6 }' "$1"
+		/^ +IN USE +PEAK +OBJECTS +ALLOCATED +GROUP +PID STACK$/ { t = 1; next }
+		/^$/ { t = 0 } t && k { print k, $1, $4, $5, $7, $2 }' "$1"
 }
 if [ ! -x "$SITES_WL" ]; then
 	check "the sites workload is built" 1 "no $SITES_WL (make $BUILD/tests/profile/sites_workload)"
@@ -124,6 +135,11 @@ else
 		"$(awk -v f="$F" '$1 == f && $5 == "keep_large" && $2 > 0 { l = 1 }
 			$1 == f && $5 == "churn" && $2 == 0 && $3 > 0 { c = 1 }
 			END { exit !(l && c) }' "$tmp/s.rows"; echo $?)" "frame $F: $(grep "^$F " "$tmp/s.rows")"
+	# the workload's live only grows until its sites are done, and what it
+	# keeps it keeps: both kept sites held at the peak what they hold now
+	check "sites view, batch: PEAK, the frame after the sites: keep_small and keep_large at the peak as now" \
+		"$(awk -v f="$F" '$1 == f && ($5 == "keep_small" || $5 == "keep_large") && $2 > 0 && $6 == $2 { n++ }
+			END { exit n != 2 }' "$tmp/s.rows"; echo $?)" "frame $F: $(grep "^$F " "$tmp/s.rows")"
 	check "sites view, batch: most bytes in use first" \
 		"$(awk '$1 == k && $2 > prev { bad = 1 } { k = $1; prev = $2 } END { exit bad }' "$tmp/s.rows"; echo $?)" \
 		"$(cat "$tmp/s.rows")"
@@ -155,7 +171,7 @@ until_ok() { # TENTHS CMD...: until CMD succeeds
 	for _ in $(seq "$n"); do "$@" && return 0; sleep 0.1; done
 	return 1
 }
-table() { pane | awk '$1 ~ /^[0-9]+$/ && NF == 11'; }
+table() { pane | awk '$1 ~ /^[0-9]+$/ && NF == 12'; }
 names() { table | awk '{ print $2 }' | tr '\n' ' '; }
 five_groups() { [ "$(table | awk '{ print $2 }' | grep -cE "^($GROUPS_RE)$")" -eq 5 ]; }
 # a whole frame of LINES lines: the header on top, the footer on the last line
@@ -185,7 +201,8 @@ up=$(pane | sed -nE '1s/^tally top  demo_workload \(pid [0-9]+, started\)  up ([
 check "live: the header (target, uptime, events, lost, exact) and the identity bar" \
 	"$([ -n "$up" ] && [ "$up" -le $(($(date +%s) - t0 + 1)) ] &&
 		pane | grep -qE '^events [0-9.]+[KM]?/s  received [0-9]+  lost 0  figures (NOT )?exact' &&
-		pane | grep -qE '^\[[LrcfRvho]+\]$' && pane | grep -q 'segment_overhead'; echo $?)" \
+		pane | grep -qE '^\[[LrcfRvho]+\]$' && pane | grep -q 'segment_overhead' &&
+		pane | head -1 | grep -qE '  peak ~?[0-9.]+[BKMGTPE] at [0-9]+\.[0-9]s'; echo $?)" \
 	"$(pane | head -6)"
 pane | sed -nE 's/.*\(pid ([0-9]+), .*/\1/p' | head -n1 >"$tmp/live.pid"
 changed() { table >"$tmp/t2" && ! cmp -s "$tmp/t1" "$tmp/t2"; }
@@ -211,15 +228,28 @@ check "live: 'l' sorts by live bytes, most first" \
 	"$(table | awk '{ v = $4; m = 1; if (v ~ /K$/) m = 1024; else if (v ~ /M$/) m = 1048576;
 		else if (v ~ /G$/) m = 1073741824; sub(/[BKMG]$/, "", v); x = v * m;
 		if (NR > 1 && x > prev) bad = 1; prev = x } END { exit bad }'; echo $?)" "$(table)"
+"${TM[@]}" send-keys -t "$S" m
+wait_pane ' vPEAK ' 100
+check "live: 'm' sorts by live bytes at the peak, most first" \
+	"$(table | awk '{ v = $5; m = 1; if (v ~ /K$/) m = 1024; else if (v ~ /M$/) m = 1048576;
+		else if (v ~ /G$/) m = 1073741824; sub(/[BKMG]$/, "", v); x = v * m;
+		if (NR > 1 && x > prev) bad = 1; prev = x } END { exit bad }'; echo $?)" "$(table)"
 "${TM[@]}" send-keys -t "$S" h
-sites_table() { pane | grep -E '^ +[0-9.]+[BKMGTPE] +[0-9.]+[KMGTP]? +[0-9.]+[BKMGTPE] +[^ ]+ +[0-9]+ [^ ]'; }
-wait_pane '^vIN USE OBJECTS ALLOCATED GROUP +PID STACK' 100
+sites_table() { pane | grep -E '^ +[0-9.]+[BKMGTPE] +([0-9.]+[BKMGTPE]|-) +[0-9.]+[KMGTP]? +[0-9.]+[BKMGTPE] +[^ ]+ +[0-9]+ [^ ]'; }
+wait_pane '^ IN USE   vPEAK OBJECTS ALLOCATED GROUP +PID STACK' 100
 # the sites come with the view's first frame of samples
 until_ok 100 eval 'sites_table | grep -qE " ($GROUPS_RE|root) "'
-check "live: 'h' shows the heap's sites (bytes in use, group, pid, stack)" \
-	"$(pane | grep -qE '^vIN USE OBJECTS ALLOCATED GROUP +PID STACK' &&
+check "live: 'h' shows the heap's sites (bytes in use, at the peak (m: by it), group, pid, stack)" \
+	"$(pane | grep -qE '^ IN USE   vPEAK OBJECTS ALLOCATED GROUP +PID STACK' &&
 		pane | grep -q 'view sites' && sites_table | grep -qE " ($GROUPS_RE|root) "; echo $?)" \
 	"$(pane | sed -n 1,14p)"
+"${TM[@]}" send-keys -t "$S" l
+wait_pane '^vIN USE    PEAK OBJECTS ALLOCATED GROUP +PID STACK' 100
+check "live: 'l' in the sites view: most bytes in use first again" \
+	"$(pane | grep -qE '^vIN USE    PEAK OBJECTS ALLOCATED GROUP +PID STACK' &&
+		sites_table | awk '{ v = $1; m = 1; if (v ~ /K$/) m = 1024; else if (v ~ /M$/) m = 1048576;
+		else if (v ~ /G$/) m = 1073741824; sub(/[BKMG]$/, "", v); x = v * m;
+		if (NR > 1 && x > prev) bad = 1; prev = x } END { exit bad }'; echo $?)" "$(pane | sed -n 1,14p)"
 "${TM[@]}" send-keys -t "$S" h
 wait_pane '^ +ID NAME .*CPU%' 100
 check "live: 'h' again: back to the groups" \

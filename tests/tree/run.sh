@@ -168,7 +168,7 @@ pids+=("${tpid:-0}")
 timeout 60 "$TALLY" top -b -n 3 -i 400 -p "$tsh" -f >"$tmp/t.txt" 2>"$tmp/t.err"
 [ -n "$tpid" ] && kill "$tpid" 2>/dev/null
 frames=$(awk -v p="$tpid" '/^--- frame/ { k = $3 } $1 == "process" && $2 == p { inw = 1; next }
-	$1 == "process" { inw = 0 } inw && $2 == "export" && NF == 11 { print k }' "$tmp/t.txt" |
+	$1 == "process" { inw = 0 } inw && $2 == "export" && NF == 12 { print k }' "$tmp/t.txt" |
 	sort -u | tr '\n' ' ')
 check "top -b: the workload's groups in each of 3 frames" "$([ "$frames" = "1 2 3 " ]; echo $?)" \
 	"frames: $frames $(head -c 600 "$tmp/t.txt")"
@@ -185,9 +185,9 @@ timeout 60 "$TALLY" top -b -n 2 -i 400 --view process-groups -- \
 tpid=$(jq -r .pid "$tmp/t2.expect" 2>/dev/null)
 [ -n "$tpid" ] && kill "$tpid" 2>/dev/null
 frames=$(awk -v p="$tpid" '/^--- frame/ { k = $3 } $1 == "process" && $2 == p { inw = 1; next }
-	$1 == "process" { inw = 0 } inw && $2 == "export" && NF == 11 { print k }' "$tmp/t2.txt" |
+	$1 == "process" { inw = 0 } inw && $2 == "export" && NF == 12 { print k }' "$tmp/t2.txt" |
 	sort -u | tr '\n' ' ')
-nameless=$(awk '$1 ~ /^[0-9]+$/ && NF == 10' "$tmp/t2.txt")
+nameless=$(awk '$1 ~ /^[0-9]+$/ && NF == 11' "$tmp/t2.txt")
 check "top -b: a running child's groups named while a younger process runs" \
 	"$([ "$frames" = "1 2 " ] && [ -z "$nameless" ]; echo $?)" \
 	"frames: $frames; $nameless $(grep -A8 "^process $tpid" "$tmp/t2.txt" | head -c 400)"

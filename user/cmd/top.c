@@ -62,8 +62,9 @@ static const struct argp_option top_options[] = {
 	{ "frames", 'n', "N", 0,
 	  "Stop after N frames (default: when the target exits; the live view: on q)", 0 },
 	{ "sort", 's', "COLUMN", 0,
-	  "Sort by COLUMN: name, cpu, live, allocs, frees, kernels, device, pinned, rejects or "
-	  "yields (default cpu; names A to Z, figures largest first)",
+	  "Sort by COLUMN: name, cpu, live, peak, allocs, frees, kernels, device, pinned, "
+	  "rejects or yields (default cpu; names A to Z, figures largest first; peak: the sites "
+	  "view too, by bytes in use at the peak)",
 	  0 },
 	{ "threads", 't', NULL, 0,
 	  "The live view starts with the thread table; batch frames add it after the groups", 0 },
@@ -101,11 +102,10 @@ static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case 's':
 		if (top_col_parse(arg, &col))
-			cli_usage_error(
-				state,
-				"bad sort column '%s': want name, cpu, live, allocs, frees, "
-				"kernels, device, pinned, rejects or yields",
-				arg);
+			cli_usage_error(state,
+					"bad sort column '%s': want name, cpu, live, peak, allocs, "
+					"frees, kernels, device, pinned, rejects or yields",
+					arg);
 		o->order.col = col;
 		o->order.desc = top_col_default_desc(col);
 		break;
@@ -134,20 +134,21 @@ static error_t parse_top_opt(int key, char *arg, struct argp_state *state)
  * view alone, once a frame: it symbolizes every site. A failure is said by
  * the frame, not on stderr, which would write over the live view.
  */
-static void build_sites(struct top_run *r)
+static void build_sites(struct top_run *r, const struct top_order *order)
 {
+	bool by_peak = order->col == TOP_COL_PEAK;
 	struct profile pr;
 	int err;
 
 	if (!r->s.sample_rate) {
-		top_sites_build(&r->frame, NULL);
+		top_sites_build(&r->frame, NULL, by_peak);
 		return;
 	}
 	err = profile_build(&r->s, &pr);
 	if (err)
 		top_sites_failed(&r->frame, err);
 	else
-		top_sites_build(&r->frame, &pr.p);
+		top_sites_build(&r->frame, &pr.p, by_peak);
 	profile_free(&pr);
 }
 
@@ -160,7 +161,7 @@ static void frame_of(struct top_run *r, struct top_prev *prev, const struct top_
 	top_frame_build(&r->frame, &r->fig, prev, mode);
 	top_sort(r->frame.rows, r->frame.nrows, order->col, order->desc);
 	if (mode == TOP_MODE_SITES)
-		build_sites(r);
+		build_sites(r, order);
 }
 
 /* A frame of the figures now. */
@@ -271,6 +272,23 @@ static void remode(struct top_run *r, struct top_ui *ui)
 	free(none);
 }
 
+/* A new order: the rows sorted; the sites, by the peak when it is the
+ * column, chosen again from the profile now (the sites most in use at the
+ * peak are not the most in use now), or while paused, the rows shown
+ * sorted, so that the screen keeps its moment. */
+static void resort(struct top_run *r, const struct top_ui *ui)
+{
+	bool by_peak = ui->order.col == TOP_COL_PEAK;
+
+	top_sort(r->frame.rows, r->frame.nrows, ui->order.col, ui->order.desc);
+	if (ui->mode != TOP_MODE_SITES || by_peak == r->frame.sites_by_peak)
+		return;
+	if (ui->paused)
+		top_sites_sort(&r->frame, by_peak);
+	else
+		build_sites(r, &ui->order);
+}
+
 static int run_live(struct top_run *r)
 {
 	struct session *s = &r->s;
@@ -308,7 +326,7 @@ static int run_live(struct top_run *r)
 		if (ev == TOP_VIEW_REMODE)
 			remode(r, &ui);
 		if (ev == TOP_VIEW_RESORT)
-			top_sort(r->frame.rows, r->frame.nrows, ui.order.col, ui.order.desc);
+			resort(r, &ui);
 		if (ev != TOP_VIEW_IDLE)
 			top_view_draw(&r->frame, &ui);
 		if ((r->o->frames && r->shown >= r->o->frames) || (deadline && now >= deadline))
@@ -378,13 +396,24 @@ out:
 }
 
 static const char top_doc[] =
-	"A live view of a traced process: a header (target, uptime, events a second, lost "
-	"events, whether the figures are exact), the byte identity as one bar split into its "
-	"eight terms with their bytes, and a row per resource group: CPU % (of one CPU), live "
-	"bytes, allocations and frees a second, kernels launched, device bytes, pinned host "
+	"A live view of a traced process: a header (target, uptime, its peak of live bytes "
+	"and when, events a second, lost events, whether the figures are exact), the byte "
+	"identity as one bar split into its eight terms with their bytes, and a row per "
+	"resource group: CPU % (of one CPU), live bytes, PEAK (live bytes at the process's "
+	"peak), allocations and frees a second, kernels launched, device bytes, pinned host "
 	"bytes, back-pressure rejections, yields. A figure shown as - is not known: rates "
 	"before an interval has passed, GPU columns without a GPU source, Stats terms glibc "
-	"has no name for.\v"
+	"has no name for, the peak where no allocator's records keep it (glibc mode, an "
+	"allocator tally does not trace).\v"
+	"The peak is the highest live the records reached, since the "
+	"start or the attach ('since attach'); the header's is the root's, 'peak 45.1M at "
+	"2.1s' (a text frame: 'peak: live 47290368 at 2.1 s'; seconds after its start), "
+	"with a ~ before the bytes when it is not one moment of the "
+	"process (other threads moved live bytes within the batch that reached it: over or "
+	"under by what they moved). A group row's PEAK is its live at its process's peak; in "
+	"the groups view, the sum over the processes of each one's group at that process's "
+	"own peak (not one moment of the tree; a process whose peak is not known adds "
+	"nothing). A process row's PEAK is its peak of live.\n\n"
 	"A traced tree (the processes CMD starts; -p PID -f): the header counts its "
 	"processes, the identity sums those running, and the rows are, v to switch (--view): "
 	"the groups summed over the tree by name (the live view's default), one row per "
@@ -392,16 +421,18 @@ static const char top_doc[] =
 	"'process PID COMM: running' line); a process that ends stays one refresh, with how it "
 	"ended.\n\n"
 	"The sites view (--view sites, or h) is the heap profile by call site, of the root and "
-	"the processes running: a row per site, most bytes in use first (the first 200), with "
-	"its bytes and objects in use, the bytes it allocated, its group, its process and its "
+	"the processes running: a row per site, most bytes in use first (the first 200; with -s "
+	"peak or m, most in use at the peak first: what held memory then, freed since or not), "
+	"with its bytes in use, in use at its process's peak (PEAK), its objects in use, the "
+	"bytes it allocated, its group, its process and its "
 	"stack, leaf first ('leaf < caller < ...'; a frame without a function is MODULE+0xOFFSET "
 	"or its address). Its figures are estimates from samples; with --no-sample it has none. "
 	"The live view cuts a stack at the terminal's edge.\n\n"
 	"KEYS: q quit; p pause (tracing goes on); v view (groups, processes, process-groups, "
 	"sites); h heap sites, or back to the groups; t thread table (tid, name, current group) or "
-	"groups; s or > next sort column, < previous; r reverse; n c l a f k d i e y sort by "
-	"name, cpu, live, allocs, frees, kernels, device, pinned, rejects, yields (the same "
-	"key again reverses); arrows, PgUp, PgDn scroll; ^L redraw.\n\n"
+	"groups; s or > next sort column, < previous; r reverse; n c l m a f k d i e y sort by "
+	"name, cpu, live, peak, allocs, frees, kernels, device, pinned, rejects, yields (the "
+	"same key again reverses; in the sites view l and m choose in use or at the peak); arrows, PgUp, PgDn scroll; ^L redraw.\n\n"
 	"When stdin or stdout is not a terminal, or with -b, frames are plain text, each "
 	"beginning with a line '--- frame K ---' and ending with a blank line, one every -i "
 	"MS; -n N stops after N frames. When the target exits, batch mode prints one last "
@@ -416,6 +447,7 @@ static const char top_doc[] =
 	"EXAMPLES:\n"
 	"  tally top -- ./server --port 8080     start ./server and watch it\n"
 	"  tally top -p 1234 -s live             attach to 1234, most live bytes first\n"
+	"  tally top --view sites -s peak -- ./app  what held memory at ./app's peak\n"
 	"  tally top -b -n 3 -i 500 -- ./app     three text frames, 0.5 s apart\n"
 	"  tally top -b -t -p 1234 > top.txt     frames with their thread tables\n"
 	"  tally top --view sites -p 1234        where 1234's heap was allocated\n"

@@ -37,6 +37,12 @@ void top_bar_cells(const struct top_identity *id, unsigned width, unsigned cells
 /* Bytes as "999B", "1.5K" .. "12.0T" (binary units), at most 6 bytes. */
 void top_fmt_bytes(char *buf, size_t size, int64_t v);
 
+/* The header's peak: "live 47290368 at 2.1 s" (whole: a text frame's) or
+ * "45.1M at 2.1s" (the live view's); a "~" before the bytes when they are
+ * not of one moment of the process (figures_peak.exact), " since attach"
+ * after them when they count from a late attach; "-" when not known. */
+void top_fmt_peak(char *buf, size_t size, const struct top_header *h, bool whole);
+
 /* The line a sites table shows in place of rows ("no sites sampled yet",
  * ...) into buf, or NULL when it has rows. */
 const char *top_sites_empty(const struct top_frame *f, char *buf, size_t size);

@@ -33,6 +33,7 @@ enum top_col {
 	TOP_COL_NAME,
 	TOP_COL_CPU,
 	TOP_COL_LIVE,
+	TOP_COL_PEAK,
 	TOP_COL_ALLOCS,
 	TOP_COL_FREES,
 	TOP_COL_KERNELS,
@@ -99,6 +100,13 @@ struct top_header {
 	int exit_code;
 	bool oom_kill;		 /* the OOM killer chose the target */
 	unsigned procs, running; /* processes listed, and of them running */
+	/* the root's peak of live (docs/DESIGN.md §11); not known: glibc mode,
+	 * an allocator not traced, no allocator record yet */
+	bool peak_known;
+	bool peak_exact;	/* one moment of the process; else shown with a "~" */
+	bool peak_since_attach; /* counted from the state read at a late attach */
+	int64_t peak_live;
+	double peak_at_s; /* since the root's start, as uptime_s */
 };
 
 /* The byte identity (docs/DESIGN.md §2): mapped and its eight terms, in the order
@@ -127,6 +135,12 @@ struct top_row {
 	double cpu_pct;	  /* of one CPU: a group on two busy threads shows 200 */
 	double allocs_s, frees_s;
 	int64_t live; /* requested bytes allocated in the group and not freed */
+	/* live at the peak: a process's peak of live; a group's live at its
+	 * process's peak, summed over the processes whose peak is known (in the
+	 * groups view each at its own process's peak, not one moment of the
+	 * tree); not known when none of them knows its peak */
+	bool peak_known;
+	int64_t peak;
 	bool gpu_known;
 	uint64_t kernels;
 	int64_t device, pinned; /* device bytes, pinned host bytes */
@@ -140,8 +154,9 @@ struct top_proc {
 	char comm[TOP_COMM_MAX];       /* sanitized */
 	char cmdline[TOP_CMDLINE_MAX]; /* as ps shows it, or "" */
 	bool gone;
-	int exit_code; /* 128 + the signal when killed; -1 not known */
-	bool oom_kill; /* ... by the OOM killer */
+	int exit_code;	 /* 128 + the signal when killed; -1 not known */
+	bool oom_kill;	 /* ... by the OOM killer */
+	bool peak_known; /* its sites' figures at the peak are then known */
 };
 
 struct top_thread {
@@ -160,6 +175,8 @@ struct top_thread {
  * estimates from samples, not counts. */
 struct top_site_row {
 	int64_t inuse;		  /* bytes in use */
+	int64_t peak;		  /* bytes in use at its process's peak of live */
+	bool peak_known;	  /* its process is listed and knows its peak */
 	int64_t objects;	  /* objects in use */
 	int64_t allocated;	  /* bytes allocated since the trace began, freed or not */
 	pid_t pid;		  /* its process; 0: not known */
@@ -191,9 +208,10 @@ struct top_frame {
 	enum top_sites_state sites_state;
 	int sites_err; /* TOP_SITES_FAILED: the negative errno */
 	unsigned nsites, capsites;
-	struct top_site_row *sites; /* largest in use first */
-	size_t sites_total;	    /* sites in the profile, shown or not */
-	uint64_t sites_period;	    /* mean bytes between samples; 0: not known */
+	struct top_site_row *sites; /* largest in use (sites_by_peak: at the peak) first */
+	bool sites_by_peak;
+	size_t sites_total;    /* sites in the profile, shown or not */
+	uint64_t sites_period; /* mean bytes between samples; 0: not known */
 };
 
 extern const char *const *const top_term_names; /* TOP_TERMS of figures_stat_names */

@@ -16,15 +16,16 @@ _Static_assert(TALLY_STAT_segment_overhead - TALLY_STAT_live + 1 == TOP_TERMS, "
 const char top_term_letters[TOP_TERMS] = { 'L', 'r', 'c', 'f', 'R', 'v', 'h', 'o' };
 
 const char *const top_col_names[TOP_NCOLS] = {
-	"name",	   "cpu",    "live",   "allocs",  "frees",
+	"name",	   "cpu",    "live",   "peak",	  "allocs", "frees",
 	"kernels", "device", "pinned", "rejects", "yields",
 };
 const char *const top_col_titles[TOP_NCOLS] = {
-	"NAME",	   "CPU%",   "LIVE",   "ALLOC/s", "FREE/s",
+	"NAME",	   "CPU%",   "LIVE",   "PEAK",	  "ALLOC/s", "FREE/s",
 	"KERNELS", "DEVICE", "PINNED", "REJECTS", "YIELDS",
 };
-/* not 'p' (pause), 'q', 's', 'r' or 't', which the live view keeps */
-const char top_col_keys[TOP_NCOLS] = { 'n', 'c', 'l', 'a', 'f', 'k', 'd', 'i', 'e', 'y' };
+/* not 'p' (pause), 'q', 's', 'r', 't', 'v' or 'h', which the live view
+ * keeps: the peak is 'm', the maximum */
+const char top_col_keys[TOP_NCOLS] = { 'n', 'c', 'l', 'm', 'a', 'f', 'k', 'd', 'i', 'e', 'y' };
 
 void top_fmt_bytes(char *buf, size_t size, int64_t v)
 {
@@ -47,6 +48,23 @@ void top_fmt_bytes(char *buf, size_t size, int64_t v)
 		 d < 99.95 ? "%s%.1f%c" :
 			     "%s%.0f%c",
 		 sign, d, units[u]);
+}
+
+void top_fmt_peak(char *buf, size_t size, const struct top_header *h, bool whole)
+{
+	char b[24]; /* an int64_t in digits */
+
+	if (!h->peak_known) {
+		snprintf(buf, size, "-");
+		return;
+	}
+	if (whole)
+		snprintf(b, sizeof(b), "%lld", (long long)h->peak_live);
+	else
+		top_fmt_bytes(b, sizeof(b), h->peak_live);
+	snprintf(buf, size, whole ? "live %s%s at %.1f s%s" : "%s%s at %.1fs%s",
+		 h->peak_exact ? "" : "~", b, h->peak_at_s,
+		 h->peak_since_attach ? " since attach" : "");
 }
 
 /* Per second over dt_s; false when a counter went back (a change of source)
@@ -98,6 +116,20 @@ static void build_identity(struct top_identity *id, const struct figures *fig)
 	identity_of(id, &sum);
 }
 
+/* The root's peak of live, and when, as uptime_s counts. */
+static void header_peak(struct top_header *h, const struct figures_process *p)
+{
+	const struct figures_peak *pk = &p->peak;
+
+	h->peak_known = pk->known;
+	if (!pk->known)
+		return;
+	h->peak_exact = pk->exact;
+	h->peak_since_attach = pk->since_attach;
+	h->peak_live = pk->v[TALLY_STAT_live];
+	h->peak_at_s = pk->at_ns > p->start_ns ? (double)(pk->at_ns - p->start_ns) / 1e9 : 0;
+}
+
 /* The header's reason: the first process not exact says its first one. */
 static void header_why(struct top_header *h, const struct figures_process *q)
 {
@@ -145,6 +177,7 @@ static void build_header(struct top_header *h, const struct figures *fig,
 	h->gone = t->gone;
 	h->exit_code = t->signal ? 128 + t->signal : t->exit_code;
 	h->oom_kill = p->oom.killed;
+	header_peak(h, p);
 	for (unsigned i = 0; i < fig->nprocs; i++) {
 		const struct figures_process *q = &fig->procs[i];
 		if (!top_proc_listed(fig, i, prev))
@@ -275,6 +308,8 @@ static bool col_known(const struct top_row *r, enum top_col col)
 	case TOP_COL_DEVICE:
 	case TOP_COL_PINNED:
 		return r->gpu_known;
+	case TOP_COL_PEAK:
+		return r->peak_known;
 	default:
 		return true;
 	}
@@ -290,6 +325,8 @@ static int cmp_col(const struct top_row *a, const struct top_row *b, enum top_co
 		return cmp_dbl(a->cpu_pct, b->cpu_pct);
 	case TOP_COL_LIVE:
 		return cmp_i64(a->live, b->live);
+	case TOP_COL_PEAK:
+		return cmp_i64(a->peak, b->peak);
 	case TOP_COL_ALLOCS:
 		return cmp_dbl(a->allocs_s, b->allocs_s);
 	case TOP_COL_FREES:

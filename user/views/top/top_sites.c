@@ -90,13 +90,23 @@ static int loc_put(struct stack_text *t, const struct prof *p, size_t idx)
 	return 0;
 }
 
-static int site_row(struct top_site_row *r, const struct prof *p, const struct prof_sample *s)
+/* A site as it is ordered: its sample, and whether its process knows its
+ * peak (a site of a process not listed, or of glibc mode, does not). */
+struct site_ref {
+	const struct prof_sample *s;
+	bool peak_known;
+};
+
+static int site_row(struct top_site_row *r, const struct prof *p, const struct site_ref *ref)
 {
+	const struct prof_sample *s = ref->s;
 	struct stack_text t = { r->stack, sizeof(r->stack), 0, false };
 	int err = 0;
 
 	r->stack[0] = 0;
 	r->inuse = s->inuse_space;
+	r->peak_known = ref->peak_known;
+	r->peak = ref->peak_known ? s->peak_space : 0;
 	r->objects = s->inuse_objects;
 	r->allocated = s->alloc_space;
 	/* a label of the profile's: only a pid a process can have is one */
@@ -114,18 +124,40 @@ static int site_row(struct top_site_row *r, const struct prof *p, const struct p
 	return err;
 }
 
+/* Whether the process of a site's pid label is listed and knows its peak. */
+static bool peak_known(const struct top_frame *f, int64_t pid)
+{
+	for (unsigned i = 0; i < f->nprocs; i++)
+		if (f->procs[i].pid == pid)
+			return f->procs[i].peak_known;
+	return false;
+}
+
 /* Most bytes in use first, then most allocated, then the profile's order
  * (the samples of one array: their addresses are that order). */
 static int by_inuse(const void *a, const void *b)
 {
-	const struct prof_sample *x = *(const struct prof_sample *const *)a;
-	const struct prof_sample *y = *(const struct prof_sample *const *)b;
+	const struct prof_sample *x = ((const struct site_ref *)a)->s;
+	const struct prof_sample *y = ((const struct site_ref *)b)->s;
 
 	if (x->inuse_space != y->inuse_space)
 		return x->inuse_space > y->inuse_space ? -1 : 1;
 	if (x->alloc_space != y->alloc_space)
 		return x->alloc_space > y->alloc_space ? -1 : 1;
 	return (x > y) - (x < y);
+}
+
+/* Most bytes in use at the peak first, those whose peak is not known last,
+ * then as by_inuse: what held memory at the peak, freed since or not. */
+static int by_peak(const void *a, const void *b)
+{
+	const struct site_ref *x = a, *y = b;
+
+	if (x->peak_known != y->peak_known)
+		return x->peak_known ? -1 : 1;
+	if (x->peak_known && x->s->peak_space != y->s->peak_space)
+		return x->s->peak_space > y->s->peak_space ? -1 : 1;
+	return by_inuse(a, b);
 }
 
 static int sites_reserve(struct top_frame *f, unsigned n)
@@ -142,9 +174,9 @@ static int sites_reserve(struct top_frame *f, unsigned n)
 	return 0;
 }
 
-int top_sites_build(struct top_frame *f, const struct prof *p)
+int top_sites_build(struct top_frame *f, const struct prof *p, bool by_peak_first)
 {
-	const struct prof_sample **order = NULL;
+	struct site_ref *order = NULL;
 	unsigned n;
 	int err = 0;
 
@@ -152,6 +184,7 @@ int top_sites_build(struct top_frame *f, const struct prof *p)
 	f->sites_total = 0;
 	f->sites_period = 0;
 	f->sites_err = 0;
+	f->sites_by_peak = by_peak_first;
 	f->sites_state = p ? TOP_SITES_SHOWN : TOP_SITES_OFF;
 	if (!p || !p->nsamples)
 		return 0;
@@ -167,10 +200,10 @@ int top_sites_build(struct top_frame *f, const struct prof *p)
 		goto out;
 	}
 	for (size_t i = 0; i < p->nsamples; i++)
-		order[i] = &p->samples[i];
-	qsort(order, p->nsamples, sizeof(*order), by_inuse);
+		order[i] = (struct site_ref){ &p->samples[i], peak_known(f, p->samples[i].pid) };
+	qsort(order, p->nsamples, sizeof(*order), by_peak_first ? by_peak : by_inuse);
 	for (unsigned i = 0; i < n && !err; i++)
-		err = site_row(&f->sites[i], p, order[i]);
+		err = site_row(&f->sites[i], p, &order[i]);
 	if (!err) {
 		f->nsites = n;
 		f->sites_total = p->nsamples;
@@ -181,6 +214,36 @@ out:
 	if (err)
 		top_sites_failed(f, err);
 	return err;
+}
+
+/* a before b in the order of top_sites_sort */
+static bool site_before(const struct top_site_row *a, const struct top_site_row *b,
+			bool by_peak_first)
+{
+	if (by_peak_first && a->peak_known != b->peak_known)
+		return a->peak_known;
+	if (by_peak_first && a->peak != b->peak)
+		return a->peak > b->peak;
+	if (a->inuse != b->inuse)
+		return a->inuse > b->inuse;
+	return a->allocated > b->allocated;
+}
+
+void top_sites_sort(struct top_frame *f, bool by_peak_first)
+{
+	f->sites_by_peak = by_peak_first;
+	/* insertion sort: stable, so that ties keep the profile's order as
+	 * built, and n is at most TOP_SITES_MAX */
+	for (unsigned i = 1; i < f->nsites; i++) {
+		struct top_site_row r = f->sites[i];
+		unsigned j = i;
+
+		while (j > 0 && site_before(&r, &f->sites[j - 1], by_peak_first)) {
+			f->sites[j] = f->sites[j - 1];
+			j--;
+		}
+		f->sites[j] = r;
+	}
 }
 
 void top_sites_failed(struct top_frame *f, int err)

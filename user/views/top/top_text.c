@@ -11,6 +11,25 @@
 /* names are never cut: a script reads all of it (a sanitized one is 124 bytes at most) */
 #define NAME_MIN 8
 
+/* The root's peak of live (a row's PEAK is at its own process's peak), a
+ * line of its own that a script reads as "peak: live BYTES at S s". */
+static void print_peak(FILE *out, const struct top_header *h)
+{
+	char b[64];
+
+	top_fmt_peak(b, sizeof(b), h, true);
+	if (!h->peak_known)
+		fprintf(out, "peak: - (not known: only tally's allocator's records keep it)\n");
+	else if (h->peak_exact)
+		fprintf(out, "peak: %s\n", b);
+	else
+		fprintf(out,
+			"peak: %s (~: not one moment: other threads moved live bytes while the "
+			"batch that held it was written, so it is over or under by what they "
+			"moved)\n",
+			b);
+}
+
 static void print_header(FILE *out, const struct top_header *h)
 {
 	fprintf(out, "target: %s, pid %d, ", h->comm, (int)h->pid);
@@ -49,6 +68,7 @@ static void print_header(FILE *out, const struct top_header *h)
 	}
 	fputc('\n', out);
 	fprintf(out, "processes: %u listed, %u running\n", h->procs, h->running);
+	print_peak(out, h);
 }
 
 static void print_identity(FILE *out, const struct top_identity *id, enum figures_allocator a,
@@ -119,7 +139,7 @@ static void cell_i64(char *buf, size_t size, bool known, int64_t v)
 }
 
 /* widths: from CPU% to YIELDS */
-static const int col_w[TOP_NCOLS] = { 0, 7, 12, 11, 11, 9, 12, 12, 9, 9 };
+static const int col_w[TOP_NCOLS] = { 0, 7, 12, 12, 11, 11, 9, 12, 12, 9, 9 };
 
 static int id_w(const struct top_frame *f)
 {
@@ -160,6 +180,7 @@ static void print_row(FILE *out, const struct top_frame *f, const struct top_row
 
 	cell_rate(v[TOP_COL_CPU], sizeof(v[0]), r->rates_known, r->cpu_pct);
 	cell_i64(v[TOP_COL_LIVE], sizeof(v[0]), true, r->live);
+	cell_i64(v[TOP_COL_PEAK], sizeof(v[0]), r->peak_known, r->peak);
 	cell_rate(v[TOP_COL_ALLOCS], sizeof(v[0]), r->rates_known, r->allocs_s);
 	cell_rate(v[TOP_COL_FREES], sizeof(v[0]), r->rates_known, r->frees_s);
 	cell_i64(v[TOP_COL_KERNELS], sizeof(v[0]), r->gpu_known, (int64_t)r->kernels);
@@ -210,7 +231,8 @@ static void print_sites(FILE *out, const struct top_frame *f)
 		fprintf(out, "%s\n", empty);
 		return;
 	}
-	fprintf(out, "sites: %u of %zu, most bytes in use first", f->nsites, f->sites_total);
+	fprintf(out, "sites: %u of %zu, most bytes in use %sfirst", f->nsites, f->sites_total,
+		f->sites_by_peak ? "at the peak " : "");
 	if (f->sites_period)
 		fprintf(out, " (estimates: a sample every %llu bytes on average)",
 			(unsigned long long)f->sites_period);
@@ -220,14 +242,15 @@ static void print_sites(FILE *out, const struct top_frame *f)
 		if (len > gw)
 			gw = len;
 	}
-	fprintf(out, "%12s %10s %12s %-*s %7s %s\n", "IN USE", "OBJECTS", "ALLOCATED", gw, "GROUP",
-		"PID", "STACK");
+	fprintf(out, "%12s %12s %10s %12s %-*s %7s %s\n", "IN USE", "PEAK", "OBJECTS", "ALLOCATED",
+		gw, "GROUP", "PID", "STACK");
 	for (unsigned i = 0; i < f->nsites; i++) {
 		const struct top_site_row *r = &f->sites[i];
-		char pid[16];
+		char pid[16], peak[24];
 
 		cell_i64(pid, sizeof(pid), r->pid > 0, r->pid);
-		fprintf(out, "%12lld %10lld %12lld %-*s %7s %s\n", (long long)r->inuse,
+		cell_i64(peak, sizeof(peak), r->peak_known, r->peak);
+		fprintf(out, "%12lld %12s %10lld %12lld %-*s %7s %s\n", (long long)r->inuse, peak,
 			(long long)r->objects, (long long)r->allocated, gw, r->group, pid,
 			r->stack);
 	}

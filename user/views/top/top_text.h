@@ -15,7 +15,8 @@
 #define TOP_TEXT_BAR 64 /* cells of the identity bar */
 
 /*
- * Frame number k (from 1) to out: a line "--- frame K ---", the header, the
+ * Frame number k (from 1) to out: a line "--- frame K ---", the header (its
+ * last line the root's peak, "peak: live BYTES at S s" or "peak: -"), the
  * identity and its bar, the group table in the frame's row order (the sites
  * table in the sites view), the thread table when threads is set, and a
  * blank line. Flushed. 0 or -errno.

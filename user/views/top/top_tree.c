@@ -122,6 +122,11 @@ static int row_add(const struct row_ctx *c, struct top_row *r, const struct figu
 	const struct figures_instance *in = &g->instance;
 
 	r->live += g->live_bytes;
+	/* a process that does not know its peak adds nothing (top_row) */
+	if (p->peak.known) {
+		r->peak_known = true;
+		r->peak += g->peak_live;
+	}
 	r->gpu_known |= p->gpu_attached;
 	r->kernels += in->kernels_launched;
 	r->device += in->device_bytes_allocated;
@@ -237,6 +242,12 @@ static int collect_procs(const struct row_ctx *c, const struct figures *fig, boo
 			if (row_add(c, r, p, &p->groups[g]))
 				return -ENOMEM;
 		}
+		/* a process's row: its own peak of live, as the snapshot's
+		 * peak.live, rather than its groups' sum (row_add) */
+		if (!by_group) {
+			r->peak_known = p->peak.known;
+			r->peak = p->peak.known ? p->peak.v[TALLY_STAT_live] : 0;
+		}
 	}
 	return 0;
 }
@@ -260,6 +271,7 @@ static int list_procs(struct top_frame *f, const struct figures *fig, const stru
 		o->gone = t->gone;
 		o->exit_code = t->signal ? 128 + t->signal : t->exit_code;
 		o->oom_kill = fig->procs[i].oom.killed;
+		o->peak_known = fig->procs[i].peak.known;
 	}
 	return 0;
 }

@@ -26,11 +26,11 @@ enum {
 
 #define NAME_MIN 8
 #define NAME_MAX_W 40
-/* widths of the columns after NAME, each after a space: 66 columns, 70 with
- * ID's; 80 columns leave the name 10 */
-static const int col_w[TOP_NCOLS] = { 0, 6, 6, 7, 6, 7, 6, 6, 7, 6 };
-#define FIXED_W 70
-/* the sites view: IN USE, OBJECTS, ALLOCATED, then GROUP, PID and STACK */
+/* widths of the columns after NAME, each after a space: 73 columns, 77 with
+ * ID's; 85 columns leave the name its 8 (on 80, YIELDS is cut at the edge) */
+static const int col_w[TOP_NCOLS] = { 0, 6, 6, 6, 7, 6, 7, 6, 6, 7, 6 };
+#define FIXED_W 77
+/* the sites view: IN USE, PEAK, OBJECTS, ALLOCATED, then GROUP, PID and STACK */
 #define GROUP_MAX_W 20
 
 static SCREEN *screen;
@@ -147,22 +147,23 @@ static void fmt_uptime(char *buf, size_t size, double s)
 static void draw_header(const struct top_frame *f, const struct top_ui *ui)
 {
 	const struct top_header *h = &f->hdr;
-	char up[32], ev[32], status[64];
+	char up[32], ev[32], status[64], peak[64];
 	attr_t warn = pair_or(PAIR_WARN, A_BOLD) | A_BOLD;
 	int x;
 
 	fmt_uptime(up, sizeof(up), h->uptime_s);
+	top_fmt_peak(peak, sizeof(peak), h, false);
 	x = put(0, 0, pair_or(PAIR_TITLE, A_BOLD) | A_BOLD, "tally top");
 	x = put(0, x, A_NORMAL, "  %s (pid %d", h->comm, (int)h->pid);
 	if (h->ns_pid != h->pid)
 		x = put(0, x, A_NORMAL, ", %d in its namespace", (int)h->ns_pid);
 	if (h->container[0])
 		x = put(0, x, A_NORMAL, ", container %s", h->container);
-	x = put(0, x, A_NORMAL, ", %s)  up %s",
+	x = put(0, x, A_NORMAL, ", %s)  up %s  peak %s",
 		h->injected ? "injected" :
 		h->late	    ? "attached" :
 			      "started",
-		up);
+		up, peak);
 	if (h->gone && h->exit_code >= 0)
 		snprintf(status, sizeof(status), "target %s (status %d)",
 			 h->oom_kill ? "killed by the OOM killer" : "exited", h->exit_code);
@@ -330,6 +331,10 @@ static void draw_groups(const struct top_frame *f, struct top_ui *ui, int y)
 
 		snprintf(v[TOP_COL_CPU], 16, r->rates_known ? "%.1f" : "-", r->cpu_pct);
 		top_fmt_bytes(v[TOP_COL_LIVE], 16, r->live);
+		if (r->peak_known)
+			top_fmt_bytes(v[TOP_COL_PEAK], 16, r->peak);
+		else
+			strcpy(v[TOP_COL_PEAK], "-");
 		if (r->rates_known) {
 			fmt_count(v[TOP_COL_ALLOCS], 16, r->allocs_s);
 			fmt_count(v[TOP_COL_FREES], 16, r->frees_s);
@@ -356,11 +361,13 @@ static void draw_groups(const struct top_frame *f, struct top_ui *ui, int y)
 	}
 }
 
-/* The sites view: a row per site, largest in use first, the group as wide
+/* The sites view: a row per site, largest in use (or at the peak) first, the group as wide
  * as the longest (within GROUP_MAX_W), the stack cut at the right edge. */
 static void draw_sites(const struct top_frame *f, struct top_ui *ui, int y)
 {
-	attr_t title = pair_or(PAIR_TABLE, A_REVERSE);
+	attr_t title = pair_or(PAIR_TABLE, A_REVERSE),
+	       sorted = pair_or(PAIR_SORTED, A_BOLD) | A_BOLD;
+	bool by_peak = f->sites_by_peak;
 	char line[128];
 	const char *empty = top_sites_empty(f, line, sizeof(line));
 	int gw = 5, x;
@@ -371,7 +378,9 @@ static void draw_sites(const struct top_frame *f, struct top_ui *ui, int y)
 			gw = len < GROUP_MAX_W ? len : GROUP_MAX_W;
 	}
 	put(y, 0, title, "%*s", COLS, "");
-	x = put(y, 0, pair_or(PAIR_SORTED, A_BOLD) | A_BOLD, "%7s", "vIN USE");
+	/* the sorted column's title in its color, with its direction */
+	x = put(y, 0, by_peak ? title : sorted, "%7s", by_peak ? "IN USE" : "vIN USE");
+	x = put(y, x, by_peak ? sorted : title, " %7s", by_peak ? "vPEAK" : "PEAK");
 	put(y, x, title, " %7s %9s %-*s %7s STACK, leaf first (%u of %zu sites)", "OBJECTS",
 	    "ALLOCATED", gw, "GROUP", "PID", f->nsites, f->sites_total);
 	y++;
@@ -382,12 +391,14 @@ static void draw_sites(const struct top_frame *f, struct top_ui *ui, int y)
 	clamp_scroll(ui, f->nsites, table_room(y));
 	for (unsigned i = ui->top; i < f->nsites && y < LINES - 1; i++, y++) {
 		const struct top_site_row *r = &f->sites[i];
-		char in[16], objs[16], al[16];
+		char in[16], pk[16] = "-", objs[16], al[16];
 
 		top_fmt_bytes(in, sizeof(in), r->inuse);
+		if (r->peak_known)
+			top_fmt_bytes(pk, sizeof(pk), r->peak);
 		fmt_count(objs, sizeof(objs), (double)r->objects);
 		top_fmt_bytes(al, sizeof(al), r->allocated);
-		x = put(y, 0, A_NORMAL, "%7s %7s %9s ", in, objs, al);
+		x = put(y, 0, A_NORMAL, "%7s %7s %7s %9s ", in, pk, objs, al);
 		draw_name(y, x, r->group, gw);
 		x += gw;
 		if (r->pid > 0)
@@ -429,7 +440,7 @@ static void draw_footer(const struct top_ui *ui)
 		{ "q", "Quit" },    { "p", "Pause" },
 		{ "t", "Threads" }, { "v", "View" },
 		{ "h", "Sites" },   { "s", "Sort" },
-		{ "r", "Reverse" }, { "nclafkdiey", "Sort by column" },
+		{ "r", "Reverse" }, { "nclmafkdiey", "Sort by column" },
 		{ "^L", "Redraw" },
 	};
 	int y = LINES - 1, x = 0;
