@@ -115,7 +115,7 @@ check "folded: no line for the freed site" $? "$(grep churn "$tmp/r1.folded")"
 "$TALLY" profile --rate 65536 --format folded -o "$tmp/fin.folded" -- "$WL" churn 2>"$tmp/fin.err"
 rc=$?
 [ $rc -eq 0 ] && [ ! -s "$tmp/fin.folded" ] &&
-	grep -qx "tally: $tmp/fin.folded is empty: no bytes in use at the end (try --value alloc)" "$tmp/fin.err"
+	grep -qx "tally: $tmp/fin.folded is empty: no bytes in use at the end (try --value peak or alloc)" "$tmp/fin.err"
 check "folded, all freed: empty file, exit 0, one line on stderr that says so" $? \
 	"rc $rc: $(cat "$tmp/fin.err")"
 "$TALLY" profile --rate 65536 --format folded --value alloc -o "$tmp/fal.folded" -- "$WL" churn \
@@ -270,7 +270,7 @@ check "sort: profiled, folded stacks through libc's start" $? "$(head -3 "$tmp/s
 
 # --- bad input: one line, the usage status, nothing started
 for args in "--rate 0" "--rate -5" "--rate abc" "--rate 1.5" "--format xml" \
-	"-o /nonexistent/dir/p.pb.gz" "--no-sample" "--rate 1 --no-sample" "--value peak"; do
+	"-o /nonexistent/dir/p.pb.gz" "--no-sample" "--rate 1 --no-sample" "--value bogus"; do
 	rm -f "$tmp/started"
 	# shellcheck disable=SC2086 # the words of $args are the options
 	"$TALLY" profile $args -- touch "$tmp/started" >"$tmp/bad.out" 2>"$tmp/bad.err"
