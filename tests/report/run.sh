@@ -196,10 +196,9 @@ for what in "four charts drawn (uPlot)" "the groups in the charts' legends" "the
 	check "the page shows $what" $? "${dom//$'\n'/; }"
 done
 
-# What other parts of the snapshot will add (leaked, temporary, oom_kill),
-# given to the page by hand: a second page of the same data with them,
-# drawn in the leaks and temporaries tables. A document without them is
-# the one above ("not in this document").
+# Leaks and temporaries of a known count, and oom_kill, given to the page
+# by hand: a second page of the same data with them, drawn in the leaks
+# and temporaries tables.
 python3 - "$page" "$tmp/r2.html" <<'PY'
 import json, re, sys
 src, dst = sys.argv[1:]
@@ -207,8 +206,10 @@ h = open(src, encoding='utf-8').read()
 m = re.search(r'(<script type="application/json" id="tally-data">)(.*?)(</script>)', h, re.S)
 d = json.loads(m.group(2))
 s = d['snapshot']
-s['leaked'] = s['sites'][:2]
-s['temporary'] = s['sites'][:1]
+for p in s['processes']:
+    p['leaked'] = p['temporary'] = []
+s['processes'][0]['leaked'] = s['sites'][:2]
+s['processes'][0]['temporary'] = s['sites'][:1]
 s['target']['oom_kill'] = False
 # a person's clicks, as a script after the page's: the "Allocated" tab, a
 # click on ingest_records (zoomed: full width, its sibling render_frames

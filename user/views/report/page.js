@@ -507,17 +507,18 @@
 			'allocations', 'group', 'pid', 'site (innermost frame first)'], rows, 'sites'));
 	}
 
-	// The document's lists at its top level, or each process's put together.
+	// Each process's list put together (the root's is also the document's
+	// top level), or the top level's alone.
 	function gather(key) {
-		if (Array.isArray(snap[key]))
-			return snap[key];
 		let any = false, all = [];
 		for (const p of procs)
 			if (Array.isArray(p[key])) {
 				any = true;
 				all = all.concat(p[key]);
 			}
-		return any ? all : null;
+		if (any)
+			return all;
+		return Array.isArray(snap[key]) ? snap[key] : null;
 	}
 
 	function leaks() {
