@@ -69,7 +69,7 @@ m=$(has '^PeriodType: space bytes$' '^Period: 524288$' '^Duration: 5s$' \
 	'^alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes\[dflt\] peak_objects/count peak_space/bytes$' \
 	'^ +100 +6291456 +40 +4194304 +60 +5242880: 1 2 3 4 $' \
 	'^ +50 +3145728 +25 +1048576 +30 +2097152: 5 3 4 $' \
-	'^ +8 +65536 +4 +32768 +0 +0: 7 $|^ +8 +65536 +4 +32768 +0 +0: 6 4 $' '^ +2 +4096 +0 +0 +0 +0: 7 $' \
+	'^ +8 +65536 +4 +32768 +0 +0: 6 4 $' '^ +2 +4096 +0 +0 +0 +0: 7 $' \
 	'^ +16 +1048576 +16 +1048576 +0 +0: 8 3 4 $' \
 	'^ +group:\[parse\]$' '^ +group:\[io\]$' '^ +pid:\[4242\]$' '^ +pid:\[7\]$' \
 	'^ +2: 0x403000 M=1 parse_header parse\.h:7 s=0$' '^ +parse parse\.c:100 s=0$' \
