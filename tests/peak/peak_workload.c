@@ -8,6 +8,9 @@
  * 256 bytes (churn_short: temporaries, each freed within microseconds),
  * and in root keeps 40 blocks of 1 MiB it never frees (leak_some: its
  * leak, as it exits holding them).
+ * With "grow FILE", it only grows: 100 blocks of 10000 bytes every 100 ms
+ * (grow_step), kept, and after each step a line "NS BYTES" to FILE (its
+ * CLOCK_MONOTONIC and the bytes it has grown by), until it is killed.
  * It prints its truth to stderr as one JSON line: the group's highest live
  * bytes (exact: only this code allocates in the group), what the group
  * holds at the end, and the variance of the sampled estimate of build_up's
@@ -21,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../../alloc/include/tally.h"
 
@@ -90,8 +95,34 @@ __attribute__((noinline)) static void *settle(void)
 	return p;
 }
 
-int main(void)
+__attribute__((noinline)) static void grow_step(void)
 {
+	for (int i = 0; i < 100; i++)
+		memset(malloc(10000), 5, 10000);
+}
+
+static int grow(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	long long grown = 0;
+
+	if (!f)
+		return 1;
+	for (;;) {
+		struct timespec ts;
+		grow_step();
+		grown += 100 * 10000;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		fprintf(f, "%lld %lld\n", (long long)ts.tv_sec * 1000000000 + ts.tv_nsec, grown);
+		fflush(f);
+		usleep(100000);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "grow"))
+		return grow(argv[2]);
 	const char *r = getenv("TALLY_SAMPLE_RATE");
 	double rate = r && atof(r) > 0 ? atof(r) : 524288;
 	struct tally_group g = tally_group_register("build");

@@ -103,6 +103,35 @@ jq -e '.lifetimes[] | select(.group == "build") | .live > 0 and .longer == 0' \
 check "lifetimes: build's freed blocks all below 10 s, its kept ones live" $? \
 	"$(jq -c '.lifetimes' "$tmp/s.json")"
 
+# A running process's growth: --since 1 counts the blocks sampled in the
+# last second and still in use. Truth: the workload's own log of what it
+# grew by, at its CLOCK_MONOTONIC; the window ends when tally reads it,
+# between the workload's last line and the next (100 ms, 1 MB), and
+# starts a second before. At rate 65536 a 10000-byte block is sampled with
+# p = 0.1416 and counted 1/p: 1 MB a step has a standard error of 0.25 MB;
+# 4 of them over the ten steps of a second, 3.1 MB, and a step either side.
+"$TALLY" snapshot --rate 65536 -d 3 --since 1 -o "$tmp/g.json" -- "$WL" grow "$tmp/grow.log" \
+	>/dev/null 2>"$tmp/g.err"
+rc=$?
+pkill -f "$WL grow" 2>/dev/null
+end_ns=$(tail -n 1 "$tmp/grow.log" | cut -d' ' -f1)
+truth=$(awk -v e="$end_ns" '{ t[NR] = $1; g[NR] = $2 } END {
+	for (i = NR; i > 0 && t[i] > e - 1e9; i--) ; print g[NR] - g[i] }' "$tmp/grow.log")
+got=$(jq -r '[.growing[] | select(.frames[0].function == "grow_step") | .recent_bytes] | add // 0' \
+	"$tmp/g.json" 2>/dev/null)
+[ $rc -eq 0 ] && [ -n "$truth" ] && [ "$truth" -gt 0 ] &&
+	awk -v g="$got" -v t="$truth" 'BEGIN { d = g - t; if (d < 0) d = -d; exit !(d <= 3.1e6 + 2e6) }'
+check "growing --since 1: grow_step's bytes of the last second, within 4 sd and a step" $? \
+	"status $rc, tally $got, truth $truth: $(head -c 300 "$tmp/g.err")"
+inuse=$(jq -r '[.growing[] | select(.frames[0].function == "grow_step") | .inuse_bytes] | add // 0' \
+	"$tmp/g.json" 2>/dev/null)
+[ "${inuse:-0}" -gt "${got:-0}" ]
+check "growing: what it holds is more than the last second's" $? "in use $inuse, recent $got"
+"$TALLY" snapshot --since 0 -- true >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "bad --since '0'" "$tmp/err"
+check "a bad --since is refused in one line" $? "status $rc: $(cat "$tmp/err")"
+
 # folded --value peak and pprof's peak_space say the same
 "$TALLY" profile --format folded --value peak -o "$tmp/peak.folded" -- "$WL" 2>"$tmp/truth2" >/dev/null
 rc=$?
