@@ -49,6 +49,17 @@ void cli_target_init(struct cli_target *t);
  */
 int cli_parse_command(const char *name, const struct argp_option *options, argp_parser_t parser,
 		      const char *args_doc, const char *doc, int argc, char **argv, void *input);
+/* The options of a command that writes one file from a run of ticks
+ * (record, report): -o FILE, required (`what` names what goes there in
+ * the refusal: "the trace"), and -i MS. */
+struct cli_file_opts {
+	struct cli_target target;
+	const char *out;
+	int interval_ms;
+	const char *what;
+};
+/* Their argp parser; state->input is a struct cli_file_opts. */
+error_t cli_parse_file_opt(int key, char *arg, struct argp_state *state);
 /* -o FILE: the file name, or a usage error when it is empty. */
 const char *cli_out_arg(const struct argp_state *state, const char *arg);
 /* One line on stderr ("tally CMD: ... (see tally CMD --help)") and exit 2. */

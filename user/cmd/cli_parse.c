@@ -300,6 +300,30 @@ int cli_parse_command(const char *name, const struct argp_option *options, argp_
 	return argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, input) ? TALLY_EXIT_USAGE : 0;
 }
 
+error_t cli_parse_file_opt(int key, char *arg, struct argp_state *state)
+{
+	struct cli_file_opts *o = state->input;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		state->child_inputs[0] = &o->target;
+		break;
+	case 'o':
+		o->out = cli_out_arg(state, arg);
+		break;
+	case 'i':
+		o->interval_ms = cli_interval_ms(state, arg, 1, 3600000);
+		break;
+	case ARGP_KEY_END:
+		if (!o->out)
+			cli_usage_error(state, "say where %s goes: -o FILE", o->what);
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
 const char *cli_out_arg(const struct argp_state *state, const char *arg)
 {
 	if (!*arg)

@@ -25,12 +25,6 @@
 
 #define RECORD_INTERVAL_MS 100
 
-struct record_opts {
-	struct cli_target target;
-	const char *out;
-	int interval_ms;
-};
-
 struct record_ctx {
 	struct trace *trace;
 	FILE *f;
@@ -106,7 +100,7 @@ static int record_finish(struct record_run *r, const char *path, bool said)
 	return TALLY_EXIT_OK;
 }
 
-static int run_record(struct record_opts *o)
+static int run_record(struct cli_file_opts *o)
 {
 	struct record_run *r = calloc(1, sizeof(*r));
 	int rc, err;
@@ -157,30 +151,6 @@ static const struct argp_option record_options[] = {
 	{ 0 },
 };
 
-static error_t parse_record_opt(int key, char *arg, struct argp_state *state)
-{
-	struct record_opts *o = state->input;
-
-	switch (key) {
-	case ARGP_KEY_INIT:
-		state->child_inputs[0] = &o->target;
-		break;
-	case 'o':
-		o->out = cli_out_arg(state, arg);
-		break;
-	case 'i':
-		o->interval_ms = cli_interval_ms(state, arg, 1, 3600000);
-		break;
-	case ARGP_KEY_END:
-		if (!o->out)
-			cli_usage_error(state, "say where the trace goes: -o FILE");
-		break;
-	default:
-		return ARGP_ERR_UNKNOWN;
-	}
-	return 0;
-}
-
 static const char record_doc[] =
 	"Trace a process into a Chrome trace-event JSON file that Perfetto "
 	"(ui.perfetto.dev) and chrome://tracing open.\v"
@@ -199,10 +169,10 @@ static const char record_doc[] =
 
 int cmd_record(int argc, char **argv)
 {
-	struct record_opts o = { .interval_ms = RECORD_INTERVAL_MS };
+	struct cli_file_opts o = { .interval_ms = RECORD_INTERVAL_MS, .what = "the trace" };
 
 	cli_target_init(&o.target);
-	if (cli_parse_command("tally record", record_options, parse_record_opt,
+	if (cli_parse_command("tally record", record_options, cli_parse_file_opt,
 			      "-o FILE (-p PID | -- CMD [ARGS...])", record_doc, argc, argv, &o))
 		return TALLY_EXIT_USAGE;
 	return run_record(&o);

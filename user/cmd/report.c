@@ -22,12 +22,6 @@
 
 #define REPORT_INTERVAL_MS 100
 
-struct report_opts {
-	struct cli_target target;
-	const char *out;
-	int interval_ms;
-};
-
 struct report_ctx {
 	struct series series;
 	struct figures fig; /* each tick's, reused */
@@ -62,7 +56,7 @@ static int report_finish(struct session *s, struct report_ctx *rc, struct outfil
 	return err;
 }
 
-static int run_report(struct report_opts *o)
+static int run_report(struct cli_file_opts *o)
 {
 	struct report_ctx *rc = calloc(1, sizeof(*rc));
 	struct outfile of = { 0 };
@@ -101,30 +95,6 @@ static const struct argp_option report_options[] = {
 	{ 0 },
 };
 
-static error_t parse_report_opt(int key, char *arg, struct argp_state *state)
-{
-	struct report_opts *o = state->input;
-
-	switch (key) {
-	case ARGP_KEY_INIT:
-		state->child_inputs[0] = &o->target;
-		break;
-	case 'o':
-		o->out = cli_out_arg(state, arg);
-		break;
-	case 'i':
-		o->interval_ms = cli_interval_ms(state, arg, 1, 3600000);
-		break;
-	case ARGP_KEY_END:
-		if (!o->out)
-			cli_usage_error(state, "say where the page goes: -o FILE.html");
-		break;
-	default:
-		return ARGP_ERR_UNKNOWN;
-	}
-	return 0;
-}
-
 static const char report_doc[] =
 	"Trace a process and write one self-contained HTML page of what it did: the byte "
 	"identity's terms over time, live bytes per group and per process with the peak marked, "
@@ -148,10 +118,10 @@ static const char report_doc[] =
 
 int cmd_report(int argc, char **argv)
 {
-	struct report_opts o = { .interval_ms = REPORT_INTERVAL_MS };
+	struct cli_file_opts o = { .interval_ms = REPORT_INTERVAL_MS, .what = "the page" };
 
 	cli_target_init(&o.target);
-	if (cli_parse_command("tally report", report_options, parse_report_opt,
+	if (cli_parse_command("tally report", report_options, cli_parse_file_opt,
 			      "-o FILE.html (-p PID | -- CMD [ARGS...])", report_doc, argc, argv,
 			      &o))
 		return TALLY_EXIT_USAGE;
