@@ -52,6 +52,26 @@ jq -e '.peak_mapped.mapped >= .peak.mapped and .peak_mapped.mapped >= .stats.map
 	"$tmp/s.json" >/dev/null
 check "the mapped peak is the highest mapped" $? "$(jq -c '{pm: .peak_mapped, pl: .peak.mapped}' "$tmp/s.json")"
 
+# a tree of one: its peak is the process's, with the same groups and mapped
+jq -e --argjson t "$peak" '.tree.peak as $p | $p.live == .peak.live and $p.exact and
+	$p.at_s == .peak.at_s and $p.mapped == .peak.mapped and
+	([$p.groups[] | select(.name == "build") | .live] == [$t]) and
+	$p.processes[0].pid == .target.pid' "$tmp/s.json" >/dev/null
+check "the tree's peak is its one process's, its group build's the workload's" $? \
+	"$(jq -c '{tree: .tree.peak, peak: (.peak | {live, mapped, at_s})}' "$tmp/s.json")"
+
+# a shell running it twice, one after the other: the tree's peak is one
+# run's crest (the first has ended, its bytes gone), its group build the
+# workload's own peak to the byte, the shell beside it
+"$TALLY" snapshot -o "$tmp/sh.json" -- sh -c "$WL; $WL" >/dev/null 2>"$tmp/sh.err"
+rc=$?
+twice=$(grep -c '^{"peak"' "$tmp/sh.err")
+jq -e --argjson t "$peak" '.tree.peak as $p | ([$p.groups[] | select(.name == "build") | .live] == [$t])
+	and $p.live >= $t and $p.mapped >= $p.live and ($p.processes | length) >= 1' \
+	"$tmp/sh.json" >/dev/null && [ $rc -eq 0 ] && [ "$twice" -eq 2 ]
+check "a shell's two runs: the tree's peak is one run's, its group build the workload's" $? \
+	"status $rc, runs $twice: $(jq -c '.tree.peak' "$tmp/sh.json" 2>/dev/null | head -c 600)"
+
 # The sites at the peak: build_up's estimate within 4 standard errors of
 # the bytes it held then (var: the workload's variance of that estimate;
 # 4 sd: a false failure 6e-5 of the time)

@@ -256,10 +256,11 @@ struct figures_process {
  * running processes' live, each as its records stood after a message (or
  * at a process's own peak within it), with the largest of them then. */
 #define FIGURES_PEAK_PROCS 16
+#define FIGURES_PEAK_GROUPS 16
 struct figures_tree_peak {
 	bool known;
 	bool exact; /* one process held live bytes then, its own peak exact */
-	int64_t live;
+	int64_t live, mapped;
 	uint64_t at_ns;
 	int32_t pid;	       /* the process whose records brought it */
 	unsigned nprocs, more; /* listed, largest first; and those not listed */
@@ -267,6 +268,13 @@ struct figures_tree_peak {
 		int32_t pid;
 		int64_t live;
 	} procs[FIGURES_PEAK_PROCS];
+	/* the groups then, summed by name over the processes: the first
+	 * FIGURES_PEAK_GROUPS names met, the others counted */
+	unsigned ngroups, groups_more;
+	struct {
+		char name[TALLY_GROUP_NAME_MAX];
+		int64_t live;
+	} groups[FIGURES_PEAK_GROUPS];
 };
 
 /* Sums over the tree: live, mapped, cpu_ns and instance over the processes

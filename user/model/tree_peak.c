@@ -16,19 +16,48 @@
  * records, like two heaps', come in batches whose order between them is
  * not known.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "tree.h"
 
-/* The processes' live at the peak, largest first: pid's from its crest.
- * Returns whether another process moved live at or after since_ns. */
+/* Process m's groups at the peak (its crest's when crest), summed by name. */
+static void take_groups(struct figures_tree_peak *pk, const struct model *m, bool crest)
+{
+	for (uint32_t g = 0; g < TALLY_MAX_GROUPS; g++) {
+		const struct tally_replay *r = &m->replay;
+		int64_t live = crest ? tally_replay_group_peak(r, g) :
+				       r->groups[g].alloc_bytes - r->groups[g].dealloc_bytes;
+		const char *name = m->groups[g].name[0] ? m->groups[g].name : g ? NULL : "root";
+		if (!live || !name)
+			continue;
+		unsigned i = 0;
+		while (i < pk->ngroups && strcmp(pk->groups[i].name, name))
+			i++;
+		if (i == FIGURES_PEAK_GROUPS) {
+			pk->groups_more++;
+			continue;
+		}
+		if (i == pk->ngroups) {
+			snprintf(pk->groups[i].name, sizeof(pk->groups[i].name), "%s", name);
+			pk->groups[i].live = 0;
+			pk->ngroups++;
+		}
+		pk->groups[i].live += live;
+	}
+}
+
+/* The processes' live at the peak, largest first: pid's from its crest;
+ * their mapped and groups then. Returns whether another process moved
+ * live at or after since_ns. */
 static bool take_procs(struct figures_tree_peak *pk, const struct tree *t, const struct model *root,
-		       pid_t root_pid, pid_t pid, int64_t crest, uint64_t since_ns)
+		       pid_t root_pid, pid_t pid, int64_t crest, bool crested, uint64_t since_ns)
 {
 	size_t n = 1 + t->n;
 	bool crossed = false;
 
-	pk->nprocs = pk->more = 0;
+	pk->nprocs = pk->more = pk->ngroups = pk->groups_more = 0;
+	pk->mapped = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct model *m = i ? t->procs[i - 1].m : root;
 		pid_t p = i ? t->procs[i - 1].pid : root_pid;
@@ -37,6 +66,9 @@ static bool take_procs(struct figures_tree_peak *pk, const struct tree *t, const
 		int64_t live = p == pid ? crest : tree_model_live(m);
 		if (live <= 0)
 			continue;
+		const bool at_crest = p == pid && crested;
+		pk->mapped += at_crest ? m->replay.peak.mapped : m->replay.mapped;
+		take_groups(pk, m, at_crest);
 		crossed |= p != pid && m->live_moved_ns >= since_ns;
 		/* insertion into the sorted list; the smallest drops off the end */
 		unsigned at = pk->nprocs;
@@ -82,7 +114,7 @@ void tree_peak_after(struct tree *t, const struct model *m, pid_t pid,
 	/* at a message's end (no crest): the others' records of the same
 	 * stretch may be on their way; any that moved at all cross it */
 	uint64_t since = crested ? m->peak.from_ns : 0;
-	bool crossed = take_procs(pk, t, root, root_pid, pid, crest, since);
+	bool crossed = take_procs(pk, t, root, root_pid, pid, crest, crested, since);
 	pk->exact = !crossed && (!crested || !m->peak.crossed);
 }
 

@@ -269,6 +269,17 @@ void answers_tree_peak(struct json_writer *w, const struct figures *f)
 	json_kv_double(w, "at_s", seconds_since(pk->at_ns, f->procs[0].start_ns));
 	json_kv_bool(w, "exact", pk->exact);
 	json_kv_i64(w, "live", pk->live);
+	json_kv_i64(w, "mapped", pk->mapped);
+	json_key(w, "groups");
+	json_begin_array(w);
+	for (unsigned i = 0; i < pk->ngroups; i++) {
+		json_begin_object(w);
+		json_kv_str(w, "name", pk->groups[i].name);
+		json_kv_i64(w, "live", pk->groups[i].live);
+		json_end_object(w);
+	}
+	json_end_array(w);
+	json_kv_u64(w, "groups_not_listed", pk->groups_more);
 	json_key(w, "processes");
 	json_begin_array(w);
 	for (unsigned i = 0; i < pk->nprocs; i++) {
