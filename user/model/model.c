@@ -201,11 +201,10 @@ void model_release(struct model *m)
 	}
 }
 
-/* The sites' replay (models move) and the moment of the records they take. */
+/* The sites' replay (models move). */
 static void sites_bind(struct model *m, const struct tally_replay *r)
 {
 	m->sites.clock = r;
-	m->sites.now_ns = m->now_ns;
 }
 
 /* Malloc's and free's one-word records, nearly all of them: applied

@@ -62,7 +62,7 @@ struct sites_live {
 	uint64_t id; /* 0: empty slot */
 	uint32_t site;
 	double bytes, objects;
-	/* when its sample came (the model's now_ns); SITES_FREED: its free's n */
+	/* its birth, as its SAMPLE record says; SITES_FREED: its free's n */
 	uint64_t born_ns;
 };
 
@@ -91,9 +91,6 @@ struct sites {
 	 * (models move); NULL: no peak kept */
 	const struct tally_replay *clock;
 	bool settled; /* sites_settle: peak_bytes and peak_objects are final */
-	/* the moment of the records being applied (the model's now_ns), set
-	 * with clock: a live sample's birth, for sites_recent */
-	uint64_t now_ns;
 	struct sites_module *mods;
 	size_t nmods, cap_mods;
 	char *names; /* the modules' paths, one after the other */

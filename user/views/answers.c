@@ -84,8 +84,9 @@ static size_t pick(const struct prof *prof, int64_t pid, rank_fn rank, const siz
 	return best;
 }
 
-/* "key": the process's sites by `rank`, each with its frames, group and
- * the figures `fields` writes. */
+/* "key": the process's sites by `rank`, each with its frames, group, pid,
+ * the figures `fields` writes (NULL: none of its own) and its in-use and
+ * allocated figures. */
 static void ranked(struct json_writer *w, const char *key, const struct figures_process *p,
 		   const struct prof *prof, rank_fn rank,
 		   void (*fields)(struct json_writer *w, const struct prof_sample *s))
@@ -104,7 +105,8 @@ static void ranked(struct json_writer *w, const char *key, const struct figures_
 		const struct prof_sample *s = &prof->samples[i];
 		json_kv_str(w, "group", s->group ? s->group : "root");
 		json_kv_i64(w, "pid", s->pid);
-		fields(w, s);
+		if (fields)
+			fields(w, s);
 		json_kv_i64(w, "inuse_bytes", s->inuse_space);
 		json_kv_i64(w, "inuse_objects", s->inuse_objects);
 		json_kv_i64(w, "alloc_bytes", s->alloc_space);
@@ -128,12 +130,6 @@ static void peak_fields(struct json_writer *w, const struct prof_sample *s)
 static int64_t by_inuse(const struct prof_sample *s)
 {
 	return s->inuse_space;
-}
-
-static void inuse_fields(struct json_writer *w, const struct prof_sample *s)
-{
-	(void)w; /* its figures are the common ones: in use at the end */
-	(void)s;
 }
 
 static int64_t by_recent(const struct prof_sample *s)
@@ -249,7 +245,7 @@ void answers_write(struct json_writer *w, const struct figures_process *p, const
 	answers_peak(w, p, prof);
 	/* an ended process's blocks in use at its end were never freed */
 	if (p->target.gone)
-		ranked(w, "leaked", p, prof, by_inuse, inuse_fields);
+		ranked(w, "leaked", p, prof, by_inuse, NULL); /* the common figures say it */
 	else
 		ranked(w, "growing", p, prof, by_recent, recent_fields);
 	ranked(w, "temporary", p, prof, by_short, short_fields);
