@@ -41,10 +41,31 @@ void bin_push(struct heap *h, struct bin *b, struct span *sp)
 	bin_direct_sync(h, b);
 }
 
+/* Behind the current span, which stays current: a free that finds its span
+ * full brings it back here. (Pushed at the head, then the current span taken
+ * out and pushed back, it cost three syncs of the direct table, 100
+ * instructions of the 140 such a free took in alloc-test, where a tenth of
+ * the frees land in spans filled long before.) */
+void bin_push_behind(struct heap *h, struct bin *b, struct span *sp)
+{
+	struct span *cur = b->head;
+	if (!cur) {
+		bin_push(h, b, sp);
+		return;
+	}
+	sp->prev = cur;
+	sp->next = cur->next;
+	if (cur->next)
+		cur->next->prev = sp;
+	cur->next = sp;
+}
+
 void bin_remove(struct heap *h, struct bin *b, struct span *sp)
 {
+	bool cur = b->head == sp;
 	list_remove(&b->head, sp);
-	bin_direct_sync(h, b);
+	if (cur) /* the direct table mirrors the head alone */
+		bin_direct_sync(h, b);
 }
 
 void bin_push_empty(struct heap *h, struct bin *b, struct span *sp)

@@ -27,6 +27,8 @@ struct bin {
 /* The active list: sp becomes the bin's current span, or leaves the list. */
 void bin_push(struct heap *h, struct bin *b, struct span *sp);
 void bin_remove(struct heap *h, struct bin *b, struct span *sp);
+/* The active list, behind the current span (the head where there is none). */
+void bin_push_behind(struct heap *h, struct bin *b, struct span *sp);
 /* The empty list, and the heap's list of empty spans with it. */
 void bin_push_empty(struct heap *h, struct bin *b, struct span *sp);
 void bin_remove_empty(struct heap *h, struct bin *b, struct span *sp);

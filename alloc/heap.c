@@ -127,6 +127,7 @@ struct heap *heap_get_slow(void)
 	h->bins = h->bins0;
 	heap_direct_fill(h);
 	h->tick = TICK_OPS;
+	foreign_batch_flush(h);
 	h->now_ms = os_now_ms();
 	if (!h->last_sweep_ms)
 		h->last_sweep_ms = h->last_flush_ms = h->now_ms;
@@ -153,6 +154,7 @@ void heap_release(struct heap *h)
 	op_begin(h);
 	if (atomic_load_explicit(&h->purge, memory_order_acquire))
 		heap_settle(h);
+	foreign_batch_flush(h);
 	heap_drain_xspans(h);
 	if (ev_tracing())
 		ev_flush(h);
@@ -359,6 +361,9 @@ static void orphan_sweep(struct heap *o, const struct heap *by, bool force)
 {
 	o->now_ms = by->now_ms;
 	o->tid = by->tid;
+	/* no owner writes the chain of an orphan (a fork's child orphans the
+	 * heaps of the threads it has not) */
+	foreign_batch_flush(o);
 	heap_sweep(o, force);
 	if (ev_tracing())
 		ev_flush(o);
@@ -457,6 +462,7 @@ TALLY_API void tally_alloc_collect(int force)
 	if (!h)
 		return;
 	h->now_ms = os_now_ms();
+	foreign_batch_flush(h);
 	heap_sweep(h, force != 0);
 	if (force) {
 		pthread_mutex_lock(&tally_heaps_lock);

@@ -89,7 +89,13 @@ struct heap {
 	struct bin *gbins[TALLY_MAX_GROUPS]; /* per-group bin tables, created on first use */
 	struct bin bins0[CLASS_COUNT];	     /* root's bins */
 	struct segment *segs;
-	_Atomic(struct span *) xspans;	  /* spans whose xfree went non-empty */
+	_Atomic(struct span *) xspans; /* spans whose xfree went non-empty */
+	/* this thread's foreign frees into one span of another heap, not yet on
+	 * its xfree list (free.c: foreign_batch); owner-only, as the figures
+	 * those frees moved already */
+	struct span *xb_span;
+	void *xb_head, *xb_tail;
+	uint32_t xb_n;
 	struct span *dirty;		  /* spans with local frees since their last reclaim */
 	struct span *lru_head, *lru_tail; /* every empty span, oldest first (bin.h) */
 	uint64_t now_ms;		  /* coarse clock, updated at ticks */
@@ -192,6 +198,8 @@ static inline struct heap *heap_get(void)
 struct span *heap_refill(struct heap *h, unsigned cls);
 void heap_drain_xspans(struct heap *h);
 void heap_tick(struct heap *h);
+/* free.c: h's chain of foreign frees onto its span's list; owner-only */
+void foreign_batch_flush(struct heap *h);
 void heap_sweep(struct heap *h, bool force);
 void heap_purge_sweep(struct heap *h, const struct span *skip, struct heap *acct);
 uint64_t heap_due(const struct heap *h, bool owned, const struct span *skip);

@@ -30,6 +30,23 @@ struct tally_arena tally_arena;
 #endif
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool arena_tried;
+/* What the reservation got: ARENA_RESERVE, or less where the address space
+ * is limited (ulimit -v, valgrind, which refused 64 GiB and sent every free
+ * down the slow path: 230 instructions a malloc+free pair against 93). */
+static size_t arena_cap;
+#define ARENA_RESERVE_MIN (256UL << 20)
+
+static uintptr_t arena_reserve(void)
+{
+	for (size_t len = ARENA_RESERVE; len >= ARENA_RESERVE_MIN; len /= 4) {
+		void *p = os_reserve(len, SEGMENT_SIZE);
+		if (p) {
+			arena_cap = len;
+			return (uintptr_t)p;
+		}
+	}
+	return 0;
+}
 
 /* The next segment of the arena, or NULL when there is none to give. */
 static void *arena_carve(void)
@@ -41,12 +58,10 @@ static void *arena_carve(void)
 		arena_tried = true;
 		/* an add, not a store: a tracer may already have raised the
 		 * semaphore in the top bytes, and the kernel writes those alone */
-		__atomic_fetch_add(&tally_arena.base_word,
-				   (uintptr_t)os_reserve(ARENA_RESERVE, SEGMENT_SIZE),
-				   __ATOMIC_RELAXED);
+		__atomic_fetch_add(&tally_arena.base_word, arena_reserve(), __ATOMIC_RELAXED);
 	}
 	uintptr_t base = arena_base(), len = tally_arena.len;
-	if (base && len < ARENA_RESERVE && os_commit((void *)(base + len), SEGMENT_SIZE) == 0) {
+	if (base && len < arena_cap && os_commit((void *)(base + len), SEGMENT_SIZE) == 0) {
 		seg = (void *)(base + len);
 		/* len grows only over committed memory: a stray pointer inside
 		 * [base, base + len) reads a segment header, never a hole */

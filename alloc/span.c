@@ -386,13 +386,7 @@ void span_free_slow(struct heap *h, struct span *sp)
 	struct bin *b = span_bin(h, sp);
 	if (sp->flags & SPAN_FULL) {
 		span_set_flags(sp, sp->flags & ~SPAN_FULL);
-		bin_push(h, b, sp);
-		/* keep the current span current */
-		if (sp->next) {
-			struct span *cur = sp->next;
-			bin_remove(h, b, cur);
-			bin_push(h, b, cur);
-		}
+		bin_push_behind(h, b, sp); /* the current span stays current */
 	}
 	/* The bin's current span stays active when it empties: a pattern that
 	 * allocates and frees one object must not move a span in and out of

@@ -238,6 +238,66 @@ static void purge__owners_pausing_while_the_purger_runs(void **state)
 	assert_true(flipped > 0);
 }
 
+#ifdef TALLY_ORACLE_NO_REPLAY
+/* Untraced (this build alone: the other records every call, and a recorded
+ * foreign free is pushed at once), foreign frees wait in the freeing heap's
+ * chain, one span's at a time, and reach the span's list in chains of 64,
+ * the rest at the thread's exit. */
+#define XB_BLOCKS 100
+struct xb_probe {
+	char **blocks;
+	void *listed_at_64, *listed_at_100; /* the span's xfree then */
+	uint32_t chained_at_100;
+};
+
+static void *free_in_chains(void *arg)
+{
+	struct xb_probe *pr = arg;
+	char *mine = malloc(16); /* a heap of its own: the fast path's foreign frees */
+	struct heap *h = span_of(mine)->heap;
+	struct span *sp = span_of(pr->blocks[0]);
+	h->tick = TICK_OPS; /* no tick (which pushes the chain) meanwhile */
+	for (int i = 0; i < XB_BLOCKS; i++) {
+		free(pr->blocks[i]);
+		if (i == 63)
+			pr->listed_at_64 = atomic_load(&sp->xfree);
+	}
+	pr->listed_at_100 = atomic_load(&sp->xfree);
+	pr->chained_at_100 = h->xb_n;
+	free(mine);
+	return NULL;
+}
+
+static void foreign__frees_reach_the_span_in_chains_and_at_exit(void **state)
+{
+	(void)state;
+	char *blocks[XB_BLOCKS];
+	/* a fresh group: a span of its own, which the earlier tests left empty */
+	tally_alloc__set_group(STRESS_GROUP + 1);
+	for (int i = 0; i < XB_BLOCKS; i++)
+		blocks[i] = malloc(48);
+	tally_alloc__set_group(0);
+	struct span *sp = span_of(blocks[0]);
+	for (int i = 0; i < XB_BLOCKS; i++)
+		assert_ptr_equal(span_of(blocks[i]), sp);
+	struct xb_probe pr = { .blocks = blocks };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, free_in_chains, &pr), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	/* the 64th free pushed the first chain, its newest block first */
+	assert_ptr_equal(pr.listed_at_64, blocks[63]);
+	/* the next 36 waited in the heap's chain, not on the list */
+	assert_ptr_equal(pr.listed_at_100, blocks[63]);
+	assert_int_equal(pr.chained_at_100, XB_BLOCKS - 64);
+	/* the thread's exit pushed them: every block is on the list once */
+	int n = 0;
+	for (void *p = atomic_load(&sp->xfree); p && n <= XB_BLOCKS; p = *(void **)p)
+		n++;
+	assert_int_equal(n, XB_BLOCKS);
+	oracle_check("foreign frees in chains");
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -245,6 +305,9 @@ int main(int argc, char **argv)
 	if (getenv("TEST_FILTER"))
 		cmocka_set_test_filter(getenv("TEST_FILTER"));
 	const struct CMUnitTest tests[] = {
+#ifdef TALLY_ORACLE_NO_REPLAY
+		cmocka_unit_test(foreign__frees_reach_the_span_in_chains_and_at_exit),
+#endif
 		cmocka_unit_test(stress__random_threads_with_exits_and_leftovers),
 		cmocka_unit_test(stress__producer_consumer),
 		cmocka_unit_test(stress__fork),
