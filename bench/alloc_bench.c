@@ -83,6 +83,9 @@ struct churn_arg {
 	uint64_t end_ns; /* when this thread finished its timed loop */
 };
 
+/* churn's largest size: 256, or 512 for churn512 (a uniform 16..512 B churn) */
+static uint32_t churn_hi = 256;
+
 static void *churn_thread(void *data)
 {
 	struct churn_arg *arg = data;
@@ -95,7 +98,7 @@ static void *churn_thread(void *data)
 		oom();
 	/* Fill first, so the timed loop is in steady state: one free and one malloc each turn. */
 	for (i = 0; i < CHURN_RING; i++)
-		ring[i] = object_new(&rng, 16, 256);
+		ring[i] = object_new(&rng, 16, churn_hi);
 
 	pthread_barrier_wait(arg->start);
 	for (i = 0; i < params.churn_iters; i++) {
@@ -103,7 +106,7 @@ static void *churn_thread(void *data)
 
 		free(ring[slot]);
 		if (arg->init) {
-			uint32_t size = rng_range(&rng, 16, 256);
+			uint32_t size = rng_range(&rng, 16, churn_hi);
 			char *p = malloc(size);
 
 			if (!p)
@@ -111,7 +114,7 @@ static void *churn_thread(void *data)
 			memset(p, (int)size, size);
 			ring[slot] = p;
 		} else {
-			ring[slot] = object_new(&rng, 16, 256);
+			ring[slot] = object_new(&rng, 16, churn_hi);
 		}
 	}
 	arg->end_ns = now_ns();
@@ -166,8 +169,8 @@ static int run_churn(unsigned int nthreads, bool init)
 	pthread_barrier_destroy(&start);
 
 	secs = (double)(end - t0) / NSEC_PER_SEC;
-	printf("result churn%s-%ut ops_per_s=%.0f secs=%.3f malloc_from=%s\n", init ? "-init" : "",
-	       nthreads, (double)params.churn_iters * nthreads / secs, secs, malloc_from());
+	printf("result churn%s%s-%ut ops_per_s=%.0f secs=%.3f malloc_from=%s\n",
+	       churn_hi == 512 ? "512" : "", init ? "-init" : "", nthreads, (double)params.churn_iters * nthreads / secs, secs, malloc_from());
 	return 0;
 }
 
@@ -689,6 +692,7 @@ static void usage(FILE *f)
 		   "Workloads (each prints one 'result NAME key=value...' line):\n"
 		   "  churn THREADS  ring of 4096 objects per thread, 16..256 B  ops_per_s\n"
 		   "  churn-init THREADS  the same, each object written whole   ops_per_s\n"
+		   "  churn512 THREADS  the churn with sizes 16..512 B           ops_per_s\n"
 		   "  forks N        churn 1 in N processes forked in turn      ops_per_s\n"
 		   "  prodcons       malloc in one thread, free in another       ops_per_s\n"
 		   "  mixed          one thread, sizes 16 B..1 MiB log-uniform   ops_per_s\n"
@@ -738,14 +742,17 @@ int main(int argc, char **argv)
 	}
 	workload = argv[optind];
 
-	if (!strcmp(workload, "churn") || !strcmp(workload, "churn-init")) {
+	if (!strcmp(workload, "churn512"))
+		churn_hi = 512;
+	if (!strcmp(workload, "churn") || !strcmp(workload, "churn-init") ||
+	    !strcmp(workload, "churn512")) {
 		long nthreads = optind + 1 < argc ? strtol(argv[optind + 1], NULL, 10) : 0;
 
 		if (nthreads < 1 || nthreads > 256) {
 			fprintf(stderr, "alloc_bench: %s needs THREADS in 1..256\n", workload);
 			return 2;
 		}
-		return run_churn((unsigned int)nthreads, workload[5] == '-');
+		return run_churn((unsigned int)nthreads, !strcmp(workload, "churn-init"));
 	}
 	if (!strcmp(workload, "forks")) {
 		long n = optind + 1 < argc ? strtol(argv[optind + 1], NULL, 10) : 0;
