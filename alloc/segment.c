@@ -58,7 +58,9 @@ static void *arena_carve(void)
 		arena_tried = true;
 		/* an add, not a store: a tracer may already have raised the
 		 * semaphore in the top bytes, and the kernel writes those alone */
-		__atomic_fetch_add(&tally_arena.base_word, arena_reserve(), __ATOMIC_RELAXED);
+		uintptr_t base = arena_reserve();
+		tally_arena.base = base; /* before any pointer of the arena exists */
+		__atomic_fetch_add(&tally_arena.base_word, base, __ATOMIC_RELAXED);
 	}
 	uintptr_t base = arena_base(), len = tally_arena.len;
 	if (base && len < arena_cap && os_commit((void *)(base + len), SEGMENT_SIZE) == 0) {

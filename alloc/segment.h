@@ -81,6 +81,9 @@ static inline bool seg_map_has(const void *p)
 struct tally_arena {
 	uint64_t base_word; /* bits 0..47: base; bytes 6..7: tally_batch_semaphore */
 	uintptr_t len;	    /* bytes carved, from base */
+	/* base alone, for the traced free path's test, which otherwise masks
+	 * base_word (three instructions of its 51) */
+	uintptr_t base;
 };
 /* offsetof(base_word) + 6, for the assembler */
 #define ARENA_SEMAPHORE_OFFSET 6
@@ -88,7 +91,7 @@ _Static_assert(ARENA_SEMAPHORE_OFFSET * 8 == ARENA_BASE_BITS, "the semaphore is 
 extern struct tally_arena tally_arena __attribute__((visibility("hidden")));
 static inline uintptr_t arena_base(void)
 {
-	return tally_arena.base_word & ARENA_BASE_MASK;
+	return tally_arena.base;
 }
 static inline bool arena_has(const void *p)
 {

@@ -170,7 +170,8 @@ static int run_churn(unsigned int nthreads, bool init)
 
 	secs = (double)(end - t0) / NSEC_PER_SEC;
 	printf("result churn%s%s-%ut ops_per_s=%.0f secs=%.3f malloc_from=%s\n",
-	       churn_hi == 512 ? "512" : "", init ? "-init" : "", nthreads, (double)params.churn_iters * nthreads / secs, secs, malloc_from());
+	       churn_hi == 512 ? "512" : "", init ? "-init" : "", nthreads,
+	       (double)params.churn_iters * nthreads / secs, secs, malloc_from());
 	return 0;
 }
 
