@@ -531,6 +531,59 @@ static void large__a_block_takes_the_pooled_pages_it_lacks(void **state)
 	assert_int_equal(live_now(), base);
 }
 
+static int maps_count(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0, c;
+
+	assert_non_null(f);
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+/* Blocks made of moved chunks, freed and moved again, many times over: the
+ * process's mappings stay within the layouts' bound (16 a range), each block
+ * keeps its bytes, and the figures replay. */
+static void large__moved_chunks_keep_the_mappings_few(void **state)
+{
+	(void)state;
+	enum { RING = 8, ROUNDS = 300 };
+	char *ring[RING] = { 0 };
+	size_t size[RING] = { 0 };
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	tally_alloc_collect(1);
+	int64_t base = live_now();
+	int maps0 = maps_count();
+	for (int i = 0; i < ROUNDS; i++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		unsigned slot = (unsigned)(rng >> 33) % RING;
+		size_t n = (4 << 20) + (size_t)(rng >> 40) % (8 << 20);
+		char *p = T(malloc)(n);
+		for (size_t o = 0; o < n; o += 64 << 10)
+			p[o] = (char)i;
+		if (ring[slot]) {
+			for (size_t o = 0; o < size[slot]; o += 64 << 10)
+				if (ring[slot][o] != ring[slot][0])
+					fail_msg("round %d: a block lost its bytes", i);
+			T(free)(ring[slot]);
+		}
+		ring[slot] = p;
+		size[slot] = n;
+		memset(p, i, 1); /* its first byte, as the rest */
+	}
+	int grown = maps_count() - maps0;
+	oracle_check("moved chunks");
+	if (grown > (RING + 64) * 16)
+		fail_msg("%d mappings more", grown);
+	for (int i = 0; i < RING; i++)
+		T(free)(ring[i]);
+	tally_alloc_collect(1);
+	oracle_check("moved chunks: after collect");
+	assert_int_equal(live_now(), base);
+}
+
 /* Pooled pages are unmapped once the purge delay passes, by the purger. */
 static void large__pooled_pages_go_after_the_delay(void **state)
 {
@@ -832,6 +885,7 @@ int main(void)
 		cmocka_unit_test(large__pool_serves_a_smaller_block_within_its_slack),
 		cmocka_unit_test(large__pool_splits_a_range_of_chunks),
 		cmocka_unit_test(large__a_block_takes_the_pooled_pages_it_lacks),
+		cmocka_unit_test(large__moved_chunks_keep_the_mappings_few),
 		cmocka_unit_test(large__pooled_pages_go_after_the_delay),
 		cmocka_unit_test(reclaim__scattered_frees_hand_pages_back),
 		cmocka_unit_test(purge__empty_spans_retire_after_the_delay_without_collect),
