@@ -78,24 +78,20 @@ static void pool_trim(struct heap *h, struct pool_ent *e, size_t keep)
 	e->lay = lay_put(e->lay, &b); /* fewer bounds: the record serves */
 }
 
-/* The first len bytes of e leave the pool (head: their layout); false: no
- * record for e's rest, which keeps e whole. */
-static bool pool_cut(struct pool_ent *e, size_t len, struct lay_bounds *head)
+/* The first len bytes of e leave the pool (head: their layout). The rest's
+ * bounds are some of e's: e's record, if any, holds them. */
+static void pool_cut(struct pool_ent *e, size_t len, struct lay_bounds *head)
 {
 	struct lay_bounds b, tail;
 
 	lay_load(e->lay, &b);
 	lay_cut(&b, len, head, &tail);
-	uint32_t lay = lay_put(e->lay, &tail);
-	if (lay == LAY_NONE)
-		return false;
+	e->lay = lay_put(e->lay, &tail);
 	pool_bytes -= len;
-	e->lay = lay;
 	e->ptr += len;
 	e->len -= len;
 	if (!e->len)
 		e->ptr = NULL;
-	return true;
 }
 
 /* A range of whole chunks: of blocks of LARGE_ROUND_MIN or more, whose
@@ -146,26 +142,17 @@ void *pool_take(struct heap *h, size_t *len, uint32_t *lay)
 {
 	struct pool_ent *fit = pool_fit(*len);
 	size_t want = *len;
+	struct lay_bounds head;
 
 	if (!fit || (want < LARGE_ROUND_MIN && fit->len - want > pool_slack(want)))
 		return NULL;
 	char *p = fit->ptr;
-	if (want < LARGE_ROUND_MIN || want == fit->len || (fit->lay && !lay_room())) {
+	if (want < LARGE_ROUND_MIN || (fit->lay && !lay_room()))
 		want = fit->len;
-		*lay = fit->lay;
-		fit->ptr = NULL;
-	} else {
-		struct lay_bounds b, head, rest;
-		lay_load(fit->lay, &b);
-		lay_cut(&b, want, &head, &rest);
-		/* the range's record serves its rest; lay_room: one for the block */
-		fit->lay = lay_put(fit->lay, &rest);
-		*lay = lay_put(0, &head);
-		fit->ptr += want;
-		fit->len -= want;
-	}
+	pool_cut(fit, want, &head);
+	/* a record is free: lay_room, or fit's own, left with no bound */
+	*lay = lay_put(0, &head);
 	*len = want;
-	pool_bytes -= want;
 	h->stats.hysteresis -= want;
 	return p;
 }
@@ -243,7 +230,7 @@ size_t pool_compose(struct heap *h, char *dst, size_t len, uint32_t *lay)
 			restored = moved + t; /* mapped afresh: a mapping of its own */
 			break;
 		}
-		pool_cut(e, t, &part); /* no record needed: e's serves its rest */
+		pool_cut(e, t, &part);
 		lay_append(&acc, moved, &part);
 		h->stats.hysteresis -= t;
 		h->stats.mapped -= t;
