@@ -18,7 +18,7 @@ ALLOC_CFLAGS := $(CFLAGS_BASE) -fPIC -fvisibility=hidden -fno-builtin-malloc \
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.c alloc/heap.c \
-	alloc/large.c alloc/malloc.c alloc/free.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
+	alloc/large.c alloc/large_pool.c alloc/large_layout.c alloc/malloc.c alloc/free.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
 	alloc/common/ring.c alloc/common/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/common/sample_util.c alloc/ptr_table.c \
 	alloc/mallinfo.c
 SDK_SRCS := alloc/sdk/sdk.c alloc/common/probe_guard.c

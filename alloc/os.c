@@ -85,6 +85,28 @@ int os_unmap(void *p, size_t len)
 	return munmap(p, len) ? -errno : 0;
 }
 
+/*
+ * The pages of [src, src + len) moved to dst, replacing what was mapped there,
+ * by mremap: page tables move, no page is copied or faulted. A range of
+ * several mappings moves whole since Linux 6.17; before, that fails with
+ * EFAULT. On failure dst is mapped afresh (mremap may have unmapped it
+ * first, or moved part of the range), and what is left of src is the
+ * caller's to unmap: -errno, or -EIO when dst could not be mapped again.
+ */
+int os_move(void *dst, void *src, size_t len)
+{
+	if (mremap(src, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED)
+		return 0;
+	int err = -errno;
+	void *p = mmap(dst, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		       -1, 0);
+	if (p == MAP_FAILED)
+		return -EIO;
+	madvise(p, len, MADV_NOHUGEPAGE);
+	madvise(p, len, MADV_RANDOM);
+	return err;
+}
+
 #ifndef SYS_process_madvise
 #define SYS_process_madvise 440
 #endif

@@ -13,6 +13,7 @@ void *os_map_aligned(size_t len, size_t align);
 void *os_reserve(size_t len, size_t align);
 int os_commit(void *p, size_t len);
 int os_unmap(void *p, size_t len);
+int os_move(void *dst, void *src, size_t len);
 void os_discard_many(const struct iovec *iov, unsigned n);
 void os_touch(void *p, size_t len);
 uint64_t os_now_ms(void);

@@ -450,6 +450,160 @@ static void large__pool_serves_a_smaller_block_within_its_slack(void **state)
 	assert_int_equal(live_now(), base);
 }
 
+/* A block of 4 MiB or more is whole chunks (2 MiB): a pooled range of them
+ * serves it from its head, cut at the block's end, and the rest stays
+ * pooled; the parts freed join again. Nothing is mapped. The figures replay
+ * at each step. */
+static void large__pool_splits_a_range_of_chunks(void **state)
+{
+	(void)state;
+	tally_alloc_collect(1); /* an empty pool */
+	int64_t base = live_now();
+	char *p = T(malloc)(12 << 20);
+	memset(p, 3, 12 << 20);
+	oracle_check("split: before");
+	struct tally_stats s0 = oracle_stats();
+	T(free)(p);
+	char *q = T(malloc)(5 << 20); /* 3 chunks: the range's head */
+	assert_ptr_equal(q, p);
+	assert_int_equal(T(malloc_usable_size)(q), 6 << 20);
+	char *r = T(malloc)((4 << 20) + 1); /* the rest, whole */
+	assert_ptr_equal(r, p + (6 << 20));
+	oracle_check("split");
+	struct tally_stats s1 = oracle_stats();
+	assert_int_equal(s1.mapped, s0.mapped);
+	assert_int_equal(s1.hysteresis, s0.hysteresis);
+	assert_int_equal(live_now() - base, (5 << 20) + (4 << 20) + 1);
+	T(free)(r);
+	T(free)(q);
+	oracle_check("split: freed");
+	assert_int_equal(oracle_stats().hysteresis - s0.hysteresis, 12 << 20);
+	q = T(malloc)(12 << 20); /* the two parts joined */
+	assert_ptr_equal(q, p);
+	T(free)(q);
+	tally_alloc_collect(1);
+	oracle_check("split: after collect");
+	assert_int_equal(oracle_stats().large_count, 0);
+	assert_int_equal(live_now(), base);
+}
+
+static void expect_bytes(const char *p, size_t n, char c)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != c)
+			fail_msg("byte %zu is %d, not %d", i, p[i], c);
+}
+
+/* A block that no pooled range holds takes the pool's pages, moved into it:
+ * only what it lacks is mapped, and the pages it took are resident (no fault
+ * to touch them). calloc zeroes them (they held a block); realloc of such a
+ * block, which mremap cannot resize, keeps its bytes. Before, the block was
+ * mapped whole and afresh, and faulted every page. */
+static void large__a_block_takes_the_pooled_pages_it_lacks(void **state)
+{
+	(void)state;
+	tally_alloc_collect(1); /* an empty pool */
+	int64_t base = live_now();
+	char *a = T(malloc)(8 << 20);
+	memset(a, 7, 8 << 20);
+	oracle_check("compose: before");
+	struct tally_stats s0 = oracle_stats();
+	T(free)(a);
+	char *b = T(calloc)(1, 12 << 20);
+	oracle_check("compose: moved");
+	struct tally_stats s1 = oracle_stats();
+	assert_int_equal(s1.mapped - s0.mapped, 4 << 20);
+	assert_int_equal(s1.hysteresis, s0.hysteresis);
+	assert_int_equal(os_resident(b, 8 << 20), 8 << 20);
+	expect_bytes(b, 12 << 20, 0);
+	memset(b, 5, 12 << 20);
+	b = T(realloc)(b, 20 << 20);
+	expect_bytes(b, 12 << 20, 5);
+	b = T(realloc)(b, 6 << 20);
+	expect_bytes(b, 6 << 20, 5);
+	oracle_check("compose: resized");
+	assert_int_equal(live_now() - base, 6 << 20);
+	T(free)(b);
+	tally_alloc_collect(1);
+	oracle_check("compose: after collect");
+	assert_int_equal(oracle_stats().large_count, 0);
+	assert_int_equal(oracle_stats().hysteresis, 0);
+	assert_int_equal(live_now(), base);
+}
+
+static int maps_count(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0, c;
+
+	assert_non_null(f);
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+/* Blocks made of moved chunks, freed and moved again, many times over: the
+ * process's mappings stay within the layouts' bound (16 a range), each block
+ * keeps its bytes, and the figures replay. */
+static void large__moved_chunks_keep_the_mappings_few(void **state)
+{
+	(void)state;
+	enum { RING = 8, ROUNDS = 300 };
+	char *ring[RING] = { 0 };
+	size_t size[RING] = { 0 };
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	tally_alloc_collect(1);
+	int64_t base = live_now();
+	int maps0 = maps_count();
+	for (int i = 0; i < ROUNDS; i++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		unsigned slot = (unsigned)(rng >> 33) % RING;
+		size_t n = (4 << 20) + (size_t)(rng >> 40) % (8 << 20);
+		char *p = T(malloc)(n);
+		for (size_t o = 0; o < n; o += 64 << 10)
+			p[o] = (char)i;
+		if (ring[slot]) {
+			for (size_t o = 0; o < size[slot]; o += 64 << 10)
+				if (ring[slot][o] != ring[slot][0])
+					fail_msg("round %d: a block lost its bytes", i);
+			T(free)(ring[slot]);
+		}
+		ring[slot] = p;
+		size[slot] = n;
+		memset(p, i, 1); /* its first byte, as the rest */
+	}
+	int grown = maps_count() - maps0;
+	oracle_check("moved chunks");
+	if (grown > (RING + 64) * 16)
+		fail_msg("%d mappings more", grown);
+	for (int i = 0; i < RING; i++)
+		T(free)(ring[i]);
+	tally_alloc_collect(1);
+	oracle_check("moved chunks: after collect");
+	assert_int_equal(live_now(), base);
+}
+
+/* Pooled pages are unmapped once the purge delay passes, by the purger. */
+static void large__pooled_pages_go_after_the_delay(void **state)
+{
+	(void)state;
+	tally_alloc_collect(1);
+	char *p = T(malloc)(5 << 20);
+	memset(p, 1, 5 << 20);
+	oracle_check("large purge: before");
+	struct tally_stats s0 = oracle_stats();
+	T(free)(p);
+	oracle_check("large purge: freed");
+	assert_int_equal(oracle_stats().hysteresis - s0.hysteresis, 6 << 20);
+	/* TALLY_ALLOC_PURGE_MS is 100 in this binary (main) */
+	struct timespec ts = { 0, 250 * 1000000 };
+	nanosleep(&ts, NULL);
+	oracle_check("large purge: after the delay");
+	assert_int_equal(oracle_stats().hysteresis, s0.hysteresis);
+	assert_int_equal(s0.mapped - oracle_stats().mapped, 6 << 20);
+}
+
 static void reclaim__scattered_frees_hand_pages_back(void **state)
 {
 	(void)state;
@@ -729,6 +883,10 @@ int main(void)
 		cmocka_unit_test(aligned__block_at_its_slot_start_frees_like_any_other),
 		cmocka_unit_test(large__pool_reuses_and_mremap_keeps_data),
 		cmocka_unit_test(large__pool_serves_a_smaller_block_within_its_slack),
+		cmocka_unit_test(large__pool_splits_a_range_of_chunks),
+		cmocka_unit_test(large__a_block_takes_the_pooled_pages_it_lacks),
+		cmocka_unit_test(large__moved_chunks_keep_the_mappings_few),
+		cmocka_unit_test(large__pooled_pages_go_after_the_delay),
 		cmocka_unit_test(reclaim__scattered_frees_hand_pages_back),
 		cmocka_unit_test(purge__empty_spans_retire_after_the_delay_without_collect),
 		cmocka_unit_test(groups__free_charges_the_allocating_group),
