@@ -28,6 +28,7 @@
 
 #include "../../bpf/contract/tally_events.h"
 #include "internal.h"
+#include "interpose_fast.h"
 #include "../../bpf/contract/interpose_abi.h"
 #include "../common/probes.h"
 #include "../common/sdk_lookup.h"
@@ -52,21 +53,28 @@ static struct {
 /* ---- state ---- */
 
 _Atomic int ip_state;		      /* enum ip_state */
-static __thread int ip_depth;	      /* inside a wrapper: glibc calling back in is passed on */
 static _Atomic uint64_t ip_untracked; /* calls not recorded (the table could not grow) */
 static _Atomic uint64_t ip_unseen;    /* blocks given again whose free was not seen */
 pthread_mutex_t ip_lock = PTHREAD_MUTEX_INITIALIZER; /* patching, thread list */
 
 /* ---- recording ---- */
 
+/* Whether this call is recorded: tally's probe is attached, recording is
+ * on, it is not glibc calling back from inside a wrapper (ip_tls.depth), and
+ * not in a child forked without glibc's fork (probe_guard.c). Recording
+ * starts after the guard is set up (start_locked), so its word is read
+ * without asking whether there is one (two instructions a call). */
 static inline bool recording(void)
 {
-	return __builtin_expect(tally_batch_semaphore != 0, 1) &&
-	       atomic_load_explicit(&ip_state, memory_order_relaxed) == IP_TRACING && !ip_depth &&
-	       probe_guard_ok();
+	return likely(tally_batch_semaphore != 0) &&
+	       atomic_load_explicit(&ip_state, memory_order_acquire) == IP_TRACING &&
+	       !ip_tls.depth &&
+	       (likely(__atomic_load_n(tally_probe_guard, __ATOMIC_ACQUIRE) == PROBE_GUARD_LIVE) ||
+		probe_guard_ok());
 }
 
 static bool usable_inline; /* the chunk's header says what glibc says (start) */
+bool ip_fast_ok;	   /* interpose_fast.h */
 
 static size_t usable_of(void *p)
 {
@@ -80,21 +88,20 @@ static size_t usable_of(void *p)
  * family's. A thread's group before its first record comes from
  * tally_group_current.
  */
-static __thread int32_t ip_group = -1;		/* -1: not known yet */
 static struct tally_group (*sdk_current)(void); /* sdk_lookup.h */
 
 static void ip_set_group(uint32_t g)
 {
-	ip_group = g < TALLY_MAX_GROUPS ? (int32_t)g : 0;
+	ip_tls.group = g < TALLY_MAX_GROUPS ? (int32_t)g : 0;
 }
 
 static uint16_t group_now(void)
 {
-	if (unlikely(ip_group < 0)) {
+	if (unlikely(ip_tls.group < 0)) {
 		uint32_t g = sdk_current ? sdk_current().id : 0;
-		ip_group = g < TALLY_MAX_GROUPS ? (int32_t)g : 0;
+		ip_tls.group = g < TALLY_MAX_GROUPS ? (int32_t)g : 0;
 	}
-	return (uint16_t)ip_group;
+	return (uint16_t)ip_tls.group;
 }
 
 /* Whether p is a block of glibc's arenas (not one it mapped on its own), of
@@ -173,16 +180,16 @@ static bool take(void *p, struct ip_block *b, uint64_t *usable)
 #define WRAP_BEGIN()                                                                               \
 	bool rec = recording();                                                                    \
 	if (rec)                                                                                   \
-	ip_depth++
+	ip_tls.depth++
 #define WRAP_END()                                                                                 \
 	if (rec)                                                                                   \
-	ip_depth--
+	ip_tls.depth--
 
 static void *ip_malloc(size_t n)
 {
 	WRAP_BEGIN();
 	void *p = real.malloc(n);
-	if (rec)
+	if (rec && !alloc_fast(p, n))
 		on_alloc(p, n);
 	WRAP_END();
 	return p;
@@ -193,7 +200,7 @@ static void ip_free(void *p)
 	if (!p)
 		return;
 	WRAP_BEGIN();
-	if (rec) {
+	if (rec && !free_fast(p)) {
 		struct ip_block b;
 		uint64_t usable;
 		bool tracked = take(p, &b, &usable);
@@ -346,7 +353,7 @@ int ip_patch_all(void)
 
 void ip_depth_add(int d)
 {
-	ip_depth += d;
+	ip_tls.depth += d;
 }
 
 /* ---- the library's thread's (interpose_thread.c) ---- */
@@ -443,6 +450,7 @@ static int start_locked(uint64_t sample_rate)
 	atomic_store(&ip_unseen, 0);
 	ip_sample_start(sample_rate);
 	usable_inline = ip_chunk_check(real.malloc, real.free, real.usable);
+	ip_fast_ok = usable_inline && !ip_locking;
 	__atomic_add_fetch(&ip_ring_key, 1, __ATOMIC_RELAXED);
 	/* recording begins once every object is patched: a block allocated
 	 * through an entry patched already and freed through one not patched
@@ -491,9 +499,9 @@ IP_API void tally_interpose_begin(uint64_t sample_rate, uint64_t flags, uint32_t
 __attribute__((destructor)) static void ip_fini(void)
 {
 	if (atomic_load(&ip_state) == IP_TRACING && tally_batch_semaphore) {
-		ip_depth++;
+		ip_tls.depth++;
 		ip_send_info();
-		ip_depth--;
+		ip_tls.depth--;
 		ip_flush_all(true);
 	}
 }
