@@ -59,18 +59,39 @@ pthread_mutex_t ip_lock = PTHREAD_MUTEX_INITIALIZER; /* patching, thread list */
 
 /* ---- recording ---- */
 
-/* Whether this call is recorded: tally's probe is attached, recording is
- * on, it is not glibc calling back from inside a wrapper (ip_tls.depth), and
- * not in a child forked without glibc's fork (probe_guard.c). Recording
- * starts after the guard is set up (start_locked), so its word is read
- * without asking whether there is one (two instructions a call). */
-static inline bool recording(void)
+/*
+ * Whether this call is recorded: recording is on and it is not glibc
+ * calling back from inside a wrapper (tracing), tally's probe is attached
+ * and this is not a child forked without glibc's fork (probe_on:
+ * probe_guard.c, which fixes such a child up before its first record goes
+ * through the probe). Recording starts after the guard is set up
+ * (start_locked), so its word is read without asking whether there is one.
+ *
+ * malloc's and free's inline path (interpose_fast.h) asks tracing() only
+ * (five instructions a call fewer): it reaches neither the probe nor a lock
+ * (a batch the flusher claimed, which the guard's fix-up lets go of in such
+ * a child, sends it to the general path, which asks probe_on first); and a
+ * semaphore down means tally has gone, after which the library's thread
+ * turns recording off within a tick (interpose_thread.c), and what was
+ * recorded meanwhile nobody reads (a next start drops it: ip_batch_restart,
+ * and empties the shadow).
+ */
+static inline bool tracing(void)
+{
+	return likely(atomic_load_explicit(&ip_state, memory_order_acquire) == IP_TRACING) &&
+	       !ip_tls.depth;
+}
+
+static inline bool probe_on(void)
 {
 	return likely(tally_batch_semaphore != 0) &&
-	       atomic_load_explicit(&ip_state, memory_order_acquire) == IP_TRACING &&
-	       !ip_tls.depth &&
 	       (likely(__atomic_load_n(tally_probe_guard, __ATOMIC_ACQUIRE) == PROBE_GUARD_LIVE) ||
 		probe_guard_ok());
+}
+
+static inline bool recording(void)
+{
+	return likely(tally_batch_semaphore != 0) && tracing() && probe_on();
 }
 
 static bool usable_inline; /* the chunk's header says what glibc says (start) */
@@ -187,11 +208,13 @@ static bool take(void *p, struct ip_block *b, uint64_t *usable)
 
 static void *ip_malloc(size_t n)
 {
-	WRAP_BEGIN();
+	if (!tracing())
+		return real.malloc(n);
+	ip_tls.depth++;
 	void *p = real.malloc(n);
-	if (rec && !alloc_fast(p, n))
+	if (!alloc_fast(p, n) && probe_on())
 		on_alloc(p, n);
-	WRAP_END();
+	ip_tls.depth--;
 	return p;
 }
 
@@ -199,15 +222,19 @@ static void ip_free(void *p)
 {
 	if (!p)
 		return;
-	WRAP_BEGIN();
-	if (rec && !free_fast(p)) {
+	if (!tracing()) {
+		real.free(p);
+		return;
+	}
+	ip_tls.depth++;
+	if (!free_fast(p) && probe_on()) {
 		struct ip_block b;
 		uint64_t usable;
 		bool tracked = take(p, &b, &usable);
 		record_free(p, tracked, &b, usable, false);
 	}
 	real.free(p);
-	WRAP_END();
+	ip_tls.depth--;
 }
 
 static void *ip_calloc(size_t n, size_t size)
