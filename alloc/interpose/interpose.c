@@ -14,12 +14,14 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <link.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -206,14 +208,46 @@ static bool take(void *p, struct ip_block *b, uint64_t *usable)
 	if (rec)                                                                                   \
 	ip_tls.depth--
 
+/* The general path of malloc and free, out of line (the inline path keeps
+ * no frame for it), inside ip_tls.depth: the call recorded unless the
+ * probe says otherwise. */
+static __attribute__((noinline)) void *alloc_general(void *p, size_t n)
+{
+	if (probe_on())
+		on_alloc(p, n);
+	ip_tls.depth--;
+	return p;
+}
+
+static __attribute__((noinline)) void free_general(void *p)
+{
+	struct ip_block b;
+	uint64_t usable;
+
+	if (probe_on()) {
+		bool tracked = take(p, &b, &usable);
+		record_free(p, tracked, &b, usable, false);
+	}
+	real.free(p);
+	ip_tls.depth--;
+}
+
+/*
+ * ip_tls.depth is raised from before glibc's call to after the record: a
+ * call glibc makes back (a hook before glibc 2.34), or a signal handler's
+ * that interrupts a record half written, is passed on. But free's inline
+ * path, its record written, calls glibc's free as a tail call when glibc
+ * calls no hook back (ip_fast_ok: 2.34 or later): with the general paths
+ * out of line, 9 instructions a malloc+free pair fewer (callgrind).
+ */
 static void *ip_malloc(size_t n)
 {
 	if (!tracing())
 		return real.malloc(n);
 	ip_tls.depth++;
 	void *p = real.malloc(n);
-	if (!alloc_fast(p, n) && probe_on())
-		on_alloc(p, n);
+	if (unlikely(!alloc_fast(p, n)))
+		return alloc_general(p, n);
 	ip_tls.depth--;
 	return p;
 }
@@ -227,14 +261,12 @@ static void ip_free(void *p)
 		return;
 	}
 	ip_tls.depth++;
-	if (!free_fast(p) && probe_on()) {
-		struct ip_block b;
-		uint64_t usable;
-		bool tracked = take(p, &b, &usable);
-		record_free(p, tracked, &b, usable, false);
+	if (unlikely(!free_fast(p))) { /* (false without ip_fast_ok) */
+		free_general(p);
+		return;
 	}
-	real.free(p);
 	ip_tls.depth--;
+	real.free(p);
 }
 
 static void *ip_calloc(size_t n, size_t size)
@@ -457,6 +489,18 @@ static void on_child(bool traced)
 	}
 }
 
+/* Whether glibc's malloc and free call nothing back: from 2.34 on, no
+ * __malloc_hook or __free_hook is called (a hook could call the program's
+ * malloc, through a wrapper). */
+static bool no_hooks(void)
+{
+	char *end;
+	unsigned long major = strtoul(gnu_get_libc_version(), &end, 10);
+	unsigned long minor = *end == '.' ? strtoul(end + 1, NULL, 10) : 0;
+
+	return major > 2 || (major == 2 && minor >= 34);
+}
+
 /* Patch and start recording (under ip_lock): 0 or -errno. */
 static int start_locked(uint64_t sample_rate)
 {
@@ -477,7 +521,7 @@ static int start_locked(uint64_t sample_rate)
 	atomic_store(&ip_unseen, 0);
 	ip_sample_start(sample_rate);
 	usable_inline = ip_chunk_check(real.malloc, real.free, real.usable);
-	ip_fast_ok = usable_inline && !ip_locking;
+	ip_fast_ok = usable_inline && !ip_locking && no_hooks();
 	__atomic_add_fetch(&ip_ring_key, 1, __ATOMIC_RELAXED);
 	/* recording begins once every object is patched: a block allocated
 	 * through an entry patched already and freed through one not patched

@@ -7,22 +7,26 @@
  * does all this and the rest; so these touch nothing until they know they
  * can finish, and return false to hand the call to it.
  *
- * Why (issue 34), callgrind on the churn (16..256 B in a ring of 4096)
- * injected, instructions a malloc+free pair beyond glibc's own 191: the
- * general path alone, 341 (calls between four functions, the block passed
- * through memory, the same checks made twice); with these, 213; with the
- * thread's state in one TLS block, the shadow's last regions kept and the
- * tests merged, 184. Time, the same churn pinned (thread CPU time, 9
- * interleaved rounds on a loaded 2-CPU VM): 2.3x glibc's before, 1.7x.
+ * Why (issue 34), scripts/bench-inject-calls.sh (callgrind on the churn,
+ * 16..256 B in a ring of 4096, the library started in the process):
+ * instructions a malloc+free pair beyond glibc's own 187, with the general
+ * path alone 341 (calls between four functions, the block passed through
+ * memory, the same checks made twice); with these, about 213; with the
+ * thread's state in one TLS block, the shadow's last regions kept, the
+ * tests merged and the probe's asked only before the general path, 171;
+ * with the general paths out of line and free's tail call, 160. Time, the
+ * same loop (thread CPU time, 5 interleaved rounds on a loaded 2-CPU VM):
+ * 2.31x glibc's before, 1.6-1.8x.
  */
 #ifndef TALLY_ALLOC_INTERPOSE_FAST_H
 #define TALLY_ALLOC_INTERPOSE_FAST_H
 
 #include "internal.h"
 
-/* glibc's chunk header is read inline (usable_inline, interpose.c) and
- * batches are taken without a lock (!ip_locking): one test a call for the
- * two, set at a start before recording begins. */
+/* glibc's chunk header is read inline (usable_inline, interpose.c),
+ * batches are taken without a lock (!ip_locking) and glibc calls no hook
+ * back (2.34 or later: ip_free's tail call): one test a call for the three,
+ * set at a start before recording begins. */
 extern bool ip_fast_ok;
 
 /* Block a's shadow entry (a 16-aligned), NULL while its region has none:
