@@ -56,7 +56,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/libinject_lib.so $(BUILD)/tests/inject_groups $(BUILD)/tests/inject_chaos \
 	$(BUILD)/tests/inject_chaos_kill $(BUILD)/tests/report_workload $(BUILD)/tests/test_report
 
-.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup format-check layout-check demo stress cupti
+.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup bench-inject-calls format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
 
 # The CUPTI injection library and its unit test, when a CUDA toolkit with
@@ -435,6 +435,12 @@ $(BUILD)/alloc_shapes: bench/alloc_shapes.c bench/bench_util.h
 	$(CC) -O2 -g -pthread $(WARN) -o $@ $<
 test-build: $(BUILD)/alloc_shapes
 
+# The interposer's cost per call, under callgrind (scripts/bench-inject-calls.sh).
+$(BUILD)/inject_calls: bench/inject_calls.c bench/bench_util.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g $(WARN) -o $@ $< -ldl
+test-build: $(BUILD)/inject_calls
+
 # glibc mode's benchmark: every call kept (-fno-builtin), no lazy binding timed.
 $(BUILD)/glibc_calls: bench/glibc_calls.c
 	@mkdir -p $(dir $@)
@@ -483,6 +489,10 @@ bench-startup: all
 # glibc mode's cost per call of each malloc entry, and a python3 workload's slowdown.
 bench-glibc: all $(BUILD)/glibc_calls
 	@BUILD=$(BUILD) scripts/bench-glibc.sh
+
+# --inject's interposer: instructions a malloc+free pair under callgrind, and its time.
+bench-inject-calls: all $(BUILD)/inject_calls
+	@BUILD=$(BUILD) scripts/bench-inject-calls.sh
 
 bench: bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup
 

@@ -63,6 +63,10 @@ struct ip_func {
 IP_API void tally_interpose_begin(uint64_t sample_rate, uint64_t flags, uint32_t token);
 extern IP_API _Atomic uint64_t tally_interpose_outcome;
 
+/* The shadow's entries (interpose_shadow.c, below). */
+typedef _Atomic uint16_t ip_sh_t;
+#define IP_REGIONS 4
+
 /*
  * A thread's records. The flusher hands over the batch of a thread that
  * went quiet, and at exit the library hands over every thread's, so the
@@ -85,9 +89,34 @@ struct ithread {
 	uint64_t seq;
 	struct ring_state ring; /* its full batches, while the tracer reads them in place */
 	struct ithread *next;	/* every struct, never unlinked */
+	/* The shadow regions it used last (interpose.c), by (address >> 21) %
+	 * IP_REGIONS, so that a heap's neighbouring regions do not take each
+	 * other's place: key, address >> 21 (UINTPTR_MAX: none), and the
+	 * region's entries. Here, not in TLS: `t` is at hand, and an indexed
+	 * TLS array costs a read of the thread pointer and three more
+	 * instructions; two arrays, not one of pairs: an index scaled by 8 is
+	 * an address mode, by 16 two more instructions. */
+	uintptr_t region_key[IP_REGIONS];
+	ip_sh_t *region[IP_REGIONS];
 };
-extern __thread struct ithread *ip_me __attribute__((tls_model("initial-exec")));
 extern bool ip_locking; /* no membarrier: `claimed` is a lock */
+
+/*
+ * The calling thread's state that the wrappers read at every call, in one
+ * initial-exec TLS block (interpose_batch.c): one load of its offset from
+ * the GOT a call rather than one per variable. (Initial-exec, as all of
+ * this library's TLS (the Makefile), though it is dlopen'ed: glibc's static
+ * TLS surplus holds the library's 40 bytes (48 before this struct), of the
+ * 512 it keeps for such libraries by default (glibc.rtld.optional_static_tls);
+ * tests/inject injects into processes started without that tunable.)
+ */
+struct ip_tls {
+	struct ithread *me;  /* its records (NULL until its first) */
+	int64_t sample_left; /* interpose_sample.c: bytes left before its next sample */
+	int32_t group;	     /* interpose.c: its SDK group (-1: not known yet) */
+	int depth;	     /* interpose.c: inside a wrapper, calls are passed on */
+};
+extern __thread struct ip_tls ip_tls __attribute__((tls_model("initial-exec")));
 
 /* interpose_batch.c: the calling thread's batch takes a record (one word,
  * or two for a block past the one-word sizes), or a record and `nextra`
@@ -101,7 +130,7 @@ void ip_put_word_slow(uint8_t type, uint16_t group, uint64_t q, uint64_t usable)
 /* The common case inline: a one-word record into a batch with room. */
 static inline void ip_put_word(uint8_t type, uint16_t group, uint64_t q, uint64_t usable)
 {
-	struct ithread *t = ip_me;
+	struct ithread *t = ip_tls.me;
 
 	if (likely(t && !ip_locking && q <= TALLY_EV_WORD_MAX && usable <= TALLY_EV_WORD_MAX) &&
 	    likely(!fence_enter(&t->busy, &t->claimed))) {
@@ -184,6 +213,34 @@ static inline void *ip_map(size_t bytes)
  * less its rounding. take: p's entry, whose usable size is `usable`, out of
  * the shadow; false when it has none. reset: as ip_table_reset. */
 int ip_shadow_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale);
+/* The shadow's layout, for the wrappers' inline path (interpose.c): a
+ * directory per 32 GiB, 2 MiB a region, an entry per 16-byte granule:
+ * valid << 15 | sampled << 14 | rounding << 8 | group. */
+#define IP_SHADOW_L1_SHIFT 35
+#define IP_SHADOW_L1_SIZE (1u << (47 - IP_SHADOW_L1_SHIFT)) /* user addresses below 2^47 */
+#define IP_SHADOW_REGION_SHIFT 21
+#define IP_SHADOW_L2_SIZE (1u << (IP_SHADOW_L1_SHIFT - IP_SHADOW_REGION_SHIFT))
+#define IP_SHADOW_GRANULES (1u << (IP_SHADOW_REGION_SHIFT - 4))
+#define IP_SHADOW_VALID 0x8000u
+#define IP_SHADOW_SAMPLED 0x4000u
+#define IP_SHADOW_ROUND_MAX 0x3fu
+extern ip_sh_t *_Atomic *_Atomic ip_shadow_l1[IP_SHADOW_L1_SIZE];
+/* Address p's entry (16-aligned, below 2^47), NULL while its region has
+ * none mapped. */
+static inline ip_sh_t *ip_shadow_find(uintptr_t p)
+{
+	ip_sh_t *_Atomic *dir =
+		atomic_load_explicit(&ip_shadow_l1[p >> IP_SHADOW_L1_SHIFT], memory_order_acquire);
+
+	if (unlikely(!dir))
+		return NULL;
+	ip_sh_t *region =
+		atomic_load_explicit(&dir[(p >> IP_SHADOW_REGION_SHIFT) & (IP_SHADOW_L2_SIZE - 1)],
+				     memory_order_acquire);
+	if (unlikely(!region))
+		return NULL;
+	return &region[(p >> 4) & (IP_SHADOW_GRANULES - 1)];
+}
 bool ip_shadow_take(uintptr_t p, uint64_t usable, struct ip_block *out);
 void ip_shadow_reset(void);
 uint64_t ip_shadow_bytes(void);
@@ -192,12 +249,11 @@ uint64_t ip_shadow_bytes(void);
  * a block of q bytes ends the calling thread's gap; its sample (its stack,
  * the objects of its frames, its record); its free. */
 void ip_sample_start(uint64_t sample_rate);
-extern __thread int64_t ip_sample_left __attribute__((tls_model("initial-exec")));
 bool ip_sample_gap_ended(void);
 static inline bool ip_sample_due(size_t q)
 {
-	ip_sample_left -= (int64_t)q;
-	return unlikely(ip_sample_left < 0) && ip_sample_gap_ended();
+	ip_tls.sample_left -= (int64_t)q;
+	return unlikely(ip_tls.sample_left < 0) && ip_sample_gap_ended();
 }
 void ip_sample_take(void *p, size_t q, uint16_t group);
 void ip_sample_free(void *p);

@@ -21,7 +21,7 @@ TALLY_SEMAPHORE(batch);
 
 static struct ithread *_Atomic ip_threads;
 static _Atomic uint64_t ip_heap_ids;
-__thread struct ithread *ip_me;
+__thread struct ip_tls ip_tls = { .group = -1 };
 bool ip_locking;
 static pthread_key_t ip_key; /* the thread's exit: its batch handed over */
 
@@ -107,6 +107,8 @@ static struct ithread *thread_get(void)
 			return NULL;
 		t->used = 1;
 		t->heap_id = atomic_fetch_add(&ip_heap_ids, 1) + 1;
+		for (int i = 0; i < IP_REGIONS; i++)
+			t->region_key[i] = UINTPTR_MAX;
 		t->next = atomic_load(&ip_threads);
 		while (!atomic_compare_exchange_weak(&ip_threads, &t->next, t))
 			;
@@ -116,7 +118,7 @@ static struct ithread *thread_get(void)
 			;
 	}
 	t->tid = (uint32_t)syscall(SYS_gettid);
-	ip_me = t;
+	ip_tls.me = t;
 	/* (glibc's calloc, for keys past the first few: passed on, ip_depth) */
 	pthread_setspecific(ip_key, t);
 	return t;
@@ -141,7 +143,7 @@ static struct ithread *batch_enter(struct ithread *t)
  * thread has none and cannot get one. */
 static struct ithread *batch_take(uint32_t words)
 {
-	struct ithread *t = ip_me;
+	struct ithread *t = ip_tls.me;
 
 	if (unlikely(!t) && !(t = thread_get()))
 		return NULL;
@@ -212,7 +214,7 @@ void ip_flush_all(bool wait)
 	}
 	bool any = false;
 	for (t = atomic_load(&ip_threads); t; t = t->next) {
-		if (t->batch.count && t != ip_me) {
+		if (t->batch.count && t != ip_tls.me) {
 			atomic_store_explicit(&t->claimed, 1, memory_order_relaxed);
 			any = true;
 		}
@@ -222,8 +224,8 @@ void ip_flush_all(bool wait)
 		 * stands) */
 		for (t = atomic_load(&ip_threads); t; t = t->next)
 			atomic_store_explicit(&t->claimed, 0, memory_order_release);
-		if (ip_me && ip_me->batch.count)
-			own_flush(ip_me);
+		if (ip_tls.me && ip_tls.me->batch.count)
+			own_flush(ip_tls.me);
 		return;
 	}
 	for (t = atomic_load(&ip_threads); t; t = t->next) {
@@ -236,8 +238,8 @@ void ip_flush_all(bool wait)
 			handover(t, false);
 		atomic_store_explicit(&t->claimed, 0, memory_order_release);
 	}
-	if (ip_me && ip_me->batch.count)
-		own_flush(ip_me);
+	if (ip_tls.me && ip_tls.me->batch.count)
+		own_flush(ip_tls.me);
 }
 
 int ip_batch_init(void)
@@ -257,7 +259,7 @@ void ip_batch_child(bool drop)
 		atomic_store(&t->claimed, 0);
 		ring_fork_child(&t->ring);
 		/* the parent's other threads are not in the child */
-		if (t != ip_me)
+		if (t != ip_tls.me)
 			atomic_store(&t->used, 0);
 		if (drop)
 			t->batch.count = 0;

@@ -27,7 +27,6 @@
 #include "../common/hash.h"
 
 static uint64_t rate;
-__thread int64_t ip_sample_left;
 static __thread uint64_t rng;
 static __thread uint64_t drawn_for; /* the start whose rate its gap was drawn at */
 static pthread_mutex_t mods_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -167,7 +166,7 @@ bool ip_sample_gap_ended(void)
 		rng |= 1;
 	}
 	drawn_for = key;
-	ip_sample_left = r ? sample_gap(&rng, r) : NO_RATE_GAP;
+	ip_tls.sample_left = r ? sample_gap(&rng, r) : NO_RATE_GAP;
 	/* a thread's first count under this start has no gap behind it */
 	return r && !first;
 }

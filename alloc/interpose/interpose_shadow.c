@@ -26,19 +26,16 @@
 
 #include "internal.h"
 
-#define L1_SHIFT 35				  /* a directory per 32 GiB */
-#define L1_SIZE (1u << (47 - L1_SHIFT))		  /* 4096: user addresses below 2^47 */
-#define REGION_SHIFT 21				  /* 2 MiB a region */
-#define L2_SIZE (1u << (L1_SHIFT - REGION_SHIFT)) /* 16384 regions a directory */
-#define GRANULES (1u << (REGION_SHIFT - 4))	  /* entries a region: 256 KiB of shadow */
+#define L1_SHIFT IP_SHADOW_L1_SHIFT
+#define L1_SIZE IP_SHADOW_L1_SIZE
+#define REGION_SHIFT IP_SHADOW_REGION_SHIFT
+#define L2_SIZE IP_SHADOW_L2_SIZE
+#define GRANULES IP_SHADOW_GRANULES
+#define E_VALID IP_SHADOW_VALID
+#define E_SAMPLED IP_SHADOW_SAMPLED
+#define ROUND_MAX IP_SHADOW_ROUND_MAX
 
-/* An entry: valid << 15 | sampled << 14 | rounding << 8 | group */
-#define E_VALID 0x8000u
-#define E_SAMPLED 0x4000u
-#define ROUND_MAX 0x3fu
-
-typedef _Atomic uint16_t sh_t;
-static sh_t *_Atomic *_Atomic l1[L1_SIZE];
+ip_sh_t *_Atomic *_Atomic ip_shadow_l1[L1_SIZE];
 static _Atomic uint64_t mapped_bytes;
 
 static void *map(size_t bytes)
@@ -68,22 +65,23 @@ static void *install(void *_Atomic *slot, size_t bytes)
 
 /* p's entry; NULL when its region has none (`make`: mapped for it, NULL
  * only when that fails). */
-static inline sh_t *entry(uintptr_t p, bool make)
+static inline ip_sh_t *entry(uintptr_t p, bool make)
 {
-	sh_t *_Atomic *dir = atomic_load_explicit(&l1[p >> L1_SHIFT], memory_order_acquire);
+	ip_sh_t *e = ip_shadow_find(p);
 
-	if (unlikely(!dir)) {
-		if (!make)
-			return NULL;
-		dir = install((void *_Atomic *)&l1[p >> L1_SHIFT], L2_SIZE * sizeof(*dir));
+	if (likely(e) || !make)
+		return e;
+	ip_sh_t *_Atomic *dir =
+		atomic_load_explicit(&ip_shadow_l1[p >> L1_SHIFT], memory_order_acquire);
+	if (!dir) {
+		dir = install((void *_Atomic *)&ip_shadow_l1[p >> L1_SHIFT],
+			      L2_SIZE * sizeof(*dir));
 		if (!dir)
 			return NULL;
 	}
-	sh_t *_Atomic *rslot = &dir[(p >> REGION_SHIFT) & (L2_SIZE - 1)];
-	sh_t *region = atomic_load_explicit(rslot, memory_order_acquire);
-	if (unlikely(!region)) {
-		if (!make)
-			return NULL;
+	ip_sh_t *_Atomic *rslot = &dir[(p >> REGION_SHIFT) & (L2_SIZE - 1)];
+	ip_sh_t *region = atomic_load_explicit(rslot, memory_order_acquire);
+	if (!region) {
 		region = install((void *_Atomic *)rslot, GRANULES * sizeof(*region));
 		if (!region)
 			return NULL;
@@ -106,7 +104,7 @@ int ip_shadow_put(uintptr_t p, const struct ip_block *b, struct ip_block *stale)
 	stale->q = -1;
 	if ((p & 15) || p >> 47 || round > ROUND_MAX || b->group > 0xff)
 		return -EXDEV;
-	sh_t *e = entry(p, true);
+	ip_sh_t *e = entry(p, true);
 	if (!e)
 		return -ENOMEM;
 	uint16_t old = atomic_load_explicit(e, memory_order_relaxed);
@@ -125,7 +123,7 @@ bool ip_shadow_take(uintptr_t p, uint64_t usable, struct ip_block *out)
 {
 	if ((p & 15) || p >> 47)
 		return false;
-	sh_t *e = entry(p, false);
+	ip_sh_t *e = entry(p, false);
 	if (!e)
 		return false;
 	uint16_t v = atomic_load_explicit(e, memory_order_relaxed);
@@ -139,9 +137,9 @@ bool ip_shadow_take(uintptr_t p, uint64_t usable, struct ip_block *out)
 void ip_shadow_reset(void)
 {
 	for (uint32_t i = 0; i < L1_SIZE; i++) {
-		sh_t *_Atomic *dir = atomic_load(&l1[i]);
+		ip_sh_t *_Atomic *dir = atomic_load(&ip_shadow_l1[i]);
 		for (uint32_t j = 0; dir && j < L2_SIZE; j++) {
-			sh_t *region = atomic_load(&dir[j]);
+			ip_sh_t *region = atomic_load(&dir[j]);
 			/* zero pages again, and out of the process's resident set */
 			if (region)
 				madvise(region, GRANULES * sizeof(*region), MADV_DONTNEED);

@@ -173,6 +173,23 @@ kill -TERM "$wp"
 wait "$wp"
 check "a free it could not see: the workload exits 0" $?
 
+# Children of an injected process: one by glibc's fork (its atfork handler
+# lets go of the interposer in it), one by the raw clone syscall (the probe
+# guard catches it at its first call down the general path; malloc's and
+# free's inline path records before that, into a batch that is dropped).
+# Each churns 20000 blocks, its batch filled several times, and exits 0 (no
+# trap at a probe site, no lock held); the parent's figures stay exact.
+inject_started forks '^live=' env INJECT_FORKS=1 "$B/tests/inject_workload"
+live=$(sed -n 's/^live=\([0-9]*\).*/\1/p' "$tmp/forks.out")
+grep -qx 'forks=0,0' "$tmp/forks.out" &&
+	jq -e --argjson l "$live" '.exact and .stats.live == $l and .events.lost == 0' \
+		"$tmp/forks.json" >/dev/null
+check "children by fork and by raw clone while injected: both exit 0, the parent exact" $? \
+	"$(cat "$tmp/forks.out" "$tmp/forks.err") $(jq -c '{exact, inexact_why, live: .stats.live}' "$tmp/forks.json")"
+kill -TERM "$wp"
+wait "$wp"
+check "children by fork and by raw clone: the workload exits 0" $?
+
 counted cxx "$B/tests/inject_workload_cxx" --rate=1
 
 # The SDK's groups: a thread in group "work" since before the injection, then

@@ -15,7 +15,10 @@
  *      With INJECT_UNSEEN set, it also frees a block through a pointer to
  *      glibc's free taken before the injection (which the interposer cannot
  *      see) and allocates a block of the same size again: "unseen=1" when
- *      glibc gave the same address back;
+ *      glibc gave the same address back; with INJECT_FORKS set, it starts
+ *      a child by fork() and one by the raw clone syscall (no atfork
+ *      handler runs), each churning blocks of its own, and prints their
+ *      exit statuses: "forks=S,S" (0,0: both unharmed);
  *   3. then waits: SIGUSR2 prints "got=libc" when its GOT entry for malloc
  *      is glibc's again (after the detach), "got=other" while it is not;
  *      SIGTERM frees everything and exits 0.
@@ -30,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BEFORE 1000
@@ -109,6 +114,54 @@ static size_t fill(struct slot *s)
 	s->p = (char *)p;
 	s->q = q;
 	return q;
+}
+
+/* A child's work: 20000 blocks of 16..256 B through malloc and free in a
+ * ring of 64 (each batch of the interposer's, 4096 records, filled several
+ * times over), checked when freed, and a calloc and a realloc; 0 when all
+ * was as written, else 5. */
+static int child_churn(void)
+{
+	char *ring[64] = { 0 };
+
+	for (int i = 0; i < 20000; i++) {
+		char **s = &ring[i % 64];
+		if (*s) {
+			size_t q = (unsigned char)(*s)[0] + 16u;
+			if ((unsigned char)(*s)[q - 1] != (unsigned char)q)
+				return 5;
+			free(*s);
+		}
+		size_t q = 16 + rnd(241);
+		if (!(*s = (char *)malloc(q)))
+			return 5;
+		(*s)[0] = (char)(q - 16);
+		(*s)[q - 1] = (char)q;
+	}
+	char *z = (char *)calloc(100, 10), *r = (char *)realloc(ring[0], 5000);
+	if (!z || !r || z[999])
+		return 5;
+	ring[0] = r;
+	free(z);
+	for (int i = 0; i < 64; i++)
+		free(ring[i]);
+	return 0;
+}
+
+/* INJECT_FORKS: a child by glibc's fork (its atfork handlers run) and one
+ * by the raw syscall (none does), one after the other; each one's status. */
+static void forks(void)
+{
+	int st[2] = { -1, -1 };
+
+	for (int i = 0; i < 2; i++) {
+		pid_t c = i ? (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0) : fork();
+		if (c == 0)
+			_exit(child_churn());
+		if (c < 0 || waitpid(c, &st[i], 0) != c)
+			st[i] = -1;
+	}
+	printf("forks=%d,%d\n", st[0], st[1]);
 }
 
 static int got_is_libc(void)
@@ -216,6 +269,8 @@ int main(int argc, char **argv)
 		objects++;
 		allocs += 2;
 	}
+	if (getenv("INJECT_FORKS"))
+		forks();
 	for (int i = 0; i < BEFORE; i += 2) {
 		free(before[i]);
 		before[i] = NULL;
