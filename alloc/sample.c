@@ -111,6 +111,19 @@ void sample_mark(struct heap *h, void *p, size_t q, uint16_t group, bool large)
 
 static void put_module(void *ctx, const struct tally_ev *e, const uint64_t *extra, uint32_t nextra);
 
+/* The span's bits for the free fast path (span.h: sample_bits), from its
+ * list, last. Under sample_lock. */
+static void span_bits(struct span *sp)
+{
+	uint32_t n = sp->sampled, bits = 0;
+
+	if (n > SPAN_SAMPLE_CELLS || sp->sample_overflow)
+		bits = ~0u;
+	for (uint32_t k = 0; bits != ~0u && k < n; k++)
+		bits |= 1u << (sp->sample_cells[k] & 31);
+	__atomic_store_n(&sp->sample_bits, bits, __ATOMIC_RELEASE);
+}
+
 /* One table entry more or less for a small block's span: its count is the
  * table's entries in it, whatever happened to the span meanwhile (segments
  * are never unmapped). Under sample_lock. */
@@ -132,6 +145,7 @@ static void span_count(const struct sample_ent *e, int d)
 		if (!n)
 			__atomic_store_n(&sp->sample_cell0, cell, __ATOMIC_RELAXED);
 		__atomic_store_n(&sp->sampled, (uint16_t)(n + 1), __ATOMIC_RELEASE);
+		span_bits(sp);
 		return;
 	}
 	/* the last listed takes the place of the one that goes (and the first
@@ -147,6 +161,7 @@ static void span_count(const struct sample_ent *e, int d)
 	__atomic_store_n(&sp->sampled, (uint16_t)(n - 1), __ATOMIC_RELEASE);
 	if (n == 1)
 		__atomic_store_n(&sp->sample_overflow, 0, __ATOMIC_RELAXED);
+	span_bits(sp);
 }
 
 /* A new tracer (tally_sample_epoch): it never saw the entries of an earlier
