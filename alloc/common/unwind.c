@@ -269,6 +269,13 @@ static bool cfa_ext(struct prog *g, struct row *r, uint8_t op, const uint8_t **p
 			return false;
 		*r = g->saved[--g->nsaved];
 		return true;
+	case 0x2e: /* GNU_args_size */
+		return uleb(p, end, &u);
+	case 0x2f: /* GNU_negative_offset_extended */
+		if (!uleb(p, end, &reg) || !uleb(p, end, &u))
+			return false;
+		reg_set(r, reg, OFFSET, -(int64_t)u * g->c->data_align);
+		return true;
 	default:
 		return false; /* set_loc, and the unknown */
 	}
@@ -328,13 +335,6 @@ static bool cfa_def(struct prog *g, struct row *r, uint8_t op, const uint8_t **p
 		if (!uleb(p, end, &reg) || !uleb(p, end, &u))
 			return false;
 		reg_set(r, reg, OTHER, 0);
-		return true;
-	case 0x2e: /* GNU_args_size */
-		return uleb(p, end, &u);
-	case 0x2f: /* GNU_negative_offset_extended */
-		if (!uleb(p, end, &reg) || !uleb(p, end, &u))
-			return false;
-		reg_set(r, reg, OFFSET, -(int64_t)u * g->c->data_align);
 		return true;
 	default:
 		return cfa_ext(g, r, op, p, end);
