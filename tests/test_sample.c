@@ -18,7 +18,7 @@
 #include <signal.h>
 
 #include "../alloc/common/sample_util.h"
-#include "../alloc/common/unwind.h"
+#include "../alloc/common/sample_unwind.h"
 #include "../alloc/include/tally_alloc_prefixed.h"
 #include "../user/model/replay.h"
 #include "../user/model/sites.h"
@@ -185,7 +185,7 @@ static void sample__rate_zero__nothing_sampled(void **state)
 	assert_int_equal(sites.samples, before);
 }
 
-/* ---- the cached unwinder (alloc/common/unwind.c) against libgcc's ---- */
+/* ---- the cached unwinder (alloc/common/sample_unwind.c) against libgcc's ---- */
 
 static unsigned agreed, followed;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * A sample's stack from the .eh_frame rules, each rule read once (unwind.h).
+ * A sample's stack from the .eh_frame rules, each rule read once (sample_unwind.h).
  *
  * Why: libgcc's _Unwind_Backtrace finds, decodes and runs each frame's CIE
  * and FDE programs anew on every call, and carries a context of every
@@ -33,7 +33,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "unwind.h"
+#include "sample_unwind.h"
 
 #if defined(__x86_64__)
 
