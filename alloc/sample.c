@@ -20,8 +20,14 @@
  * a sample): libgcc's unwind 12.8 k, now 0.58 k; the table's insert and its
  * lock 0.2 k; the module announcements (_dl_find_object a frame's object)
  * 0.22 k; the next gap 0.16 k; the free's lookup, lock and clock 0.38 k.
- * In time, the free fast path's look at the span cost more than all of
- * these (span.h: sample_bits).
+ * In time (a loop over each, 7 frames, caches cold: 4 MiB touched between
+ * calls): libgcc's unwind 1.2-1.8 us, the cached one 0.26-0.30 us (0.09
+ * of it the loader's count, sample_unwind.c), a clock read 0.03-0.06 us
+ * (kvm-clock's vDSO), a gap 0.05 us. Before the spans' sample bits, the
+ * free fast path's look at the span cost more than all of these together
+ * (span.h: sample_bits). On the test-sink churn (min of 1M-operation
+ * chunks), sampling at 64 KiB went from +7.6 to +1.05 ns an operation, a
+ * sample from 3.7 to 0.5 us of the workload's time.
  *
  * Sampled blocks are remembered by address in one table (sampling is rare:
  * one lock), and each span counts the table's entries in it and sets a bit
