@@ -131,12 +131,13 @@ static void put_module(void *ctx, const struct tally_ev *e, const uint64_t *extr
  * list, last. Under sample_lock. */
 static void span_bits(struct span *sp)
 {
-	uint32_t n = sp->sampled, bits = 0;
+	uint32_t n = sp->sampled;
+	uint64_t bits = 0;
 
 	if (n > SPAN_SAMPLE_CELLS || sp->sample_overflow)
-		bits = ~0u;
-	for (uint32_t k = 0; bits != ~0u && k < n; k++)
-		bits |= 1u << (sp->sample_cells[k] & 31);
+		bits = ~0ull;
+	for (uint32_t k = 0; bits != ~0ull && k < n; k++)
+		bits |= 1ull << (sp->sample_cells[k] & 63);
 	__atomic_store_n(&sp->sample_bits, bits, __ATOMIC_RELEASE);
 }
 
