@@ -300,12 +300,9 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 		free_slow(p, SIZE_MAX);
 		return;
 	}
-	/* a span that holds samples: out of line, so that the fast path
-	 * makes no call and keeps no register, unless its one sample is
-	 * another block (the common case: one sample in 512 KiB) */
-	if (unlikely(traced && sp->sampled) &&
-	    (sp->sampled != 1 || sp->sample_cell0 == SPAN_CELL_UNKNOWN ||
-	     sp->sample_cell0 == (uint16_t)(prod >> 32))) {
+	/* a block that may be sampled (its bit in its span's): out of line,
+	 * so that the fast path makes no call and keeps no register */
+	if (unlikely(traced && span_sample_maybe(sp, (uint32_t)(prod >> 32)))) {
 		free_sampled(p, sp, cell);
 		return;
 	}

@@ -52,8 +52,9 @@ void sample_forget(struct heap *h, void *p);
  * may have been sampled. */
 static inline void sample_freeing(struct heap *h, const struct span *sp, void *p)
 {
-	if (__builtin_expect(sp->sampled != 0, 0) &&
-	    span_sample_hit(sp, (uint32_t)(span_cell_product(sp, p) >> 32)))
+	uint32_t cell = (uint32_t)(span_cell_product(sp, p) >> 32);
+
+	if (__builtin_expect(span_sample_maybe(sp, cell), 0) && span_sample_hit(sp, cell))
 		sample_forget(h, p);
 }
 /* The same from the traced free fast path (its own short operation), which
