@@ -20,9 +20,12 @@
 #   family          tests/preload/family.c: the malloc family on edge and invalid
 #                   arguments (memalign(3, 64) and the like), line for line as glibc
 #   no-arena        python as above under a 2 GiB address-space limit, which
-#                   refuses the allocator its arena: segments are then mapped
-#                   one by one (a second process prints how many arena-sized
-#                   reservations it holds, 0 in both runs)
+#                   refuses the allocator its 64 GiB arena (a second process
+#                   prints how many reservations of that size it holds, 0 in
+#                   both runs)
+#   small-arena     the same limit: the preloaded process reserves a smaller
+#                   arena instead (256 MiB to 16 GiB), which the free fast
+#                   path needs (without it every free took the slow path)
 #
 # Prints "PASS name" or "FAIL name (reason)" plus an indented excerpt per case,
 # then one line "N passed, M failed". Exit status: 0 if all passed, 1 if any
@@ -323,12 +326,41 @@ print("arena-sized reservations:", n)
 		sh -c '"$0" "$1" && "$0" -c "$2"' "$python" "$here/alloc_heavy.py" "$maps_probe"
 }
 
+# small-arena: not a pair (a plain run holds no such reservation).
+case_small_arena()
+{
+	local out=$work/preload-small-arena.out rc=0
+	local probe='
+n = 0
+for line in open("/proc/self/maps"):
+    f = line.split()
+    lo, hi = (int(x, 16) for x in f[0].split("-"))
+    n += f[1] == "---p" and (256 << 20) <= hi - lo <= (16 << 30)
+print(n)
+'
+	if [ -z "$python" ]; then
+		fail small-arena "python3 not found"
+		return
+	fi
+	timeout -k 5 "$timeout_s" prlimit --as=$((2 << 30)) env LD_PRELOAD="$lib" \
+		"$python" -c "$probe" >"$out" 2>&1 || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		fail small-arena "preloaded run failed: $(describe_rc "$rc")" "$out"
+	elif [ "$(cat "$out")" != 1 ]; then
+		fail small-arena "expected one reservation of 256 MiB..16 GiB under a 2 GiB limit, found: $(head -c 80 "$out")"
+	else
+		pass small-arena
+		rm -f "$out"
+	fi
+}
+
 case_preload_active
 case_python
 case_sort
 case_containers
 case_family
 case_no_arena
+case_small_arena
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
