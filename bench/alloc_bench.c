@@ -63,15 +63,7 @@ static struct bench_params params = {
 
 static void *object_new(uint64_t *rng, uint32_t lo, uint32_t hi)
 {
-	uint32_t size = rng_range(rng, lo, hi);
-	char *p = malloc(size);
-
-	if (!p)
-		oom();
-	/* Touch both ends so the object's memory is really used, not just reserved. */
-	p[0] = (char)size;
-	p[size - 1] = (char)size;
-	return p;
+	return block_new(rng_range(rng, lo, hi));
 }
 
 /* ---- churn: per-thread small-object ring ---- */

@@ -61,18 +61,6 @@ static void report(const char *name, uint64_t ops, uint64_t t0, uint64_t t1, con
 	       base_rss / MIB, extra, malloc_from());
 }
 
-/* malloc(size) with its first and last byte written, so its memory is really used. */
-static char *block_new(size_t size)
-{
-	char *p = malloc(size);
-
-	if (!p)
-		oom();
-	p[0] = (char)size;
-	p[size - 1] = (char)size;
-	return p;
-}
-
 /* ---- rptest: scattered frees and allocations, with cross-thread hand-offs ---- */
 
 #define RP_BLOCKS 1000 /* slots per thread */

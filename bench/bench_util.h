@@ -42,6 +42,19 @@ static inline _Noreturn void oom(void)
 	die("malloc");
 }
 
+/* malloc(size) with its first and last byte written, so that its memory is really used,
+ * not just reserved. */
+static inline char *block_new(size_t size)
+{
+	char *p = malloc(size);
+
+	if (!p)
+		oom();
+	p[0] = (char)size;
+	p[size - 1] = (char)size;
+	return p;
+}
+
 /* Keeps the compiler from deleting a malloc/free pair whose memory is never read. */
 static inline void escape(void *p)
 {

@@ -31,14 +31,7 @@
 
 static void *object_new(uint64_t *rng)
 {
-	uint32_t size = rng_range(rng, 16, 256);
-	char *p = malloc(size);
-
-	if (!p)
-		oom();
-	p[0] = (char)size;
-	p[size - 1] = (char)size;
-	return p;
+	return block_new(rng_range(rng, 16, 256));
 }
 
 static uint64_t cpu_ns(void)
