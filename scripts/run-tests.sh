@@ -19,6 +19,7 @@ failed=0
 skipped=0
 broken=()
 skip_names=()
+times=() # "SECONDS NAME" per suite: the slowest are listed at the end (the suite's budget is 20 min)
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "make test: the suites run tally's BPF programs, uprobes and ptrace on real processes" \
@@ -31,11 +32,12 @@ fi
 run() {
 	local name=$1 limit=$2
 	shift 2
-	local log
+	local log t0=$SECONDS
 	log=$(mktemp)
 	echo "=== $name"
 	timeout "$limit" "$@" >"$log" 2>&1
 	local rc=$?
+	times+=("$((SECONDS - t0)) $name")
 	grep -vE '^\[ +(RUN|OK) +\]' "$log"
 	local p f k
 	p=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) test.*/\1/p; s/^([0-9]+) passed, [0-9]+ failed.*/\1/p' "$log" | tail -n1)
@@ -147,6 +149,7 @@ run servers 600 tests/servers/run.sh
 run servers_chaos 600 tests/servers/chaos.sh
 
 echo
+echo "slowest suites (s): $(printf '%s\n' "${times[@]}" | sort -rn | head -n 8 | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1}'); all: $SECONDS s"
 [ ${#broken[@]} -gt 0 ] && echo "suites that exited abnormally: ${broken[*]}"
 for n in "${skip_names[@]}"; do echo "skipped: $n"; done
 if [ ${#skip_names[@]} -gt 0 ]; then
