@@ -19,13 +19,13 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.c alloc/heap.c \
 	alloc/large.c alloc/large_pool.c alloc/large_layout.c alloc/malloc.c alloc/free.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
-	alloc/common/ring.c alloc/common/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/common/sample_util.c alloc/common/sample_unwind.c alloc/ptr_table.c \
+	alloc/common/ring.c alloc/common/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/common/sample_util.c alloc/ptr_table.c \
 	alloc/mallinfo.c
 SDK_SRCS := alloc/sdk/sdk.c alloc/common/probe_guard.c
 # what `--inject` loads into a process on glibc's malloc
 INTERPOSE_SRCS := alloc/interpose/interpose.c alloc/interpose/interpose_thread.c alloc/interpose/interpose_batch.c \
 	alloc/interpose/interpose_table.c alloc/interpose/interpose_shadow.c alloc/interpose/interpose_got.c \
-	alloc/interpose/interpose_sample.c alloc/common/sample_util.c alloc/common/sample_unwind.c alloc/common/ring.c alloc/common/probe_guard.c
+	alloc/interpose/interpose_sample.c alloc/common/sample_util.c alloc/common/ring.c alloc/common/probe_guard.c
 
 # Four builds of the allocator: the product, the same without probe sites (for
 # the probe-cost benchmark), one that hands every batch to a test sink (the

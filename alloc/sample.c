@@ -6,28 +6,27 @@
  * end a gap; a block of S bytes is sampled with probability 1 - exp(-S/RATE),
  * and the tracer scales it by the inverse.
  *
- * Stacks are unwound here, in the process, from the .eh_frame tables every
- * x86-64 object carries (Debian builds without frame pointers), each return
- * address's rule read once (common/sample_unwind.c; libgcc's unwinder for
- * what it cannot follow), paid once per sample, against a probe per sample
- * or a copy of the user stack into the kernel for an unwinder in BPF. The
- * unwinder may allocate (libgcc's, for frames registered at run time), so
- * it runs outside the allocator's operation, with the heap's `busy` keeping
- * those allocations from being sampled in turn.
+ * Stacks are unwound here, in the process, with libgcc's unwinder from the
+ * .eh_frame tables every x86-64 object carries (Debian builds without frame
+ * pointers), paid once per sample, against a probe per sample or a copy of
+ * the user stack into the kernel for an unwinder in BPF. The unwinder may
+ * allocate (for frames registered at run time), so it runs outside the
+ * allocator's operation, with the heap's `busy` keeping those allocations
+ * from being sampled in turn.
  *
  * What a sample cost the churn (alloc_bench churn 1, 8 frames a stack;
  * callgrind on the test-sink build at TALLY_SAMPLE_RATE=65536, instructions
- * a sample): libgcc's unwind 12.8 k, now 0.58 k; the table's insert and its
- * lock 0.2 k; the module announcements (_dl_find_object a frame's object)
- * 0.22 k; the next gap 0.16 k; the free's lookup, lock and clock 0.38 k.
- * In time (a loop over each, 7 frames, caches cold: 4 MiB touched between
- * calls): libgcc's unwind 1.2-1.8 us, the cached one 0.26-0.30 us (0.09
- * of it the loader's count, sample_unwind.c), a clock read 0.03-0.06 us
- * (kvm-clock's vDSO), a gap 0.05 us. Before the spans' sample bits, the
- * free fast path's look at the span cost more than all of these together
- * (span.h: sample_bits). On the test-sink churn (min of 1M-operation
- * chunks), sampling at 64 KiB went from +7.6 to +1.05 ns an operation, a
- * sample from 3.7 to 0.5 us of the workload's time.
+ * a sample): libgcc's unwind 12.8 k; the table's insert and its lock 0.2 k;
+ * the module announcements (_dl_find_object a frame's object) 0.22 k; the
+ * next gap 0.16 k; the free's lookup, lock and clock 0.38 k. In time (a
+ * loop over each, 7 frames, caches cold: 4 MiB touched between calls): the
+ * unwind 1.2-1.8 us, a clock read 0.03-0.06 us (kvm-clock's vDSO), a gap
+ * 0.05 us. Before the spans' sample bits, the free fast path's look at the
+ * span cost more than all of these together (span.h: sample_bits). A cache
+ * of each return address's unwind rule (0.58 k instructions an unwind) was
+ * tried and taken out: with it, a late attach to a busy process lost its
+ * objects' announcements (every frame <unknown>) in 11 of 110 attaches with
+ * heap rings, against 1 in 100 without (tests/profile's busy attach).
  *
  * Sampled blocks are remembered by address in one table (sampling is rare:
  * one lock), and each span counts the table's entries in it and sets a bit

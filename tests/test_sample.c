@@ -15,10 +15,6 @@
 
 #include <cmocka.h>
 
-#include <signal.h>
-
-#include "../alloc/common/sample_util.h"
-#include "../alloc/common/sample_unwind.h"
 #include "../alloc/include/tally_alloc_prefixed.h"
 #include "../user/model/replay.h"
 #include "../user/model/sites.h"
@@ -185,87 +181,6 @@ static void sample__rate_zero__nothing_sampled(void **state)
 	assert_int_equal(sites.samples, before);
 }
 
-/* ---- the cached unwinder (alloc/common/sample_unwind.c) against libgcc's ---- */
-
-static unsigned agreed, followed;
-
-/* Both from this frame: the same frames but the first, each its own call's
- * return address here; and whether the cached one followed the whole stack
- * itself (no frame of libgcc's). */
-__attribute__((noinline)) static void unwinders_agree(void)
-{
-	uint64_t a[TALLY_SAMPLE_FRAMES_MAX], b[TALLY_SAMPLE_FRAMES_MAX];
-	unsigned na = sample_backtrace(a);
-	unsigned nb = sample_backtrace_libgcc(b);
-
-	assert_int_equal(na, nb);
-	assert_true(na >= 3);
-	assert_true(a[0] - b[0] + 512 < 1024);
-	for (unsigned i = 1; i < na; i++)
-		assert_true(a[i] == b[i]);
-	int nc = unwind_cached(a, TALLY_SAMPLE_FRAMES_MAX, 0, 0);
-	followed += nc >= 0;
-	agreed++;
-}
-
-/* a frame of a size known only at run time (its CFA from rbp) */
-__attribute__((noinline)) static void deep_vla(unsigned d, unsigned size)
-{
-	volatile char buf[size];
-	buf[0] = (char)d;
-	if (d)
-		deep_vla(d - 1, size * 3 % 97 + 1);
-	else
-		unwinders_agree();
-	__asm__ volatile("" : : "r"(buf) : "memory");
-}
-
-/* frames without a frame pointer (their CFA from rsp) */
-__attribute__((noinline, optimize("omit-frame-pointer"))) static void deep_nofp(unsigned d)
-{
-	if (d)
-		deep_nofp(d - 1);
-	else
-		unwinders_agree();
-	__asm__ volatile("" : : : "memory");
-}
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	deep_nofp(2);
-}
-
-static void *thread_shapes(void *arg)
-{
-	(void)arg;
-	deep_nofp(3);
-	deep_vla(4, 40);
-	return NULL;
-}
-
-static void sample__cached_unwinder__libgcc_frames(void **state)
-{
-	(void)state;
-	agreed = followed = 0;
-	for (int round = 0; round < 2; round++) { /* (the second from the rules kept) */
-		deep_nofp(3);
-		deep_vla(5, 17);
-		deep_nofp(TALLY_SAMPLE_FRAMES_MAX + 10); /* cut at the same frame */
-	}
-	assert_int_equal(followed, agreed);
-	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, thread_shapes, NULL), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
-	assert_int_equal(followed, agreed);
-	/* through a signal frame: libgcc's, as the cached one leaves it */
-	signal(SIGUSR1, on_signal);
-	raise(SIGUSR1);
-	signal(SIGUSR1, SIG_DFL);
-	assert_int_equal(agreed, 9);
-	assert_int_equal(followed, 8);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -274,7 +189,6 @@ int main(void)
 		cmocka_unit_test(sample__realloc_in_place__old_sample_freed),
 		cmocka_unit_test(sample__estimates_are_unbiased),
 		cmocka_unit_test(sample__rate_zero__nothing_sampled),
-		cmocka_unit_test(sample__cached_unwinder__libgcc_frames),
 	};
 	tally_replay_init(&replay);
 	sites_init(&sites);

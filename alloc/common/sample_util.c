@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Heap profiles' shared parts (sample_util.h). Stacks are unwound from the
- * .eh_frame tables every x86-64 object carries (Debian builds without frame
- * pointers), each frame's rule read once (sample_unwind.c: about 40 instructions a
- * frame), else with libgcc's unwinder (1.5 k instructions a frame).
+ * Heap profiles' shared parts (sample_util.h). Stacks are unwound with
+ * libgcc's unwinder from the .eh_frame tables every x86-64 object carries
+ * (Debian builds without frame pointers): 1.5 k instructions a frame here
+ * (callgrind), paid once per sample. A cache of each return address's rule
+ * cut that to 40, but made a late attach's profile lose its objects' names
+ * ten times as often (issue 34's note): not kept.
  */
 #include <string.h>
 #include <time.h>
@@ -11,7 +13,6 @@
 #include <unwind.h>
 
 #include "sample_util.h"
-#include "sample_unwind.h"
 
 static uint64_t rng_next(uint64_t *rng)
 {
@@ -37,7 +38,8 @@ static double sample_ln(double u)
 	memcpy(&m, &bits, sizeof(m));
 	/* 1 / (2j + 1), by which the terms are multiplied, innermost last
 	 * (Horner): twelve divisions were most of a gap's draw (perf on the
-	 * churn at 64 KiB: sample_gap 0.6 of the cached unwinder's time) */
+	 * churn at 64 KiB: sample_gap 0.6 of the time of an unwind that
+	 * read each frame's rule once) */
 	static const double inv[12] = {
 		1.0,	  1.0 / 3,  1.0 / 5,  1.0 / 7,	1.0 / 9,  1.0 / 11,
 		1.0 / 13, 1.0 / 15, 1.0 / 17, 1.0 / 19, 1.0 / 21, 1.0 / 23
@@ -88,20 +90,12 @@ static _Unwind_Reason_Code backtrace_step(struct _Unwind_Context *ctx, void *arg
 	return bt->n == TALLY_SAMPLE_FRAMES_MAX ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
 
-unsigned sample_backtrace_libgcc(uint64_t pcs[TALLY_SAMPLE_FRAMES_MAX])
+unsigned sample_backtrace(uint64_t pcs[TALLY_SAMPLE_FRAMES_MAX])
 {
 	struct backtrace bt = { pcs, 0 };
 
 	_Unwind_Backtrace(backtrace_step, &bt);
 	return bt.n;
-}
-
-unsigned sample_backtrace(uint64_t pcs[TALLY_SAMPLE_FRAMES_MAX])
-{
-	int n = unwind_cached(pcs, TALLY_SAMPLE_FRAMES_MAX, (uintptr_t)__start_tally_text,
-			      (uintptr_t)__stop_tally_text);
-
-	return n >= 0 ? (unsigned)n : sample_backtrace_libgcc(pcs);
 }
 
 /* The object's TALLY_EV_MODULE record: its load bias, mapping, path. */

@@ -31,8 +31,6 @@ int64_t sample_gap(uint64_t *rng, uint64_t rate);
  * library's code (the section tally_text) left out while they lead: the
  * number of return addresses put in pcs. The unwinder may allocate. */
 unsigned sample_backtrace(uint64_t pcs[TALLY_SAMPLE_FRAMES_MAX]);
-/* The same, always by libgcc's unwinder (the reference: tests). */
-unsigned sample_backtrace_libgcc(uint64_t pcs[TALLY_SAMPLE_FRAMES_MAX]);
 
 /* The objects announced to the current tracer. */
 #define SAMPLE_MODS_MAX 512
