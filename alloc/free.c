@@ -86,7 +86,6 @@ static void foreign_figures(struct heap *h, struct span *sp, size_t q)
  * caller, onto the span's foreign-free list; h takes the figures. */
 static void foreign_push(struct heap *h, struct span *sp, void *slot, size_t q)
 {
-	*(void **)slot = NULL;
 	xfree_push(sp, slot, slot);
 	foreign_figures(h, sp, q);
 }

@@ -127,7 +127,6 @@ struct heap *heap_get_slow(void)
 	h->bins = h->bins0;
 	heap_direct_fill(h);
 	h->tick = TICK_OPS;
-	foreign_batch_flush(h);
 	h->now_ms = os_now_ms();
 	if (!h->last_sweep_ms)
 		h->last_sweep_ms = h->last_flush_ms = h->now_ms;
@@ -410,6 +409,7 @@ static void heap_sweep_an_orphan(struct heap *self)
 void heap_tick(struct heap *h)
 {
 	h->tick = TICK_OPS;
+	foreign_batch_flush(h);
 	h->now_ms = os_now_ms();
 	if (h->now_ms - h->last_sweep_ms >= tally_purge_ms / 4) {
 		h->last_sweep_ms = h->now_ms;

@@ -242,12 +242,14 @@ static void purge__owners_pausing_while_the_purger_runs(void **state)
 /* Untraced (this build alone: the other records every call, and a recorded
  * foreign free is pushed at once), foreign frees wait in the freeing heap's
  * chain, one span's at a time, and reach the span's list in chains of 64,
- * the rest at the thread's exit. */
+ * the rest at the heap's tick (or the thread's exit). */
 #define XB_BLOCKS 100
 struct xb_probe {
-	char **blocks;
+	char **blocks;			    /* XB_BLOCKS + 1 */
 	void *listed_at_64, *listed_at_100; /* the span's xfree then */
 	uint32_t chained_at_100;
+	void *listed_at_tick; /* ... after one more free that ticks */
+	uint32_t chained_at_tick;
 };
 
 static void *free_in_chains(void *arg)
@@ -264,21 +266,25 @@ static void *free_in_chains(void *arg)
 	}
 	pr->listed_at_100 = atomic_load(&sp->xfree);
 	pr->chained_at_100 = h->xb_n;
+	h->tick = 1; /* the next free ticks */
+	free(pr->blocks[XB_BLOCKS]);
+	pr->listed_at_tick = atomic_load(&sp->xfree);
+	pr->chained_at_tick = h->xb_n;
 	free(mine);
 	return NULL;
 }
 
-static void foreign__frees_reach_the_span_in_chains_and_at_exit(void **state)
+static void foreign__frees_reach_the_span_in_chains_and_at_the_tick(void **state)
 {
 	(void)state;
-	char *blocks[XB_BLOCKS];
+	char *blocks[XB_BLOCKS + 1];
 	/* a fresh group: a span of its own, which the earlier tests left empty */
 	tally_alloc__set_group(STRESS_GROUP + 1);
-	for (int i = 0; i < XB_BLOCKS; i++)
+	for (int i = 0; i <= XB_BLOCKS; i++)
 		blocks[i] = malloc(48);
 	tally_alloc__set_group(0);
 	struct span *sp = span_of(blocks[0]);
-	for (int i = 0; i < XB_BLOCKS; i++)
+	for (int i = 0; i <= XB_BLOCKS; i++)
 		assert_ptr_equal(span_of(blocks[i]), sp);
 	struct xb_probe pr = { .blocks = blocks };
 	pthread_t t;
@@ -289,11 +295,14 @@ static void foreign__frees_reach_the_span_in_chains_and_at_exit(void **state)
 	/* the next 36 waited in the heap's chain, not on the list */
 	assert_ptr_equal(pr.listed_at_100, blocks[63]);
 	assert_int_equal(pr.chained_at_100, XB_BLOCKS - 64);
-	/* the thread's exit pushed them: every block is on the list once */
+	/* the tick pushed them with the 101st, the newest first */
+	assert_ptr_equal(pr.listed_at_tick, blocks[XB_BLOCKS]);
+	assert_int_equal(pr.chained_at_tick, 0);
+	/* every block is on the list once */
 	int n = 0;
-	for (void *p = atomic_load(&sp->xfree); p && n <= XB_BLOCKS; p = *(void **)p)
+	for (void *p = atomic_load(&sp->xfree); p && n <= XB_BLOCKS + 1; p = *(void **)p)
 		n++;
-	assert_int_equal(n, XB_BLOCKS);
+	assert_int_equal(n, XB_BLOCKS + 1);
 	oracle_check("foreign frees in chains");
 }
 #endif
@@ -306,7 +315,7 @@ int main(int argc, char **argv)
 		cmocka_set_test_filter(getenv("TEST_FILTER"));
 	const struct CMUnitTest tests[] = {
 #ifdef TALLY_ORACLE_NO_REPLAY
-		cmocka_unit_test(foreign__frees_reach_the_span_in_chains_and_at_exit),
+		cmocka_unit_test(foreign__frees_reach_the_span_in_chains_and_at_the_tick),
 #endif
 		cmocka_unit_test(stress__random_threads_with_exits_and_leftovers),
 		cmocka_unit_test(stress__producer_consumer),
