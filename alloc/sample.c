@@ -152,28 +152,21 @@ static void span_count(const struct sample_ent *e, int d)
 	uint32_t n = sp->sampled;
 	uint16_t *c = sp->sample_cells;
 	if (d > 0) {
-		if (n < SPAN_SAMPLE_CELLS) {
+		if (n < SPAN_SAMPLE_CELLS)
 			__atomic_store_n(&c[n], cell, __ATOMIC_RELAXED);
-		} else {
+		else
 			__atomic_store_n(&sp->sample_overflow, 1, __ATOMIC_RELAXED);
-			__atomic_store_n(&sp->sample_cell0, SPAN_CELL_UNKNOWN, __ATOMIC_RELAXED);
-		}
-		if (!n)
-			__atomic_store_n(&sp->sample_cell0, cell, __ATOMIC_RELAXED);
 		__atomic_store_n(&sp->sampled, (uint16_t)(n + 1), __ATOMIC_RELEASE);
 		span_bits(sp);
 		return;
 	}
-	/* the last listed takes the place of the one that goes (and the first
-	 * is copied to the hot line before the count says one) */
+	/* the last listed takes the place of the one that goes */
 	for (uint32_t k = 0; n <= SPAN_SAMPLE_CELLS && k < n; k++) {
 		if (c[k] == cell) {
 			__atomic_store_n(&c[k], c[n - 1], __ATOMIC_RELAXED);
 			break;
 		}
 	}
-	if (!sp->sample_overflow)
-		__atomic_store_n(&sp->sample_cell0, c[0], __ATOMIC_RELAXED);
 	__atomic_store_n(&sp->sampled, (uint16_t)(n - 1), __ATOMIC_RELEASE);
 	if (n == 1)
 		__atomic_store_n(&sp->sample_overflow, 0, __ATOMIC_RELAXED);

@@ -37,7 +37,6 @@ struct segment;
  */
 #define USED_SLOW 0x80000000u
 #define SPAN_SAMPLE_CELLS 8
-#define SPAN_CELL_UNKNOWN 0xffff /* sample_cell0 after an overflow: no cell is */
 
 /*
  * One span descriptor; lives in the segment header. SPAN_DESC_SIZE (256)
@@ -107,8 +106,7 @@ struct span {
 	/* (8, not 4: at 64 KiB the churn's spans overflowed 4 often enough
 	 * that 50 k of 20 M frees took the table's lock for nothing) */
 	uint16_t sample_cells[SPAN_SAMPLE_CELLS];
-	uint16_t sampled;      /* the table's entries in it */
-	uint16_t sample_cell0; /* sample_cells[0], or SPAN_CELL_UNKNOWN after an overflow */
+	uint16_t sampled; /* the table's entries in it */
 	uint8_t sample_overflow;
 	/* (slow paths only: the hot line holds sample_bits) */
 	uint16_t group; /* resource group of every slot */
@@ -130,10 +128,6 @@ static inline bool span_sample_hit(const struct span *sp, uint32_t cell)
 {
 	uint32_t n = __atomic_load_n(&sp->sampled, __ATOMIC_RELAXED);
 
-	uint16_t c0 = __atomic_load_n(&sp->sample_cell0, __ATOMIC_RELAXED);
-
-	if (n == 1 && c0 != SPAN_CELL_UNKNOWN)
-		return c0 == cell;
 	if (n > SPAN_SAMPLE_CELLS || __atomic_load_n(&sp->sample_overflow, __ATOMIC_RELAXED))
 		return true;
 	for (uint32_t k = 0; k < n; k++)
