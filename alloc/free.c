@@ -239,8 +239,8 @@ __attribute__((noinline)) static void free_foreign(struct span *sp, void *p, uin
 static inline __attribute__((always_inline)) void free_own(void *p, struct span *sp, uint16_t *cell,
 							   bool traced)
 {
-	bool full = traced &&
-		    ev_word(tally_tls_heap, sp, TALLY_EV_FREE, meta_requested(sp->size, *cell));
+	/* the entry as it is: the reader decodes it (TALLY_EV_FREE_META) */
+	bool full = traced && ev_word(tally_tls_heap, sp, TALLY_EV_FREE_META, *cell);
 	/* a relaxed atomic store, so that it is an immediate store rather than
 	 * a zeroed register and a store */
 	__atomic_store_n(cell, META_FREE, __ATOMIC_RELAXED);

@@ -28,7 +28,9 @@
  * minus requested size, plus one: the largest classes, whose sizes do not
  * fit), bit 14 marks an aligned block whose pointer may be inside the slot
  * and bit 15 a foreign free in flight (set by the freeing thread, cleared by
- * the owner's drain). meta_encode and meta_requested convert. The free fast
+ * the owner's drain). meta_encode and meta_requested convert; the encoding
+ * is part of the event contract (tally_meta_requested), as the traced free
+ * writes the entry itself into its record. The free fast
  * path's whole test of the entry is then "positive as an int16".
  */
 #ifndef TALLY_ALLOC_LAYOUT_H
@@ -37,6 +39,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../bpf/contract/tally_events.h"
 
 #define TALLY_API __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -93,12 +97,12 @@ static inline size_t direct_index(size_t q)
 }
 
 #define META_FREE 0
-#define META_ENTRY 2U		/* bytes of metadata per cell: a uint16_t */
-#define META_ROUND_MASK 0x3fffu /* rounding + 1 */
+#define META_ENTRY 2U			      /* bytes of metadata per cell: a uint16_t */
+#define META_ROUND_MASK TALLY_META_ROUND_MASK /* rounding + 1 */
 #define META_ALIGNED 0x4000u
 #define META_FOREIGN 0x8000u		     /* the sign bit: see free_as */
 #define META_ROUND_MAX (META_ROUND_MASK - 1) /* largest rounding a slot can record */
-#define META_Q_LIMIT META_ROUND_MASK	     /* classes below it record requested + 1 */
+#define META_Q_LIMIT TALLY_META_Q_LIMIT	     /* classes below it record requested + 1 */
 _Static_assert(META_ENTRY == sizeof(uint16_t), "a metadata entry is a uint16_t");
 
 /* The metadata of a block of `q` bytes in a slot of `size`, flags aside;

@@ -221,6 +221,66 @@ static void replay__malformed_input_is_refused(void **state)
 	assert_int_equal(r.mapped, SEG);
 }
 
+/* The traced free's word carries the slot's raw metadata entry
+ * (TALLY_EV_FREE_META): tally_ev_next hands every reader a FREE of the
+ * requested size, in both encodings (requested + 1 below
+ * TALLY_META_Q_LIMIT, rounding + 1 above, the aligned bit ignored), and
+ * refuses an entry no allocated block has. */
+static void replay__free_meta_word_reads_as_a_free_of_the_requested_size(void **state)
+{
+	(void)state;
+	const uint32_t big = 24576; /* a class at or above TALLY_META_Q_LIMIT */
+	__u64 w[6] = {
+		tally_ev_word(TALLY_EV_FREE_META, 3, 97 + 1, 104),
+		tally_ev_word(TALLY_EV_FREE_META, 4, (big - 20000 + 1) | 0x4000, big),
+		tally_ev_word(TALLY_EV_FREE_META, 3, 0, 104),		  /* a free entry */
+		tally_ev_word(TALLY_EV_FREE_META, 3, 0x8000, 104),	  /* bits 0..13 zero */
+		tally_ev_word(TALLY_EV_FREE_META, 3, 105 + 1, 104),	  /* more than the slot */
+		tally_ev_word(TALLY_EV_FREE_META, 3, 1u << 16 | 98, 104), /* not a u16 */
+	};
+	struct tally_ev e;
+	uint32_t pos = 0;
+
+	assert_true(TALLY_META_Q_LIMIT <= big);
+	assert_int_equal(tally_ev_next(w, 6, &pos, &e), 0);
+	assert_int_equal(e.type, TALLY_EV_FREE);
+	assert_int_equal(e.group, 3);
+	assert_int_equal(e.n, 97);
+	assert_int_equal(e.bytes, 104);
+	assert_int_equal(tally_ev_next(w, 6, &pos, &e), 0);
+	assert_int_equal(e.type, TALLY_EV_FREE);
+	assert_int_equal(e.group, 4);
+	assert_int_equal(e.n, 20000);
+	assert_int_equal(e.bytes, big);
+	for (uint32_t i = 2; i < 6; i++) {
+		pos = i;
+		assert_int_equal(tally_ev_next(w, 6, &pos, &e), -1);
+	}
+
+	/* replayed: the same figures as the FREE it stands for (base_seq's
+	 * last record) */
+	struct tally_replay r;
+	struct tally_stats got, want = apply(base_seq, sizeof(base_seq) / sizeof(base_seq[0]));
+	tally_replay_init(&r);
+	for (size_t i = 0; i + 1 < sizeof(base_seq) / sizeof(base_seq[0]); i++)
+		assert_int_equal(tally_replay_record(&r, &base_seq[i]), 0);
+	pos = 0;
+	assert_int_equal(tally_ev_next(w, 1, &pos, &e), 0);
+	assert_int_equal(tally_replay_record(&r, &e), 0);
+	tally_replay_stats(&r, &got);
+	assert_memory_equal(&got, &want, sizeof(got));
+
+	/* in a batch's run of words: the same, and a bad entry refused */
+	uint64_t applied = 0, refused = 0;
+	__u64 run[2] = { tally_ev_word(TALLY_EV_ALLOC, 3, 97, 104), w[0] };
+	assert_int_equal(tally_replay_words(&r, run, 0, 2, -1, &applied, &refused), 0);
+	assert_int_equal(applied, 2);
+	tally_replay_stats(&r, &got);
+	assert_memory_equal(&got, &want, sizeof(got));
+	run[1] = w[4];
+	assert_int_equal(tally_replay_words(&r, run, 0, 2, -1, &applied, &refused), -EINVAL);
+}
+
 /* The one check every reader of user/ makes of a batch (tally_batch_check):
  * each fault on its own, and the first in the contract's order when there
  * are several, which heap_rings_before relies on (it goes on past a wrong
@@ -279,7 +339,7 @@ static void replay__peak_inside_a_run_with_its_figures(void **state)
 	w[0] = tally_ev_word(TALLY_EV_ALLOC, 3, 100, 104);
 	w[1] = tally_ev_word(TALLY_EV_ALLOC, 3, 200, 208);
 	w[2] = tally_ev_word(TALLY_EV_ALLOC, 3, 300, 312);
-	w[3] = tally_ev_word(TALLY_EV_FREE, 3, 200, 208);
+	w[3] = tally_ev_word(TALLY_EV_FREE_META, 3, 200 + 1, 208); /* the traced free's form */
 	w[4] = tally_ev_word(TALLY_EV_FREE_FOREIGN, 3, 100, 104);
 	w[5] = tally_ev_word(TALLY_EV_ALLOC, 0, 50, 56);
 	w[6] = tally_ev_word(TALLY_EV_FREE, 0, 50, 56);
@@ -330,6 +390,7 @@ int main(void)
 		cmocka_unit_test(replay__groups_count_requested_bytes_and_objects),
 		cmocka_unit_test(replay__order_of_batches_does_not_matter),
 		cmocka_unit_test(replay__malformed_input_is_refused),
+		cmocka_unit_test(replay__free_meta_word_reads_as_a_free_of_the_requested_size),
 		cmocka_unit_test(replay__batch_check_names_the_first_fault),
 		cmocka_unit_test(replay__peak_inside_a_run_with_its_figures),
 	};

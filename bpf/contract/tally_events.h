@@ -25,7 +25,7 @@
 #endif
 
 #define TALLY_BATCH_MAGIC 0x7a11ba7cu
-#define TALLY_BATCH_VERSION 4
+#define TALLY_BATCH_VERSION 5
 /* 8-byte words per batch: a probe hit, with the copy of its batch into the
  * ring, costs about 9 us here (measured: bench-trace's traced churn went from
  * 71 to 85 M ops/s when batches doubled from 16 KiB), so a batch carries up to
@@ -124,6 +124,12 @@ enum tally_ev_type {
 	 * free the interposer did not see; n = its calls not recorded (a
 	 * table full), bytes = its table's and shadow's bytes */
 	TALLY_EV_GLIBC_INFO = 23,
+	/* libtally_alloc's owner frees a slot, as FREE but n = the slot's raw
+	 * metadata entry (tally_meta_requested), which tally_ev_next decodes:
+	 * a reader never sees this type. The free fast path then writes the
+	 * entry it has in hand (decoding it there was 6 of the traced free's
+	 * 28 instructions above the untraced one). */
+	TALLY_EV_FREE_META = 24,
 
 	/*
 	 * GPU records (docs/DESIGN.md §4), from libtally_cupti.so's batches or, one
@@ -195,7 +201,30 @@ _Static_assert(sizeof(struct tally_ev) == 16, "tally_ev is 16 bytes");
 
 static inline int tally_ev_is_word(__u8 type)
 {
-	return type == TALLY_EV_ALLOC || type == TALLY_EV_FREE || type == TALLY_EV_FREE_FOREIGN;
+	return type == TALLY_EV_ALLOC || type == TALLY_EV_FREE || type == TALLY_EV_FREE_FOREIGN ||
+	       type == TALLY_EV_FREE_META;
+}
+
+/*
+ * libtally_alloc's per-slot metadata entry (a u16), as far as a record
+ * carries it (TALLY_EV_FREE_META): 0 = free; bits 0..13 the requested size
+ * + 1 in slots below TALLY_META_Q_LIMIT bytes, else the rounding (slot size
+ * less requested) + 1; bit 14 an aligned block, bit 15 a foreign free in
+ * flight. The requested size of an allocated entry m in a slot of `size`
+ * bytes; -1 for an entry no allocated block has (bits 0..13 zero, more
+ * than the slot, not a u16).
+ */
+#define TALLY_META_ROUND_MASK 0x3fffu
+#define TALLY_META_Q_LIMIT TALLY_META_ROUND_MASK
+static inline __s64 tally_meta_requested(__u32 size, __u32 m)
+{
+	__u32 v = (m & TALLY_META_ROUND_MASK) - 1;
+
+	if (!(m & TALLY_META_ROUND_MASK) || m > 0xffff)
+		return -1;
+	if (size < TALLY_META_Q_LIMIT)
+		return v <= size ? (__s64)v : -1;
+	return v <= size ? (__s64)(size - v) : -1;
 }
 
 /* Heap-profile records: beside the identity, they move no byte. */
@@ -235,6 +264,13 @@ static inline int tally_ev_next(const __u64 *words, __u32 count, __u32 *pos, str
 		e->group = (__u16)((w >> 8) & 0xff);
 		e->n = (__u32)((w >> 16) & TALLY_EV_WORD_MAX);
 		e->bytes = w >> 40;
+		if (e->type == TALLY_EV_FREE_META) {
+			__s64 q = tally_meta_requested((__u32)e->bytes, e->n);
+			if (q < 0)
+				return -1;
+			e->type = TALLY_EV_FREE;
+			e->n = (__u32)q;
+		}
 		*pos += 1;
 		return 0;
 	}

@@ -78,7 +78,7 @@ static void group_dealloc(struct tally_replay *r, uint16_t g, int64_t q)
 	r->groups[g].dealloc_objs++;
 }
 
-/* A run of one-word records (alloc, free, foreign free) of one group, the
+/* A run of one-word records (alloc, free, its FREE_META form, foreign free) of one group, the
  * bulk of any busy target's stream: one consumer must keep up with a thread
  * that does nothing but allocate (about 250 million records a second). The
  * model's figures are sums, so the run is summed in a few totals without a
@@ -92,11 +92,30 @@ static uint32_t word_run_end(const __u64 *words, uint32_t pos, uint32_t count)
 
 	for (; pos < count; pos++) {
 		__u64 w = words[pos];
-		if ((uint8_t)(w - TALLY_EV_ALLOC) > TALLY_EV_FREE_FOREIGN - TALLY_EV_ALLOC ||
-		    (w & 0xff00) != key)
+		if ((w & 0xff00) != key)
+			break;
+		/* a FREE_META whose entry no block has ends the run, for
+		 * tally_ev_next to refuse */
+		if ((uint8_t)(w - TALLY_EV_ALLOC) > TALLY_EV_FREE_FOREIGN - TALLY_EV_ALLOC &&
+		    ((uint8_t)w != TALLY_EV_FREE_META ||
+		     tally_meta_requested((__u32)(w >> 40), (__u32)(w >> 16) & TALLY_EV_WORD_MAX) <
+			     0))
 			break;
 	}
 	return pos;
+}
+
+/* A run's word's n: a FREE_META's requested size from its metadata entry
+ * (tally_meta_requested, without its checks: word_run_end made them), in
+ * masks, so that the sums stay vectorised. */
+static inline uint64_t word_n(uint64_t w)
+{
+	uint64_t n = (w >> 16) & TALLY_EV_WORD_MAX, b = w >> 40;
+	uint64_t mm = -(uint64_t)((w & 0xff) == TALLY_EV_FREE_META);
+	uint64_t v = (n & TALLY_META_ROUND_MASK) - 1, small = -(uint64_t)(b < TALLY_META_Q_LIMIT);
+	uint64_t q = (v & small) | ((b - v) & ~small);
+
+	return (n & ~mm) | (q & mm);
 }
 
 /* words[pos..end), all of group g, summed into the figures. */
@@ -107,9 +126,9 @@ word_run_sum(struct tally_replay *r, const __u64 *words, uint32_t pos, uint32_t 
 
 	for (uint32_t i = pos; i < end; i++) {
 		uint64_t w = words[i], t = w & 0xff;
-		uint64_t n = (w >> 16) & TALLY_EV_WORD_MAX, b = w >> 40;
+		uint64_t n = word_n(w), b = w >> 40;
 		uint64_t ma = -(uint64_t)(t == TALLY_EV_ALLOC),
-			 mf = -(uint64_t)(t == TALLY_EV_FREE);
+			 mf = -(uint64_t)(t == TALLY_EV_FREE || t == TALLY_EV_FREE_META);
 		n_all += n;
 		b_all += b;
 		n_a += n & ma;
@@ -138,7 +157,7 @@ static uint32_t word_run_crest(const __u64 *words, uint32_t pos, uint32_t end, i
 
 	for (uint32_t i = pos; i < end; i++) {
 		uint64_t w = words[i];
-		int64_t n = (int64_t)((w >> 16) & TALLY_EV_WORD_MAX);
+		int64_t n = (int64_t)word_n(w);
 		from += (w & 0xff) == TALLY_EV_ALLOC ? n : -n;
 		if (from > above) {
 			above = from;
