@@ -45,6 +45,48 @@ __attribute__((noinline, cold)) static void *tick_and_return(struct heap *h, str
 	return p;
 }
 
+/*
+ * *x += v and *x -= v, telling whether the result is negative: on x86-64
+ * one instruction on memory whose sign flag the caller branches on (the
+ * compiler loads, adds, stores, then tests a register, and joined the
+ * traced path's three tests with setcc and or).
+ */
+static inline __attribute__((always_inline)) bool add_negative(uint64_t *x, uint64_t v)
+{
+#if defined(__x86_64__) && !defined(__clang__)
+	bool neg;
+	__asm__("addq %2, %0" : "+m"(*x), "=@ccs"(neg) : "er"(v) : "cc");
+	return neg;
+#else
+	*x += v;
+	return (int64_t)*x < 0;
+#endif
+}
+static inline __attribute__((always_inline)) bool sub_negative(int64_t *x, int64_t v)
+{
+#if defined(__x86_64__) && !defined(__clang__)
+	bool neg;
+	__asm__("subq %2, %0" : "+m"(*x), "=@ccs"(neg) : "er"(v) : "cc");
+	return neg;
+#else
+	*x -= v;
+	return *x < 0;
+#endif
+}
+
+/* What a traced pop that branched early leaves to its tail: the record and
+ * the count, or the count alone. */
+enum pop_left { POP_LEFT_RECORD, POP_LEFT_ACC };
+
+__attribute__((noinline, cold)) static void *pop_tail(struct heap *h, struct span *sp, void *p,
+						      size_t q, bool end, enum pop_left left)
+{
+	if (left == POP_LEFT_RECORD)
+		(void)ev_word(h, sp, TALLY_EV_ALLOC, (uint32_t)q); /* a full batch: below */
+	sp->acc += (1ULL << ACC_SHIFT) | q;
+	return tick_and_return(h, sp, p, q, end);
+}
+
 /* Take the head slot of a span whose free list is not empty, for q bytes
  * whose metadata is m; `traced` is a constant at each call site, so the
  * untraced fast path carries no record; `end` too: the fast path's pop is no
@@ -61,12 +103,16 @@ span_pop_as(struct heap *h, struct span *sp, size_t q, uint16_t m, bool traced, 
 	__builtin_prefetch(p->next, 1, 3);
 	sp->cells[span_cell_product(sp, p) >> 32] = m;
 	sp->used++;
-	bool full = traced && ev_word(h, sp, TALLY_EV_ALLOC, (uint32_t)q);
-	bool sample = traced && (h->sample_left -= (int64_t)q) < 0;
+	/* each update branches on its own flags, to a tail that makes the
+	 * ones left (pop_tail) */
+	if (traced) {
+		if (unlikely(sub_negative(&h->sample_left, (int64_t)q)))
+			return pop_tail(h, sp, p, q, end, POP_LEFT_RECORD);
+		if (unlikely(ev_word(h, sp, TALLY_EV_ALLOC, (uint32_t)q)))
+			return pop_tail(h, sp, p, q, end, POP_LEFT_ACC);
+	}
 	/* every 512 allocations the counter turns negative: fold, and tick */
-	uint64_t acc = sp->acc + ((1ULL << ACC_SHIFT) | q);
-	sp->acc = acc;
-	if (unlikely((int64_t)acc < 0 || full || sample))
+	if (unlikely(add_negative(&sp->acc, (1ULL << ACC_SHIFT) | q)))
 		return tick_and_return(h, sp, p, q, end);
 	return p;
 }
