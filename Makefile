@@ -56,7 +56,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/libinject_lib.so $(BUILD)/tests/inject_groups $(BUILD)/tests/inject_chaos \
 	$(BUILD)/tests/inject_chaos_kill $(BUILD)/tests/report_workload $(BUILD)/tests/test_report
 
-.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup bench-inject-calls format-check layout-check demo stress cupti
+.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup bench-inject-calls bench-record-calls format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
 
 # The CUPTI injection library and its unit test, when a CUDA toolkit with
@@ -441,6 +441,12 @@ $(BUILD)/inject_calls: bench/inject_calls.c bench/bench_util.h
 	$(CC) -O2 -g $(WARN) -o $@ $< -ldl
 test-build: $(BUILD)/inject_calls
 
+# The allocator's recording counted without a tracer (scripts/bench-record-calls.sh).
+$(BUILD)/raise_semaphore.so: bench/raise_semaphore.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -shared -fPIC $(WARN) -o $@ $< -ldl
+test-build: $(BUILD)/raise_semaphore.so
+
 # glibc mode's benchmark: every call kept (-fno-builtin), no lazy binding timed.
 $(BUILD)/glibc_calls: bench/glibc_calls.c
 	@mkdir -p $(dir $@)
@@ -493,6 +499,10 @@ bench-glibc: all $(BUILD)/glibc_calls
 # --inject's interposer: instructions a malloc+free pair under callgrind, and its time.
 bench-inject-calls: all $(BUILD)/inject_calls
 	@BUILD=$(BUILD) scripts/bench-inject-calls.sh
+
+# The traced fast paths' records and sampling: instructions a malloc+free pair under callgrind.
+bench-record-calls: all $(BUILD)/alloc_bench $(BUILD)/raise_semaphore.so
+	@BUILD=$(BUILD) scripts/bench-record-calls.sh
 
 bench: bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup
 
