@@ -379,6 +379,48 @@ static void replay__peak_inside_a_run_with_its_figures(void **state)
 	assert_int_equal(tally_replay_group_peak(&r, 0), 1 << 20);
 }
 
+/* A cut no moment had is never the peak: group 2's foreign free applied
+ * before its allocation (another heap's batch, later in the stream) leaves
+ * it below zero while group 1 rises; the peak stays where every figure could
+ * be the process's, and no group's peak is negative. Record by record and
+ * as words (each a run of its own). */
+static void replay__no_peak_at_a_cut_with_a_group_below_zero(void **state)
+{
+	(void)state;
+	const struct tally_ev seq[] = {
+		E(TALLY_EV_ALLOC, 0, 1, 100, 104),	/* live 100: the peak */
+		E(TALLY_EV_FREE_FOREIGN, 0, 2, 50, 56), /* group 2 at -50 */
+		E(TALLY_EV_ALLOC, 0, 1, 200, 208),	/* 250, over a group below 0 */
+		E(TALLY_EV_FREE, 0, 1, 200, 208),	/* 50 */
+		E(TALLY_EV_ALLOC, 0, 2, 50, 56),	/* 100: group 2's allocation */
+	};
+	const size_t n = sizeof(seq) / sizeof(seq[0]);
+
+	for (int as_words = 0; as_words < 2; as_words++) {
+		struct tally_replay r;
+		uint64_t applied = 0, refused = 0;
+		tally_replay_init(&r);
+		for (size_t i = 0; i < 3; i++)
+			assert_int_equal(tally_replay_record(&r, &base_seq[i]), 0);
+		for (size_t i = 0; i < n; i++) {
+			if (as_words) {
+				__u64 w = tally_ev_word(seq[i].type, seq[i].group, seq[i].n,
+							(__u32)seq[i].bytes);
+				assert_int_equal(
+					tally_replay_words(&r, &w, 0, 1, -1, &applied, &refused),
+					0);
+			} else {
+				assert_int_equal(tally_replay_record(&r, &seq[i]), 0);
+			}
+		}
+		assert_int_equal(r.live, 100);
+		assert_int_equal(r.peak.live, 100);
+		assert_int_equal(r.peak.seq, 3 + 1);
+		assert_int_equal(tally_replay_group_peak(&r, 1), 100);
+		assert_int_equal(tally_replay_group_peak(&r, 2), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -393,6 +435,7 @@ int main(void)
 		cmocka_unit_test(replay__free_meta_word_reads_as_a_free_of_the_requested_size),
 		cmocka_unit_test(replay__batch_check_names_the_first_fault),
 		cmocka_unit_test(replay__peak_inside_a_run_with_its_figures),
+		cmocka_unit_test(replay__no_peak_at_a_cut_with_a_group_below_zero),
 	};
 	return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }

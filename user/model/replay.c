@@ -41,6 +41,8 @@ void tally_replay_mark_now(struct tally_replay *r)
  * peak is kept first if this is its first change since the peak. */
 static void group_touch(struct tally_replay *r, uint32_t g, uint64_t seq)
 {
+	if (g >= r->groups_used)
+		r->groups_used = g + 1;
 	if (r->groups[g].changed <= r->peak.seq)
 		r->groups[g].peak_live = r->groups[g].alloc_bytes - r->groups[g].dealloc_bytes;
 	r->groups[g].changed = seq;
@@ -56,11 +58,35 @@ int64_t tally_replay_group_peak(const struct tally_replay *r, uint32_t group)
 }
 
 /* After the record numbered seq: a new peak of live or of mapped. */
+/*
+ * Whether the figures now may be a moment of the process. The sum of
+ * several heaps' batches is a staircase (model/peak.c) that may pass
+ * through cuts no moment had; one certainly is where a term or a group's
+ * live is negative: a thread's frees of another's blocks applied before
+ * their allocations. No peak is taken at such a cut (tally demo's decode
+ * frees what ingest allocates: top showed ingest's PEAK at -130722 in 1
+ * run of 10, the peak taken where ingest was below zero).
+ */
+static bool cut_possible(const struct tally_replay *r)
+{
+	if (r->mapped < 0 || r->live < 0 || r->rounding < 0 || r->cache < 0 || r->span_free < 0 ||
+	    r->returned < 0 || r->virgin < 0 || r->hysteresis < 0 || r->segment_overhead < 0)
+		return false;
+	for (uint32_t g = 0; g < r->groups_used; g++)
+		if (r->groups[g].alloc_bytes < r->groups[g].dealloc_bytes)
+			return false;
+	return true;
+}
+
 static void peaks_check(struct tally_replay *r, uint64_t seq)
 {
-	if (r->live > r->peak.live)
+	bool live = r->live > r->peak.live, mapped = r->mapped > r->peak_mapped.mapped;
+
+	if (!(live || mapped) || !cut_possible(r))
+		return;
+	if (live)
 		mark_take(r, &r->peak, seq);
-	if (r->mapped > r->peak_mapped.mapped)
+	if (mapped)
 		mark_take(r, &r->peak_mapped, seq);
 }
 
@@ -197,8 +223,12 @@ uint32_t tally_replay_word_run(struct tally_replay *r, const __u64 *words, uint3
 	r->groups[g] = group0;
 	r->live_moves -= end - pos;
 	word_run_sum(r, words, pos, at + 1, g);
-	r->groups[g].changed = r->records + (at + 1 - pos);
-	mark_take(r, &r->peak, r->records + (at + 1 - pos));
+	/* (only g moves in the run: g below zero at its crest is below zero
+	 * all along it) */
+	if (cut_possible(r)) {
+		r->groups[g].changed = r->records + (at + 1 - pos);
+		mark_take(r, &r->peak, r->records + (at + 1 - pos));
+	}
 	if (at + 1 < end) {
 		group_touch(r, g, r->records + (end - pos));
 		word_run_sum(r, words, at + 1, end, g);

@@ -35,6 +35,7 @@ struct tally_replay {
 		int64_t peak_live;
 		uint64_t changed;
 	} groups[TALLY_MAX_GROUPS];
+	uint32_t groups_used; /* groups[0..groups_used) have changed */
 	/* the highest live and the highest mapped since the start (or the
 	 * seed: tally_replay_mark_now), record by record: the whole figures
 	 * at each. O(1) a record; a run of one-word records that may pass the
