@@ -127,8 +127,8 @@ enum tally_ev_type {
 	/* libtally_alloc's owner frees a slot, as FREE but n = the slot's raw
 	 * metadata entry (tally_meta_requested), which tally_ev_next decodes:
 	 * a reader never sees this type. The free fast path then writes the
-	 * entry it has in hand (decoding it there was 6 of the traced free's
-	 * 28 instructions above the untraced one). */
+	 * entry it has in hand (decoding it there cost the traced free 7
+	 * instructions, callgrind). */
 	TALLY_EV_FREE_META = 24,
 
 	/*

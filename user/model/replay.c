@@ -57,7 +57,6 @@ int64_t tally_replay_group_peak(const struct tally_replay *r, uint32_t group)
 	return r->groups[group].peak_live;
 }
 
-/* After the record numbered seq: a new peak of live or of mapped. */
 /*
  * Whether the figures now may be a moment of the process. The sum of
  * several heaps' batches is a staircase (model/peak.c) that may pass
@@ -78,6 +77,7 @@ static bool cut_possible(const struct tally_replay *r)
 	return true;
 }
 
+/* After the record numbered seq: a new peak of live or of mapped. */
 static void peaks_check(struct tally_replay *r, uint64_t seq)
 {
 	bool live = r->live > r->peak.live, mapped = r->mapped > r->peak_mapped.mapped;
@@ -132,16 +132,14 @@ static uint32_t word_run_end(const __u64 *words, uint32_t pos, uint32_t count)
 }
 
 /* A run's word's n: a FREE_META's requested size from its metadata entry
- * (tally_meta_requested, without its checks: word_run_end made them), in
- * masks, so that the sums stay vectorised. */
+ * (word_run_end refused the entries no block has) */
 static inline uint64_t word_n(uint64_t w)
 {
-	uint64_t n = (w >> 16) & TALLY_EV_WORD_MAX, b = w >> 40;
-	uint64_t mm = -(uint64_t)((w & 0xff) == TALLY_EV_FREE_META);
-	uint64_t v = (n & TALLY_META_ROUND_MASK) - 1, small = -(uint64_t)(b < TALLY_META_Q_LIMIT);
-	uint64_t q = (v & small) | ((b - v) & ~small);
+	uint64_t n = (w >> 16) & TALLY_EV_WORD_MAX;
 
-	return (n & ~mm) | (q & mm);
+	if ((w & 0xff) == TALLY_EV_FREE_META)
+		n = (uint64_t)tally_meta_requested((__u32)(w >> 40), (__u32)n);
+	return n;
 }
 
 /* words[pos..end), all of group g, summed into the figures. */
