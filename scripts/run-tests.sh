@@ -132,6 +132,7 @@ run demo 120 tests/demo/run.sh
 run record 300 tests/record/run.sh
 run report 300 tests/report/run.sh
 run serve 300 tests/serve/run.sh
+run serve_all 300 tests/serve_all/run.sh
 run profile 300 tests/profile/run.sh
 run peak 120 tests/peak/run.sh
 run diff 120 tests/diff/run.sh

@@ -580,7 +580,9 @@ static void document__sites__frames_lines_and_the_largest_only(void **state)
 					       "io", 42, 1, 100 + i, { 0 }, 0,
 					       0 };
 	smp[SNAPSHOT_SITES + 1].inuse_space = 0;
-	struct prof p = { maps, 1, locs, 2, smp, SNAPSHOT_SITES + 2, 65536, 0, 0, NULL };
+	struct prof p = {
+		maps, 1, locs, 2, smp, SNAPSHOT_SITES + 2, 65536, 0, 0, NULL, NULL, NULL
+	};
 
 	(void)state;
 	balanced_heap();

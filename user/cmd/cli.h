@@ -32,6 +32,8 @@ struct cli_target {
 	double secs; /* -d: 0 = until the target exits or a signal */
 	const char *rules[CLI_MAX_RULES];
 	unsigned follow; /* CLI_FOLLOW (-f), CLI_NO_FOLLOW (--no-follow) as given */
+	bool all;	 /* tally serve --all: no one target (set by its parser) */
+	bool ring_given; /* --ring-mb */
 };
 #define CLI_FOLLOW 1u
 #define CLI_NO_FOLLOW 2u

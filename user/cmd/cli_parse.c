@@ -166,6 +166,19 @@ int cli_interval_ms(const struct argp_state *state, const char *arg, int lo, int
 /* The options together: which process, and whether its children too. */
 static void target_end(struct cli_target *c, const struct argp_state *state)
 {
+	if (c->all && (c->o.pid || c->o.cmd))
+		cli_usage_error(state, "--all follows every process: no -p PID or CMD with it");
+	if (c->all && (c->o.inject || c->o.no_preload || c->follow))
+		cli_usage_error(state, "--inject, --no-preload, -f and --no-follow are for one "
+				       "target, not --all");
+	if (c->all) {
+		if (c->rate_given && c->no_sample)
+			cli_usage_error(state, "--rate and --no-sample exclude each other");
+		if (c->no_sample)
+			c->o.sample_rate = 0;
+		c->o.follow = true; /* each process's children are its own */
+		return;
+	}
 	if (!c->o.pid && !c->o.cmd)
 		cli_usage_error(state, "say which process: -p PID or -- CMD [ARGS...]");
 	if (c->o.pid && c->o.cmd)
@@ -251,6 +264,7 @@ static error_t parse_target_opt(int key, char *arg, struct argp_state *state)
 			cli_usage_error(state, "bad --ring-mb '%s': want a size in MiB, up to 2048",
 					arg);
 		c->o.ring_bytes = (uint64_t)(v * 1048576.0);
+		c->ring_given = true;
 		break;
 	case OPT_NO_PRELOAD:
 	case OPT_INJECT:

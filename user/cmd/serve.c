@@ -15,38 +15,21 @@
  * SIGTERM or -d: a scraper gets to see how it ended.
  */
 #include <errno.h>
-#include <microhttpd.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "../model/figures.h"
 #include "../views/prom.h"
-#include "serve_gate.h"
+#include "serve_all.h"
+#include "serve_http.h"
 #include "serve_pprof.h"
 
 #define SERVE_LISTEN_DEFAULT "127.0.0.1:9464"
 #define SERVE_INTERVAL_MS 500
-
-struct serve_opts {
-	struct cli_target target;
-	const char *listen;
-	int interval_ms;
-	struct sockaddr_storage addr;
-	socklen_t addr_len;
-};
-
-/* What the HTTP thread reads: the latest exposition, swapped whole. */
-struct serve_text {
-	pthread_mutex_t lock;
-	char *buf; /* NULL until the first render */
-	size_t len;
-};
 
 struct serve_ctx {
 	struct serve_text text;
@@ -55,67 +38,15 @@ struct serve_ctx {
 	bool render_failed; /* said once on stderr */
 };
 
-/* The socket is ours, bound before anything starts, so that a port in use
- * is said plainly (libmicrohttpd would only say it failed) and no CMD is
- * started for nothing. Returns the fd or -errno. */
-static int serve_listen(const struct serve_opts *o)
-{
-	int one = 1, fd, err;
-
-	fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* a restart may bind over the last run's TIME_WAIT; two listeners
-	 * still cannot share the port on Linux */
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (o->addr.ss_family == AF_INET6)
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)&o->addr, o->addr_len) || listen(fd, 64)) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *body)
-{
-	struct MHD_Response *r =
-		MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
-	enum MHD_Result ret;
-
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(r, "Allow", "GET, HEAD");
-	ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
 /* /debug/pprof/heap or /allocs: the profile as Go's net/http/pprof sends it. */
 static enum MHD_Result reply_pprof(struct MHD_Connection *c, struct serve_pprof *sp, bool allocs)
 {
 	uint8_t *buf;
 	size_t len;
-	enum MHD_Result ret;
 
 	if (serve_pprof_get(sp, allocs, &buf, &len))
-		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "tally: no heap profile yet\n");
-	struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
-	if (!r) {
-		free(buf);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, "Content-Type", "application/octet-stream");
-	MHD_add_response_header(r, "Content-Disposition",
-				allocs ? "attachment; filename=\"allocs\"" :
-					 "attachment; filename=\"heap\"");
-	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-	MHD_destroy_response(r);
-	return ret;
+		return serve_reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "tally: no heap profile yet\n");
+	return serve_reply_pprof(c, buf, len, allocs);
 }
 
 static enum MHD_Result serve_handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -124,37 +55,26 @@ static enum MHD_Result serve_handle(void *cls, struct MHD_Connection *c, const c
 				    void **con_cls)
 {
 	struct serve_ctx *ctx = cls;
-	struct serve_text *t = &ctx->text;
-	struct MHD_Response *r;
-	enum MHD_Result ret;
 
 	(void)version;
 	(void)upload_data;
 	(void)upload_data_size;
 	(void)con_cls;
-	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
-		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "tally: only GET and HEAD\n");
+	if (!serve_method_ok(method))
+		return serve_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "tally: only GET and HEAD\n");
 	if (!strcmp(url, "/debug/pprof/heap") || !strcmp(url, "/debug/pprof/allocs"))
 		return reply_pprof(c, &ctx->pprof, !strcmp(url, "/debug/pprof/allocs"));
 	if (strcmp(url, "/metrics"))
-		return reply(c, MHD_HTTP_NOT_FOUND,
-			     "tally: the metrics are at /metrics, heap profiles at "
-			     "/debug/pprof/heap and /debug/pprof/allocs\n");
-	pthread_mutex_lock(&t->lock);
-	r = t->buf ? MHD_create_response_from_buffer(t->len, t->buf, MHD_RESPMEM_MUST_COPY) : NULL;
-	pthread_mutex_unlock(&t->lock);
-	if (!r)
-		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "tally: no figures yet\n");
-	MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-	MHD_destroy_response(r);
-	return ret;
+		return serve_reply(c, MHD_HTTP_NOT_FOUND,
+				   "tally: the metrics are at /metrics, heap profiles at "
+				   "/debug/pprof/heap and /debug/pprof/allocs\n");
+	return serve_reply_metrics(c, &ctx->text);
 }
 
 /* A new exposition in place of the last; on failure the last stays. */
 static void serve_render(struct session *s, struct serve_ctx *ctx)
 {
-	char *buf = NULL, *old;
+	char *buf = NULL;
 	size_t len = 0;
 	FILE *mem = open_memstream(&buf, &len);
 	int err = mem ? 0 : -errno;
@@ -174,12 +94,7 @@ static void serve_render(struct session *s, struct serve_ctx *ctx)
 		free(buf);
 		return;
 	}
-	pthread_mutex_lock(&ctx->text.lock);
-	old = ctx->text.buf;
-	ctx->text.buf = buf;
-	ctx->text.len = len;
-	pthread_mutex_unlock(&ctx->text.lock);
-	free(old);
+	serve_text_swap(&ctx->text, buf, len);
 }
 
 static int tick(struct session *s, void *arg)
@@ -205,25 +120,6 @@ static void serve_linger(struct session *s, struct serve_ctx *ctx, uint64_t dead
 	}
 }
 
-/* libmicrohttpd on its own thread, its connections from the gate
- * (serve_gate.c), not a socket of its own. 0, or -1 after one line. */
-static int serve_http(const struct serve_opts *o, struct serve_ctx *ctx, int fd,
-		      struct MHD_Daemon **d, struct serve_gate **gate)
-{
-	*d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_NO_LISTEN_SOCKET |
-				      MHD_USE_ITC |
-				      (o->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-			      0, NULL, NULL, serve_handle, ctx, MHD_OPTION_CONNECTION_TIMEOUT,
-			      (unsigned)10, MHD_OPTION_END);
-	if (*d && !serve_gate_start(gate, *d, fd))
-		return 0;
-	fprintf(stderr, "tally serve: cannot start the HTTP server on %s\n", o->listen);
-	if (*d)
-		MHD_stop_daemon(*d);
-	close(fd);
-	return -1;
-}
-
 static int run_serve(struct serve_opts *o)
 {
 	struct serve_ctx *ctx = calloc(1, sizeof(*ctx));
@@ -236,9 +132,9 @@ static int run_serve(struct serve_opts *o)
 		fprintf(stderr, "tally serve: out of memory\n");
 		return TALLY_EXIT_FAIL;
 	}
-	pthread_mutex_init(&ctx->text.lock, NULL);
+	serve_text_init(&ctx->text);
 	serve_pprof_init(&ctx->pprof);
-	fd = serve_listen(o);
+	fd = serve_listen(&o->addr, o->addr_len);
 	if (fd < 0) {
 		fprintf(stderr, "tally serve: cannot listen on %s: %s\n", o->listen, strerror(-fd));
 		rc = TALLY_EXIT_FAIL;
@@ -252,7 +148,8 @@ static int run_serve(struct serve_opts *o)
 	}
 	session_refresh(&s);
 	serve_render(&s, ctx);
-	if (serve_http(o, ctx, fd, &d, &gate)) {
+	if (serve_http_start("tally serve", o->listen, o->addr.ss_family, fd, serve_handle, ctx, &d,
+			     &gate)) {
 		rc = TALLY_EXIT_FAIL;
 		goto out_session;
 	}
@@ -265,27 +162,93 @@ static int run_serve(struct serve_opts *o)
 	uint64_t deadline = cli_deadline(&s, &o->target);
 	if (s.gone && !session_exiting && !(deadline && clock_now_ns() >= deadline))
 		serve_linger(&s, ctx, deadline);
-	serve_gate_stop(gate); /* closes the listening socket */
-	MHD_stop_daemon(d);
+	serve_http_stop(d, gate);
 	rc = TALLY_EXIT_OK;
 out_session:
 	session_close(&s);
 out_ctx:
 	figures_free(&ctx->fig);
-	free(ctx->text.buf);
-	pthread_mutex_destroy(&ctx->text.lock);
+	serve_text_destroy(&ctx->text);
 	serve_pprof_destroy(&ctx->pprof);
 	free(ctx);
 	return rc;
 }
+
+enum { OPT_ALL = 2000, OPT_COMM, OPT_CGROUP, OPT_MAX_PROCS, OPT_TOP, OPT_MIN_AGE };
 
 static const struct argp_option serve_options[] = {
 	{ "listen", 'l', "ADDR", 0,
 	  "Serve on ADDR: IPv4:PORT or [IPv6]:PORT (default " SERVE_LISTEN_DEFAULT ")", 0 },
 	{ "interval", 'i', "MS", 0,
 	  "Refresh the figures every MS milliseconds (default " CLI_STR(SERVE_INTERVAL_MS) ")", 0 },
+	{ NULL, 0, NULL, 0, "The machine's agent (--all, no -p or CMD):", 40 },
+	{ "all", OPT_ALL, NULL, 0,
+	  "Follow every process that runs on libtally_alloc, libtally or the CUDA driver, "
+	  "started before tally or after, in any container; each one's children too",
+	  40 },
+	{ "comm", OPT_COMM, "GLOB", 0,
+	  "Only processes whose name (comm) matches GLOB (repeatable: any of them)", 40 },
+	{ "cgroup", OPT_CGROUP, "GLOB", 0,
+	  "Only processes whose cgroup v2 path matches GLOB, e.g. '/system.slice/*' "
+	  "(repeatable: any of them)",
+	  40 },
+	{ "max-procs", OPT_MAX_PROCS, "N", 0,
+	  "Follow at most N processes at once, the first found first; the others wait and are "
+	  "counted (default " CLI_STR(SERVE_ALL_MAX_PROCS) ")",
+	  40 },
+	{ "top", OPT_TOP, "N", 0,
+	  "Per-process series for the N processes with the most live bytes, the rest summed "
+	  "as comm=\"other\" (default " CLI_STR(SERVE_ALL_TOP) ")",
+	  40 },
+	{ "min-age", OPT_MIN_AGE, "MS", 0,
+	  "Follow a process once it has run MS milliseconds (default " CLI_STR(
+		  SERVE_ALL_MIN_AGE_MS) "): a short command is over before an attach would be",
+	  40 },
 	{ 0 },
 };
+
+/* --max-procs, --top, --min-age: whole numbers in [lo, hi]. */
+static unsigned serve_uint(const struct argp_state *state, const char *opt, const char *arg,
+			   uint64_t lo, uint64_t hi)
+{
+	uint64_t v;
+
+	if (cli_uint(arg, lo, hi, &v))
+		cli_usage_error(state, "bad %s '%s': want a whole number from %llu to %llu", opt,
+				arg, (unsigned long long)lo, (unsigned long long)hi);
+	return (unsigned)v;
+}
+
+/* The options of --all alone. */
+static void parse_all_opt(struct serve_opts *o, int key, char *arg, struct argp_state *state)
+{
+	switch (key) {
+	case OPT_ALL:
+		o->target.all = true;
+		break;
+	case OPT_COMM:
+	case OPT_CGROUP: {
+		unsigned *n = key == OPT_COMM ? &o->ncomm : &o->ncgroup;
+		if (*n == SERVE_ALL_MAX_GLOBS)
+			cli_usage_error(state, "at most %d --comm and %d --cgroup",
+					SERVE_ALL_MAX_GLOBS, SERVE_ALL_MAX_GLOBS);
+		if (!*arg)
+			cli_usage_error(state, "--%s wants a GLOB",
+					key == OPT_COMM ? "comm" : "cgroup");
+		(key == OPT_COMM ? o->comm : o->cgroup)[(*n)++] = arg;
+		break;
+	}
+	case OPT_MAX_PROCS:
+		o->max_procs = serve_uint(state, "--max-procs", arg, 1, 4096);
+		break;
+	case OPT_TOP:
+		o->top = serve_uint(state, "--top", arg, 0, 10000);
+		break;
+	case OPT_MIN_AGE:
+		o->min_age_ms = serve_uint(state, "--min-age", arg, 0, 3600000);
+		break;
+	}
+}
 
 static error_t parse_serve_opt(int key, char *arg, struct argp_state *state)
 {
@@ -301,7 +264,20 @@ static error_t parse_serve_opt(int key, char *arg, struct argp_state *state)
 	case 'i':
 		o->interval_ms = cli_interval_ms(state, arg, 1, 3600000);
 		break;
+	case OPT_ALL:
+	case OPT_COMM:
+	case OPT_CGROUP:
+	case OPT_MAX_PROCS:
+	case OPT_TOP:
+	case OPT_MIN_AGE:
+		parse_all_opt(o, key, arg, state);
+		break;
 	case ARGP_KEY_END:
+		if (!o->target.all &&
+		    (o->ncomm || o->ncgroup || o->max_procs || o->top != SERVE_ALL_TOP ||
+		     o->min_age_ms != SERVE_ALL_MIN_AGE_MS))
+			cli_usage_error(state, "--comm, --cgroup, --max-procs, --top and --min-age "
+					       "are for --all");
 		if (cli_parse_listen(o->listen, &o->addr, &o->addr_len))
 			cli_usage_error(state,
 					"bad --listen '%s': want IPv4:PORT or [IPv6]:PORT, e.g. "
@@ -336,17 +312,37 @@ static const char serve_doc[] =
 				    "  tally serve -- ./server --port 8080\n"
 				    "  tally serve --listen [::1]:9464 -p 1234\n"
 				    "  curl -s http://127.0.0.1:9464/metrics\n"
+				    "\nThe machine's agent, --all: every process on libtally_alloc, libtally or the CUDA "
+				    "driver, each followed (with what it starts) in a session of its own from when it "
+				    "has run --min-age, each series labelled pid, comm and container; the --top "
+				    "processes by live bytes get per-process Stats and group series, the rest are "
+				    "summed as comm=\"other\"; tally_container_* sum per container; tally_agent_* say "
+				    "how the agent does (sessions, attach failures by reason, lost records, its own "
+				    "memory and CPU, the series it serves). A process it cannot follow is one line on "
+				    "stderr and one count, never the agent's end. Profiles: /debug/pprof/heap?pid=PID "
+				    "for one process, or every one labelled pid, comm and container. Each followed "
+				    "process costs about 5 MiB (a 2 MiB ring each; --ring-mb).\n"
+				    "  tally serve --all --listen 0.0.0.0:9464 --cgroup '/kubepods/*'\n"
 				    "\nEXIT STATUS: 0 served until the end, 2 usage (a bad --listen), 3 no permission, "
 				    "4 no BTF, 5 no such process, 6 PID already traced, 7 CMD could not start, 1 other "
 				    "failures (the address is in use).";
 
 int cmd_serve(int argc, char **argv)
 {
-	struct serve_opts o = { .listen = SERVE_LISTEN_DEFAULT, .interval_ms = SERVE_INTERVAL_MS };
+	struct serve_opts o = { .listen = SERVE_LISTEN_DEFAULT,
+				.interval_ms = SERVE_INTERVAL_MS,
+				.top = SERVE_ALL_TOP,
+				.min_age_ms = SERVE_ALL_MIN_AGE_MS };
 
 	cli_target_init(&o.target);
+	/* the agent's sessions are many: a smaller ring each, unless told */
+	o.target.o.ring_bytes = (uint64_t)SERVE_ALL_RING_MB << 20;
 	if (cli_parse_command("tally serve", serve_options, parse_serve_opt,
-			      "(-p PID | -- CMD [ARGS...])", serve_doc, argc, argv, &o))
+			      "(-p PID | -- CMD [ARGS...] | --all)", serve_doc, argc, argv, &o))
 		return TALLY_EXIT_USAGE;
-	return run_serve(&o);
+	if (!o.target.all && !o.target.ring_given)
+		o.target.o.ring_bytes = (uint64_t)CLI_RING_MB_DEFAULT << 20;
+	if (o.target.all && !o.max_procs)
+		o.max_procs = SERVE_ALL_MAX_PROCS;
+	return o.target.all ? serve_all_run(&o) : run_serve(&o);
 }

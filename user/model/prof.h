@@ -67,6 +67,9 @@ struct prof {
 	int64_t time_nanos;	  /* when the profile was taken (CLOCK_REALTIME) */
 	int64_t duration_nanos;	  /* how long it covers */
 	const char *default_type; /* sample type shown first: "inuse_space" or "alloc_space" */
+	/* each sample's labels "comm" and "container" (serve --all's profile
+	 * of every process): NULL, or nsamples of them (NULL or "": none) */
+	const char *const *comm, *const *container;
 };
 
 #endif /* TALLY_PROF_H */

@@ -35,6 +35,7 @@ struct session_opts {
 	bool inject;		   /* -p on glibc: libtally_interpose.so loaded into it */
 	bool verbose;		   /* say when attached */
 	bool follow;		   /* the processes the target starts too (-- CMD, -f) */
+	bool no_glibc;		   /* -p on another malloc: no glibc mode (serve --all) */
 	const char *cmd_stdio;	   /* a started CMD's stdin, stdout and stderr, or NULL: tally's */
 	bool cmd_stdout_to_stderr; /* a started CMD's stdout is tally's stderr */
 	uint64_t ring_bytes;	   /* ring buffer size */
@@ -77,6 +78,7 @@ struct session {
 	pid_t pid;
 	bool spawned;
 	bool injected;		   /* -p --inject: libtally_interpose.so loaded into it */
+	bool no_glibc;		   /* never glibc mode (its probe per call slows the target) */
 	const char *foreign_alloc; /* the malloc it runs on, one tally cannot trace; or NULL */
 	struct target_child child;
 	int pidfd;

@@ -304,7 +304,7 @@ static int find_running(struct session *s)
 					    "%s", why);
 	} else if (err == -ENOENT) {
 		s->alloc_path[0] = 0;
-		if (!foreign_malloc(s))
+		if (!foreign_malloc(s) && !s->no_glibc)
 			fprintf(stderr,
 				"tally: %d does not use libtally_alloc: glibc mode (a probe per "
 				"malloc call: slow, and only what is allocated from now on; "
@@ -438,7 +438,7 @@ static int attach_running(struct session *s, bool verbose)
 					    "--inject: %s", why);
 	}
 
-	if (!rc && !s->alloc_path[0] && !s->foreign_alloc)
+	if (!rc && !s->alloc_path[0] && !s->foreign_alloc && !s->no_glibc)
 		rc = start_glibc(s);
 	if (!rc)
 		start_cuda(s, verbose);
@@ -463,6 +463,7 @@ int session_start(struct session *s, const struct session_opts *o)
 	s->pid = o->pid;
 	s->late = !o->cmd;
 	s->injected = o->inject;
+	s->no_glibc = o->no_glibc;
 	timing_enable(o->verbose);
 	timing_mark("prepare (caps, BTF present)");
 	rc = o->cmd ? spawn(s, o) : find_running(s);
@@ -482,8 +483,9 @@ int session_start(struct session *s, const struct session_opts *o)
 	 * does not use tally's allocator */
 	if (!rc)
 		rc = session_load(s, o, s->gpu_mode != GPU_OFF,
-				  s->spawned ? o->no_preload :
-					       !s->alloc_path[0] && !s->foreign_alloc);
+				  s->spawned ?
+					  o->no_preload :
+					  !s->alloc_path[0] && !s->foreign_alloc && !s->no_glibc);
 	if (!rc)
 		rc = s->spawned ? attach_spawned(s, o) : attach_running(s, o->verbose);
 	if (rc)

@@ -324,8 +324,11 @@ static void encode_label(struct enc *e, const char *key, const char *str, int64_
 	pb_close(&e->out, m);
 }
 
-static void encode_sample(struct enc *e, const struct prof_sample *s)
+static void encode_sample(struct enc *e, const struct prof *p, size_t k)
 {
+	const struct prof_sample *s = &p->samples[k];
+	const char *comm = p->comm ? p->comm[k] : NULL;
+	const char *container = p->container ? p->container[k] : NULL;
 	int64_t v[NTYPES] = { s->alloc_objects, s->alloc_space,	 s->inuse_objects,
 			      s->inuse_space,	s->peak_objects, s->peak_space };
 	struct buf *b = &e->out;
@@ -343,6 +346,10 @@ static void encode_sample(struct enc *e, const struct prof_sample *s)
 		encode_label(e, "group", s->group, 0);
 	if (s->pid)
 		encode_label(e, "pid", NULL, s->pid);
+	if (comm && *comm)
+		encode_label(e, "comm", comm, 0);
+	if (container && *container)
+		encode_label(e, "container", container, 0);
 	pb_close(b, m);
 }
 
@@ -406,7 +413,7 @@ static void encode_profile(struct enc *e, const struct prof *p)
 	for (size_t i = 0; i < NTYPES; i++)
 		encode_value_type(e, PROFILE_SAMPLE_TYPE, SAMPLE_TYPES[i][0], SAMPLE_TYPES[i][1]);
 	for (size_t i = 0; i < p->nsamples; i++)
-		encode_sample(e, &p->samples[i]);
+		encode_sample(e, p, i);
 	for (size_t i = 0; i < p->nmaps; i++)
 		encode_mapping(e, &p->maps[i], i);
 	for (size_t i = 0; i < p->nlocs; i++)

@@ -42,7 +42,7 @@ void prom_escape(FILE *f, const char *str, size_t n, bool quote)
 }
 
 /* # HELP and # TYPE of one family. */
-static void family(FILE *f, const char *name, const char *type, const char *help)
+void prom_family(FILE *f, const char *name, const char *type, const char *help)
 {
 	fprintf(f, "# HELP %s ", name);
 	prom_escape(f, help, strlen(help), false);
@@ -68,60 +68,45 @@ static void group_labels(FILE *f, const char *name, const struct figures_group *
 }
 
 /* Nanoseconds as exact decimal seconds: no rounding through a double. */
-static void seconds(FILE *f, uint64_t ns)
+void prom_seconds(FILE *f, uint64_t ns)
 {
 	fprintf(f, "%" PRIu64 ".%09" PRIu64 "\n", ns / 1000000000u, ns % 1000000000u);
 }
 
-/* The families of a group's own figures; the instance figures follow
- * (FIGURES_INSTANCE_X). */
-enum group_field {
-	GF_LIVE,
-	GF_PEAK,
-	GF_CPU,
-	GF_ALLOC_BYTES,
-	GF_DEALLOC_BYTES,
-	GF_ALLOCS,
-	GF_FREES,
-	GF_N
+const struct prom_family_def prom_group_families[PROM_GF_N] = {
+	[PROM_GF_LIVE] = { "tally_group_live_bytes", "gauge",
+			   "Bytes requested by the group's allocations and not yet freed" },
+	[PROM_GF_PEAK] = { "tally_group_peak_live_bytes", "gauge",
+			   "The group's live bytes at its process's peak of live (the highest since "
+			   "tally started or attached)" },
+	[PROM_GF_CPU] = { "tally_group_cpu_seconds_total", "counter",
+			  "CPU time charged to the group (the innermost current group of a running "
+			  "thread)" },
+	[PROM_GF_ALLOC_BYTES] = { "tally_group_allocated_bytes_total", "counter",
+				  "Bytes requested by allocations charged to the group" },
+	[PROM_GF_DEALLOC_BYTES] = { "tally_group_deallocated_bytes_total", "counter",
+				    "Bytes freed of allocations charged to the group" },
+	[PROM_GF_ALLOCS] = { "tally_group_allocations_total", "counter",
+			     "Allocations charged to the group" },
+	[PROM_GF_FREES] = { "tally_group_frees_total", "counter",
+			    "Frees of allocations charged to the group" },
 };
 
-static const struct {
-	const char *name, *type, *help;
-} group_families[GF_N] = {
-	[GF_LIVE] = { "tally_group_live_bytes", "gauge",
-		      "Bytes requested by the group's allocations and not yet freed" },
-	[GF_PEAK] = { "tally_group_peak_live_bytes", "gauge",
-		      "The group's live bytes at its process's peak of live (the highest since "
-		      "tally started or attached)" },
-	[GF_CPU] = { "tally_group_cpu_seconds_total", "counter",
-		     "CPU time charged to the group (the innermost current group of a running "
-		     "thread)" },
-	[GF_ALLOC_BYTES] = { "tally_group_allocated_bytes_total", "counter",
-			     "Bytes requested by allocations charged to the group" },
-	[GF_DEALLOC_BYTES] = { "tally_group_deallocated_bytes_total", "counter",
-			       "Bytes freed of allocations charged to the group" },
-	[GF_ALLOCS] = { "tally_group_allocations_total", "counter",
-			"Allocations charged to the group" },
-	[GF_FREES] = { "tally_group_frees_total", "counter",
-		       "Frees of allocations charged to the group" },
-};
-
-static void group_value(FILE *f, enum group_field k, const struct figures_group *fg)
+void prom_group_value(FILE *f, unsigned k, const struct figures_group *fg)
 {
 	const uint64_t counts[] = {
-		[GF_ALLOC_BYTES] = fg->alloc_bytes,
-		[GF_DEALLOC_BYTES] = fg->dealloc_bytes,
-		[GF_ALLOCS] = fg->alloc_objs,
-		[GF_FREES] = fg->dealloc_objs,
+		[PROM_GF_ALLOC_BYTES] = fg->alloc_bytes,
+		[PROM_GF_DEALLOC_BYTES] = fg->dealloc_bytes,
+		[PROM_GF_ALLOCS] = fg->alloc_objs,
+		[PROM_GF_FREES] = fg->dealloc_objs,
 	};
 
-	if (k == GF_LIVE)
+	if (k == PROM_GF_LIVE)
 		fprintf(f, "%" PRId64 "\n", fg->live_bytes);
-	else if (k == GF_PEAK)
+	else if (k == PROM_GF_PEAK)
 		fprintf(f, "%" PRId64 "\n", fg->peak_live);
-	else if (k == GF_CPU)
-		seconds(f, fg->cpu_ns);
+	else if (k == PROM_GF_CPU)
+		prom_seconds(f, fg->cpu_ns);
 	else
 		fprintf(f, "%" PRIu64 "\n", counts[k]);
 }
@@ -140,14 +125,15 @@ static void render_groups(FILE *f, const struct figures_process *p)
 {
 	char name[128], help[256];
 
-	for (unsigned k = 0; k < GF_N; k++) {
+	for (unsigned k = 0; k < PROM_GF_N; k++) {
 		/* a peak where a replay keeps one (libtally_alloc), none else */
-		if (k == GF_PEAK && !p->peak.known)
+		if (k == PROM_GF_PEAK && !p->peak.known)
 			continue;
-		family(f, group_families[k].name, group_families[k].type, group_families[k].help);
+		prom_family(f, prom_group_families[k].name, prom_group_families[k].type,
+			    prom_group_families[k].help);
 		for (unsigned g = 0; g < p->ngroups; g++) {
-			group_labels(f, group_families[k].name, &p->groups[g]);
-			group_value(f, (enum group_field)k, &p->groups[g]);
+			group_labels(f, prom_group_families[k].name, &p->groups[g]);
+			prom_group_value(f, k, &p->groups[g]);
 		}
 	}
 	/* per-group GPU families only once a GPU source spoke */
@@ -157,7 +143,7 @@ static void render_groups(FILE *f, const struct figures_process *p)
 			continue;
 		snprintf(name, sizeof(name), "tally_group_%s", fi->metric);
 		snprintf(help, sizeof(help), "%s, in the group", fi->help);
-		family(f, name, fi->prom_type, help);
+		prom_family(f, name, fi->prom_type, help);
 		for (unsigned g = 0; g < p->ngroups; g++) {
 			group_labels(f, name, &p->groups[g]);
 			instance_value(f, &p->groups[g].instance, i);
@@ -165,13 +151,13 @@ static void render_groups(FILE *f, const struct figures_process *p)
 	}
 }
 
-static const char *const stat_help[TALLY_STATS_COUNT] = {
+const char *const prom_stat_help[TALLY_STATS_COUNT] = {
 #define STAT_HELP(field, metric, unit, help) help,
 	TALLY_STATS_X(STAT_HELP)
 #undef STAT_HELP
 };
 
-static const char *const stat_metric[TALLY_STATS_COUNT] = {
+const char *const prom_stat_metric[TALLY_STATS_COUNT] = {
 #define STAT_METRIC(field, metric, unit, help) "tally_stats_" metric,
 	TALLY_STATS_X(STAT_METRIC)
 #undef STAT_METRIC
@@ -182,24 +168,24 @@ static void render_stats(FILE *f, const struct figures_stats *fs)
 	for (unsigned i = 0; i < TALLY_STATS_COUNT; i++) {
 		if (!(fs->known & (1u << i)))
 			continue;
-		family(f, stat_metric[i], "gauge", stat_help[i]);
+		prom_family(f, prom_stat_metric[i], "gauge", prom_stat_help[i]);
 		/* signed: after lost records a rebuilt term can be negative */
-		sample_i64(f, stat_metric[i], fs->v[i]);
+		sample_i64(f, prom_stat_metric[i], fs->v[i]);
 	}
 	if (!fs->identity)
 		return;
-	family(f, "tally_stats_accounted_bytes", "gauge",
-	       "The sum of the eight terms that account for every mapped byte");
+	prom_family(f, "tally_stats_accounted_bytes", "gauge",
+		    "The sum of the eight terms that account for every mapped byte");
 	sample_i64(f, "tally_stats_accounted_bytes", fs->accounted);
-	family(f, "tally_stats_balanced", "gauge",
-	       "1 when the accounted bytes equal the mapped bytes (the identity holds)");
+	prom_family(f, "tally_stats_balanced", "gauge",
+		    "1 when the accounted bytes equal the mapped bytes (the identity holds)");
 	sample_u64(f, "tally_stats_balanced", fs->balanced);
-	family(f, "tally_stats_predicted_resident_bytes", "gauge",
-	       "Mapped bytes minus virgin and returned: what should be resident");
+	prom_family(f, "tally_stats_predicted_resident_bytes", "gauge",
+		    "Mapped bytes minus virgin and returned: what should be resident");
 	sample_i64(f, "tally_stats_predicted_resident_bytes", fs->predicted_resident);
 	if (fs->have_resident) {
-		family(f, "tally_stats_measured_resident_bytes", "gauge",
-		       "Resident bytes of the allocator's mappings, measured");
+		prom_family(f, "tally_stats_measured_resident_bytes", "gauge",
+			    "Resident bytes of the allocator's mappings, measured");
 		sample_u64(f, "tally_stats_measured_resident_bytes", fs->resident);
 	}
 }
@@ -211,7 +197,7 @@ static void render_process(FILE *f, const struct figures_instance *in)
 	for (unsigned i = 0; i < FIGURES_INSTANCE_COUNT; i++) {
 		const struct figures_instance_field *fi = &figures_instance_fields[i];
 		snprintf(name, sizeof(name), "tally_%s", fi->metric);
-		family(f, name, fi->prom_type, fi->help);
+		prom_family(f, name, fi->prom_type, fi->help);
 		fprintf(f, "%s ", name);
 		instance_value(f, in, i);
 	}
@@ -223,15 +209,15 @@ static void render_gpu_extra(FILE *f, const struct figures_process *p)
 {
 	if (!p->gpu_attached)
 		return;
-	family(f, "tally_gpu_exact", "gauge",
-	       "1 when the GPU figures are exact; 0 when they count from the attach (the "
-	       "driver was loaded before it) or records were lost");
+	prom_family(f, "tally_gpu_exact", "gauge",
+		    "1 when the GPU figures are exact; 0 when they count from the attach (the "
+		    "driver was loaded before it) or records were lost");
 	sample_u64(f, "tally_gpu_exact", p->instance_exact);
 	if (!p->have_device_memory_used)
 		return;
-	family(f, "tally_device_memory_used_bytes", "gauge",
-	       "Device memory the CUDA driver itself reports for the traced processes "
-	       "(NVML): the driver's figure, not rebuilt by tally");
+	prom_family(f, "tally_device_memory_used_bytes", "gauge",
+		    "Device memory the CUDA driver itself reports for the traced processes "
+		    "(NVML): the driver's figure, not rebuilt by tally");
 	sample_u64(f, "tally_device_memory_used_bytes", p->device_memory_used);
 }
 
@@ -263,9 +249,10 @@ static void render_info(FILE *f, const struct figures_target *t)
 	const char *alloc = figures_target_allocator(t);
 	const char *cuda = figures_cuda_name(t->cuda);
 
-	family(f, "tally_info", "gauge",
-	       "The traced process, its command line, cgroup v2 path and container id; the value is "
-	       "always 1");
+	prom_family(
+		f, "tally_info", "gauge",
+		"The traced process, its command line, cgroup v2 path and container id; the value is "
+		"always 1");
 	fprintf(f, "tally_info{pid=\"%u\",comm=\"", (unsigned)t->pid);
 	prom_escape(f, t->comm, strnlen(t->comm, TALLY_COMM_LEN), true);
 	cmdline_label(f, t);
@@ -333,7 +320,7 @@ static void proc_value(FILE *f, unsigned k, const struct proc_sum *v)
 	else if (k == 2)
 		fprintf(f, "%" PRId64 "\n", v->peak);
 	else if (k == 3)
-		seconds(f, v->cpu_ns);
+		prom_seconds(f, v->cpu_ns);
 	else
 		fprintf(f, "%d\n", v->exact);
 }
@@ -354,9 +341,10 @@ static int cmp_live(const void *a, const void *b)
 /* Where each listed process lives, as tally_info says it for the root. */
 static void render_process_info(FILE *f, const struct figures_process *const *ps, unsigned n)
 {
-	family(f, "tally_process_info", "gauge",
-	       "A process of the traced tree: its command line, parent, allocator, cgroup v2 path "
-	       "and container id; the value is always 1");
+	prom_family(
+		f, "tally_process_info", "gauge",
+		"A process of the traced tree: its command line, parent, allocator, cgroup v2 path "
+		"and container id; the value is always 1");
 	for (unsigned i = 0; i < n; i++) {
 		const struct figures_target *t = &ps[i]->target;
 		const char *alloc = figures_target_allocator(t);
@@ -389,7 +377,7 @@ static int render_processes(FILE *f, const struct figures *fig)
 		other.exact &= one.exact;
 	}
 	for (unsigned k = 0; k < sizeof(proc_families) / sizeof(proc_families[0]); k++) {
-		family(f, proc_families[k].name, proc_families[k].type, proc_families[k].help);
+		prom_family(f, proc_families[k].name, proc_families[k].type, proc_families[k].help);
 		for (unsigned i = 0; i < n && i < PROM_MAX_PROCESSES; i++) {
 			proc_sum_of(&one, ps[i]);
 			proc_labels(f, proc_families[k].name, ps[i]);
@@ -401,8 +389,8 @@ static int render_processes(FILE *f, const struct figures *fig)
 		}
 	}
 	render_process_info(f, ps, n < PROM_MAX_PROCESSES ? n : PROM_MAX_PROCESSES);
-	family(f, "tally_processes", "gauge",
-	       "Processes of the traced tree running (the root counted also once it ended)");
+	prom_family(f, "tally_processes", "gauge",
+		    "Processes of the traced tree running (the root counted also once it ended)");
 	sample_u64(f, "tally_processes", n);
 	free(ps);
 	return 0;
@@ -421,13 +409,13 @@ static void render_exact(FILE *f, const struct figures *fig)
 		for (unsigned k = 0; k < fig->procs[i].nwhy; k++)
 			n[fig->procs[i].why_code[k]]++;
 	}
-	family(f, "tally_exact", "gauge",
-	       "1 when every process of the tree has exact figures; 0: "
-	       "tally_inexact_processes says why not");
+	prom_family(f, "tally_exact", "gauge",
+		    "1 when every process of the tree has exact figures; 0: "
+		    "tally_inexact_processes says why not");
 	sample_u64(f, "tally_exact", exact);
-	family(f, "tally_inexact_processes", "gauge",
-	       "Processes of the tree whose figures are not exact, by reason (a fixed set of "
-	       "codes; a process may have several)");
+	prom_family(f, "tally_inexact_processes", "gauge",
+		    "Processes of the tree whose figures are not exact, by reason (a fixed set of "
+		    "codes; a process may have several)");
 	for (unsigned c = 0; c < FIGURES_WHY_COUNT; c++)
 		fprintf(f, "tally_inexact_processes{reason=\"%s\"} %llu\n", figures_why_codes[c],
 			(unsigned long long)n[c]);
@@ -442,22 +430,22 @@ int prom_render(FILE *f, const struct figures *fig)
 	if (figures_sum(fig, &sum))
 		return -ENOMEM;
 	render_info(f, &p->target);
-	family(f, "tally_target_running", "gauge",
-	       "1 while the traced process runs; 0 once it exited (its final figures)");
+	prom_family(f, "tally_target_running", "gauge",
+		    "1 while the traced process runs; 0 once it exited (its final figures)");
 	sample_u64(f, "tally_target_running", !p->target.gone);
 	render_exact(f, fig);
-	family(f, "tally_events_received_total", "counter",
-	       "Messages received from every process of the tree, its heaps' shared rings "
-	       "included");
+	prom_family(f, "tally_events_received_total", "counter",
+		    "Messages received from every process of the tree, its heaps' shared rings "
+		    "included");
 	sample_u64(f, "tally_events_received_total", fig->tree.life.received);
-	family(f, "tally_events_in_place_total", "counter",
-	       "Batches read in place from the heaps' shared rings (of those received)");
+	prom_family(f, "tally_events_in_place_total", "counter",
+		    "Batches read in place from the heaps' shared rings (of those received)");
 	sample_u64(f, "tally_events_in_place_total", fig->tree.life.in_place);
-	family(f, "tally_events_lost_total", "counter",
-	       "Ring buffer messages lost because the ring was full");
+	prom_family(f, "tally_events_lost_total", "counter",
+		    "Ring buffer messages lost because the ring was full");
 	sample_u64(f, "tally_events_lost_total", p->events.lost);
-	family(f, "tally_events_lost_record_words_total", "counter",
-	       "Words of allocator records inside the lost messages");
+	prom_family(f, "tally_events_lost_record_words_total", "counter",
+		    "Words of allocator records inside the lost messages");
 	sample_u64(f, "tally_events_lost_record_words_total", p->events.lost_record_words);
 	render_stats(f, &p->stats);
 	render_process(f, &p->instance);

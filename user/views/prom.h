@@ -37,4 +37,31 @@ int prom_render(FILE *f, const struct figures *fig);
  * (quote = false). */
 void prom_escape(FILE *f, const char *s, size_t n, bool quote);
 
+/* What prom_all.c (serve --all) shares with this file: */
+/* # HELP and # TYPE of one family. */
+void prom_family(FILE *f, const char *name, const char *type, const char *help);
+/* Nanoseconds as exact decimal seconds (no rounding through a double), and
+ * a newline. */
+void prom_seconds(FILE *f, uint64_t ns);
+/* The families of a group's own figures, and one group's value of one; the
+ * instance figures follow (FIGURES_INSTANCE_X). */
+enum prom_group_field {
+	PROM_GF_LIVE,
+	PROM_GF_PEAK,
+	PROM_GF_CPU,
+	PROM_GF_ALLOC_BYTES,
+	PROM_GF_DEALLOC_BYTES,
+	PROM_GF_ALLOCS,
+	PROM_GF_FREES,
+	PROM_GF_N
+};
+struct prom_family_def {
+	const char *name, *type, *help;
+};
+extern const struct prom_family_def prom_group_families[PROM_GF_N];
+void prom_group_value(FILE *f, unsigned k, const struct figures_group *fg);
+/* Each Stats term's family name and help. */
+extern const char *const prom_stat_metric[TALLY_STATS_COUNT];
+extern const char *const prom_stat_help[TALLY_STATS_COUNT];
+
 #endif /* TALLY_PROM_H */
