@@ -56,7 +56,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/libinject_lib.so $(BUILD)/tests/inject_groups $(BUILD)/tests/inject_chaos \
 	$(BUILD)/tests/inject_chaos_kill $(BUILD)/tests/report_workload $(BUILD)/tests/test_report
 
-.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup bench-inject-calls bench-record-calls format-check layout-check demo stress cupti
+.PHONY: all clean test test-build setup bench bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup bench-inject-calls bench-record-calls bench-agent format-check layout-check demo stress cupti
 all: $(PRODUCTS) $(BUILD)/demo_workload cupti $(BUILD)/tests/gpu/.built
 
 # The CUPTI injection library and its unit test, when a CUDA toolkit with
@@ -446,6 +446,10 @@ $(BUILD)/raise_semaphore.so: bench/raise_semaphore.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -shared -fPIC $(WARN) -o $@ $< -ldl
 test-build: $(BUILD)/raise_semaphore.so
+$(BUILD)/pingpong: bench/pingpong.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g $(WARN) -o $@ $<
+test-build: $(BUILD)/pingpong
 
 # glibc mode's benchmark: every call kept (-fno-builtin), no lazy binding timed.
 $(BUILD)/glibc_calls: bench/glibc_calls.c
@@ -503,6 +507,10 @@ bench-inject-calls: all $(BUILD)/inject_calls
 # The traced fast paths' records and sampling: instructions a malloc+free pair under callgrind.
 bench-record-calls: all $(BUILD)/alloc_bench $(BUILD)/raise_semaphore.so
 	@BUILD=$(BUILD) scripts/bench-record-calls.sh
+
+# What serve --all costs each context switch of the machine (scripts/bench-agent.sh).
+bench-agent: all $(BUILD)/pingpong
+	@BUILD=$(BUILD) scripts/bench-agent.sh
 
 bench: bench-alloc bench-trace bench-ring bench-loader bench-glibc bench-startup
 

@@ -48,6 +48,16 @@ struct {
  * threads first seen switching out start here. */
 __u64 attach_ns = 0;
 
+/* ... or, for a process added later to a loader whose sched_switch program
+ * charges many sessions' CPU (serve --all, loader_cpu_follow), at its own
+ * addition: key tgid, value CLOCK_MONOTONIC ns. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TALLY_BPF_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, __u64);
+} added_ns SEC(".maps");
+
 /* Follow the processes the tree starts (-- CMD, or -p PID -f). */
 const volatile bool follow = false;
 
@@ -285,8 +295,12 @@ int BPF_PROG(tally_switch, bool preempt, struct task_struct *prev, struct task_s
 						  .running = 1,
 						  .pid = prev_pid };
 		struct tally_bpf_thread *t = bpf_map_lookup_elem(&threads, &tid);
-		if (!t && !(BPF_CORE_READ(prev, flags) & PF_EXITING))
+		if (!t && !(BPF_CORE_READ(prev, flags) & PF_EXITING)) {
+			__u64 *added = bpf_map_lookup_elem(&added_ns, &prev_pid);
+			if (added)
+				fresh.last_ns = *added;
 			t = map_lookup_or_init(&threads, &tid, &fresh);
+		}
 		if (t) {
 			/* put_prev_task has brought prev's clock up to now */
 			charge_rt(t, BPF_CORE_READ(prev, se.sum_exec_runtime), now);
@@ -417,6 +431,7 @@ int BPF_PROG(tally_exit, struct task_struct *p, bool group_dead)
 	if (group_dead) {
 		bpf_map_delete_elem(&procs, &pid);
 		bpf_map_delete_elem(&oom_heaps, &pid);
+		bpf_map_delete_elem(&added_ns, &pid);
 	}
 	return 0;
 }

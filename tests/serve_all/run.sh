@@ -135,6 +135,26 @@ for w in before:$before:before.json inner:$inner:inner.json after:$after:after.j
 	check "PromQL: every Stats term of the process started $name the agent equals its own" \
 		"$([ -n "$want" ] && [ "$got" = "$want" ]; echo $?)" "want [$want] got [$got]"
 done
+# CPU: charged by the agent's one sched_switch program for every session
+# (loader_cpu_follow): a busy process's seconds grow as the kernel's do
+LD_PRELOAD="$LIBS" "$WL" churn 1 >/dev/null 2>&1 &
+busy=$!
+pids+=("$busy")
+cpu_pair() { # tally's CPU seconds of $busy, the kernel's (utime + stime)
+	local t
+	t=$(curl -s "http://$AGENT/metrics" | awk -v p="pid=\"$busy\"" 'index($0, "tally_process_cpu_seconds_total{" p ",") == 1 { print $NF }')
+	echo "${t:-0} $(awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$busy/stat")"
+}
+until_equal 30 x sh -c "curl -s http://$AGENT/metrics | grep -q 'tally_process_cpu_seconds_total{pid=\"$busy\"' && echo x" >/dev/null
+sleep 1
+read -r t0 k0 <<<"$(cpu_pair)"
+sleep 4
+read -r t1 k1 <<<"$(cpu_pair)"
+kill "$busy"
+ratio=$(awk -v a="$t0" -v b="$t1" -v c="$k0" -v d="$k1" 'BEGIN { if (d - c <= 0) print 0; else printf "%.2f", (b - a) / (d - c) }')
+check "a busy process's CPU seconds grow as the kernel counts them (ratio $ratio over 4 s)" \
+	"$(awk -v r="$ratio" 'BEGIN { exit !(r >= 0.8 && r <= 1.2) }'; echo $?)" "tally $t0 -> $t1, kernel $k0 -> $k1"
+
 curl -s "http://$AGENT/metrics" >"$tmp/m1.txt"
 ctr=$(awk -v p="pid=\"$inner\"" 'index($0, "tally_process_info{" p ",") == 1' "$tmp/m1.txt")
 check "the namespaced process is labelled with its cgroup (tally_process_info)" \

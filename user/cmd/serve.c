@@ -321,7 +321,7 @@ static const char serve_doc[] =
 				    "memory and CPU, the series it serves). A process it cannot follow is one line on "
 				    "stderr and one count, never the agent's end. Profiles: /debug/pprof/heap?pid=PID "
 				    "for one process, or every one labelled pid, comm and container. Each followed "
-				    "process costs about 5 MiB (a 2 MiB ring each; --ring-mb).\n"
+				    "process costs about 9 MiB (a 4 MiB ring each, mapped twice; --ring-mb).\n"
 				    "  tally serve --all --listen 0.0.0.0:9464 --cgroup '/kubepods/*'\n"
 				    "\nEXIT STATUS: 0 served until the end, 2 usage (a bad --listen), 3 no permission, "
 				    "4 no BTF, 5 no such process, 6 PID already traced, 7 CMD could not start, 1 other "

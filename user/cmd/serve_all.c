@@ -51,6 +51,49 @@ static bool agent_known(void *ctx, pid_t pid)
 	return false;
 }
 
+/* The session's processes (its procs map: the root and those adopted) to
+ * the charging loader, which follows their children itself. */
+static void agent_cpu_follow(struct agent *a, struct session *s)
+{
+	int fd = loader_procs_fd(s->loader);
+	uint32_t key, next, *prev = NULL;
+
+	while (fd >= 0 && !bpf_map_get_next_key(fd, prev, &next)) {
+		if (loader_cpu_follow(a->cpu, (pid_t)next))
+			a->h.cpu_lost++;
+		key = next;
+		prev = &key;
+	}
+}
+
+/* The charging loader's ring: its fork, exit and exec messages, which the
+ * sessions have from their own objects. */
+static int agent_cpu_msg(void *ctx, const void *data, size_t len)
+{
+	(void)ctx;
+	(void)data;
+	(void)len;
+	return 0;
+}
+
+/* The charging loader: the scheduler's programs alone, no root. 0, or -1
+ * after one line. */
+static int agent_cpu_start(struct agent *a)
+{
+	int err = loader_open(&a->cpu, 0, true, 256 << 10, agent_cpu_msg, a);
+
+	if (!err)
+		err = loader_load(a->cpu);
+	if (!err)
+		err = loader_attach_sched(a->cpu);
+	if (!err) {
+		loader_cpu_fds(a->cpu, &a->cpu_share);
+		return 0;
+	}
+	fprintf(stderr, "tally serve --all: cannot load the BPF programs: %s\n", strerror(-err));
+	return -1;
+}
+
 static enum prom_all_fail fail_reason(int rc)
 {
 	switch (rc) {
@@ -93,6 +136,7 @@ static void agent_attach(struct agent *a, const struct scan_candidate *c)
 	opts.follow = true;
 	opts.no_glibc = true;
 	opts.verbose = false; /* -v is the agent's: a line per process, not timings */
+	opts.cpu_share = &a->cpu_share;
 	rc = session_start(&p->s, &opts);
 	if (rc) {
 		enum prom_all_fail why = fail_reason(rc);
@@ -109,6 +153,7 @@ static void agent_attach(struct agent *a, const struct scan_candidate *c)
 	}
 	p->pid = c->pid;
 	p->start = c->start;
+	agent_cpu_follow(a, &p->s);
 	session_refresh(&p->s);
 	if (!session_figures(&p->s, &p->fig))
 		p->have_fig = true;
@@ -191,6 +236,7 @@ static void agent_health(struct agent *a)
 {
 	struct rusage ru;
 	uint64_t live_lost = 0, live_words = 0;
+	struct tally_lost cl;
 
 	getrusage(RUSAGE_SELF, &ru);
 	a->h.cpu_ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000u +
@@ -201,6 +247,8 @@ static void agent_health(struct agent *a)
 		live_words += p->s.src.lost_words;
 	}
 	a->health_now = a->h;
+	loader_lost(a->cpu, &cl);
+	a->health_now.cpu_lost += cl.cpu + cl.procs;
 	a->health_now.lost += live_lost;
 	a->health_now.lost_words += live_words;
 }
@@ -280,6 +328,7 @@ static void agent_loop(struct agent *a, uint64_t deadline)
 			next_scan = clock_now_ns() + every;
 		}
 		bool busy = agent_poll(a);
+		loader_consume(a->cpu);
 		if (clock_now_ns() >= next_tick) {
 			agent_tick(a);
 			next_tick = clock_now_ns() + every;
@@ -312,6 +361,10 @@ int serve_all_run(struct serve_opts *o)
 		goto out;
 	}
 	session_install_signals();
+	if (agent_cpu_start(a)) {
+		close(fd);
+		goto out;
+	}
 	agent_tick(a); /* the agent's own figures from the first scrape */
 	if (serve_http_start("tally serve --all", o->listen, o->addr.ss_family, fd, agent_handle, a,
 			     &d, &gate))
@@ -332,6 +385,8 @@ int serve_all_run(struct serve_opts *o)
 	}
 	rc = TALLY_EXIT_OK;
 out:
+	if (a->cpu)
+		loader_close(a->cpu);
 	agent_pprof_destroy(a);
 	serve_text_destroy(&a->text);
 	scan_free(a->scan);

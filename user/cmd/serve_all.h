@@ -21,13 +21,15 @@
 
 #define SERVE_ALL_MAX_GLOBS 16
 /* Defaults: followed at once; per-process series; the age a process is
- * followed at; each session's BPF ring (a traced heap's batches go through
- * its shared ring, the BPF ring carries the rest: measured 9 MiB of agent
- * RSS a process with a 4 MiB ring, mapped twice). */
-#define SERVE_ALL_MAX_PROCS 64
+ * followed at; each session's BPF ring. The ring is the memory: the kernel
+ * allocates it whole and maps it twice into the agent (RSS: twice its size
+ * a process, and 1 MiB more). At 4 MiB a thread allocating flat out (50 M
+ * allocations a second, tracer_workload churn 1) loses records, counted and
+ * flagged; at 32 MiB, tally's default for one target, none. */
+#define SERVE_ALL_MAX_PROCS 16
 #define SERVE_ALL_TOP 50
 #define SERVE_ALL_MIN_AGE_MS 1000
-#define SERVE_ALL_RING_MB 2
+#define SERVE_ALL_RING_MB 4
 
 struct serve_opts {
 	struct cli_target target;
@@ -75,6 +77,10 @@ struct agent_pprof {
 
 struct agent {
 	const struct serve_opts *o;
+	/* the one loader whose sched_switch program charges every session's
+	 * CPU (loader.h, loader_cpu_follow), and what the sessions share */
+	struct loader *cpu;
+	struct loader_cpu_share cpu_share;
 	struct agent_proc *procs; /* the agent's thread's alone */
 	struct scan *scan;
 	struct prom_all_health h, health_now;

@@ -44,6 +44,7 @@ struct loader {
 	void *ctx;
 	uint64_t ring_bytes;
 	bool follow;	 /* the probes fire in every process: the map says which are ours */
+	bool no_switch;	 /* another loader charges the CPU (loader_share_cpu) */
 	uint64_t budget; /* bytes this consume may still take */
 	unsigned taken;
 	bool more; /* the last consume stopped with records left */
@@ -157,7 +158,7 @@ static int configure(struct loader *l, pid_t tgid, bool follow, uint64_t ring_by
 		err = share_map(s->maps.threads);
 	if (!err)
 		err = share_map(s->maps.procs);
-	if (!err)
+	if (!err && tgid > 0) /* 0: the charging loader of serve --all, no root */
 		err = loader_add_proc(l, tgid, 0);
 	return err;
 }
@@ -238,7 +239,7 @@ int loader_attach_sched(struct loader *l)
 	int err;
 
 	s->bss->attach_ns = clock_now_ns();
-	err = keep_link(l, bpf_program__attach(s->progs.tally_switch));
+	err = l->no_switch ? 0 : keep_link(l, bpf_program__attach(s->progs.tally_switch));
 	if (!err)
 		err = keep_link(l, bpf_program__attach(s->progs.tally_fork));
 	if (!err)
@@ -508,6 +509,34 @@ void loader_shared_fds(struct loader *l, int *events_fd, int *lost_fd, int *thre
 	*events_fd = bpf_map__fd(l->skel->maps.events);
 	*lost_fd = bpf_map__fd(l->skel->maps.lost);
 	*threads_fd = bpf_map__fd(l->skel->maps.threads);
+}
+
+void loader_cpu_fds(struct loader *l, struct loader_cpu_share *out)
+{
+	out->threads_fd = bpf_map__fd(l->skel->maps.threads);
+	out->cpu_fd = bpf_map__fd(l->skel->maps.proc_cpu);
+}
+
+int loader_share_cpu(struct loader *l, const struct loader_cpu_share *sh)
+{
+	int err = bpf_map__reuse_fd(l->skel->maps.threads, sh->threads_fd);
+
+	if (!err)
+		err = bpf_map__reuse_fd(l->skel->maps.proc_cpu, sh->cpu_fd);
+	l->no_switch = !err;
+	return err;
+}
+
+int loader_cpu_follow(struct loader *l, pid_t pid)
+{
+	uint32_t k = (uint32_t)pid;
+	uint64_t now = clock_now_ns();
+
+	/* before the process is in the map: a thread of it seen switching out
+	 * first has run since its addition, not since the loader's attach */
+	if (bpf_map__update_elem(l->skel->maps.added_ns, &k, sizeof(k), &now, sizeof(now), BPF_ANY))
+		return -errno;
+	return loader_add_proc(l, pid, 0);
 }
 
 int loader_procs_fd(struct loader *l)

@@ -79,6 +79,23 @@ void loader_running_cpu(struct loader *l, pid_t pid, uint64_t now_ns,
 int loader_set_thread_group(struct loader *l, pid_t pid, uint32_t tid, uint32_t group);
 /* The ring buffer, lost counters and thread map, for objects that share them. */
 void loader_shared_fds(struct loader *l, int *events_fd, int *lost_fd, int *threads_fd);
+/*
+ * serve --all: one loader's sched_switch program charges the CPU of every
+ * session's processes, instead of one program per session run at every
+ * context switch of the machine (make bench-agent: ~150 ns a switch a
+ * session). The sessions' objects share its thread and CPU maps
+ * (loader_share_cpu, after loader_open and before loader_load) and attach
+ * no sched_switch program of their own; the charging loader follows each
+ * session's processes (loader_cpu_follow) and, as any, the children they
+ * fork.
+ */
+struct loader_cpu_share {
+	int threads_fd, cpu_fd;
+};
+void loader_cpu_fds(struct loader *l, struct loader_cpu_share *out);
+int loader_share_cpu(struct loader *l, const struct loader_cpu_share *sh);
+/* pid's CPU charged by l from now on (a thread running now: from now). */
+int loader_cpu_follow(struct loader *l, pid_t pid);
 /* The map of the tree's processes, which the driver's probes share. */
 int loader_procs_fd(struct loader *l);
 void loader_close(struct loader *l);

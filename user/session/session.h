@@ -29,13 +29,15 @@
 #include "../util/exit_status.h"
 
 struct session_opts {
-	pid_t pid;		   /* attach to this process, or 0 */
-	char **cmd;		   /* or start this command */
-	bool no_preload;	   /* start CMD as it is, without tally's libraries */
-	bool inject;		   /* -p on glibc: libtally_interpose.so loaded into it */
-	bool verbose;		   /* say when attached */
-	bool follow;		   /* the processes the target starts too (-- CMD, -f) */
-	bool no_glibc;		   /* -p on another malloc: no glibc mode (serve --all) */
+	pid_t pid;	 /* attach to this process, or 0 */
+	char **cmd;	 /* or start this command */
+	bool no_preload; /* start CMD as it is, without tally's libraries */
+	bool inject;	 /* -p on glibc: libtally_interpose.so loaded into it */
+	bool verbose;	 /* say when attached */
+	bool follow;	 /* the processes the target starts too (-- CMD, -f) */
+	bool no_glibc;	 /* -p on another malloc: no glibc mode (serve --all) */
+	/* serve --all: CPU charged by the agent's one loader (loader.h) */
+	const struct loader_cpu_share *cpu_share;
 	const char *cmd_stdio;	   /* a started CMD's stdin, stdout and stderr, or NULL: tally's */
 	bool cmd_stdout_to_stderr; /* a started CMD's stdout is tally's stderr */
 	uint64_t ring_bytes;	   /* ring buffer size */

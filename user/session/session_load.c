@@ -77,6 +77,8 @@ int session_load(struct session *s, const struct session_opts *o, bool cuda, boo
 	s->verbose = o->verbose;
 	s->cuda_err = s->glibc_err = -ENOENT; /* not loaded: not asked for */
 	err = loader_open(&s->loader, s->pid, o->follow, o->ring_bytes, session_on_msg, s);
+	if (!err && o->cpu_share) /* before the other objects take its maps */
+		err = loader_share_cpu(s->loader, o->cpu_share);
 	if (!err && cuda)
 		load_beside(s, LOAD_CUDA, load_cuda);
 	if (!err && glibc)

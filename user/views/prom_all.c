@@ -231,6 +231,10 @@ static void health(FILE *f, const struct prom_all_health *h, unsigned nprocs)
 	counter(f, "tally_agent_ticks_skipped_total",
 		"A session's figures not renewed at a tick: its cut was torn (the last ones kept)",
 		h->torn);
+	counter(f, "tally_agent_cpu_lost_total",
+		"CPU intervals, and processes, the agent could not charge (a map full): the CPU "
+		"figures are short by them",
+		h->cpu_lost);
 	gauge(f, "tally_agent_scanned_processes", "Processes the last look over /proc saw",
 	      h->scanned);
 	prom_family(f, "tally_agent_scan_seconds", "gauge",

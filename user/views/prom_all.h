@@ -41,6 +41,7 @@ struct prom_all_health {
 	uint64_t fail[PROM_ALL_FAIL_COUNT];
 	uint64_t lost, lost_words; /* ring messages lost, ended sessions' included */
 	uint64_t torn;		   /* ticks a session's figures were not taken (torn cut) */
+	uint64_t cpu_lost;	   /* CPU intervals or processes the charging loader missed */
 	uint64_t scanned;	   /* processes the last scan looked at */
 	uint64_t scan_ns;	   /* how long it took */
 	uint64_t resident;	   /* the agent's resident bytes */
