@@ -25,6 +25,18 @@ _Static_assert(offsetof(struct tally_arena, base_word) + 6 == ARENA_SEMAPHORE_OF
 __asm__(".globl tally_batch_semaphore\n\t"
 	".hidden tally_batch_semaphore\n\t"
 	".set tally_batch_semaphore, tally_arena + " STR(ARENA_SEMAPHORE_OFFSET));
+/* OpenTelemetry's memory probes (sample.c: otel_memory:alloc and :free) name
+ * the same two bytes: a reader of theirs raises what the fast paths already
+ * test, so that the allocator then samples (docs/DESIGN.md §7.1), and the
+ * untraced paths test nothing more. */
+__asm__(".globl otel_memory_alloc_semaphore\n\t"
+	".hidden otel_memory_alloc_semaphore\n\t"
+	".set otel_memory_alloc_semaphore, tally_arena + " STR(
+		ARENA_SEMAPHORE_OFFSET) "\n\t"
+					".globl otel_memory_free_semaphore\n\t"
+					".hidden otel_memory_free_semaphore\n\t"
+					".set otel_memory_free_semaphore, tally_arena + " STR(
+						ARENA_SEMAPHORE_OFFSET));
 #else
 struct tally_arena tally_arena;
 #endif
