@@ -94,6 +94,9 @@ $(BUILD)/libtally_alloc_noprobes.so: $(ALLOC_NP_OBJS)
 	$(CC) -shared -pthread -Wl,-z,now -o $@ $^
 $(BUILD)/libtally_alloc.a: $(ALLOC_OBJS)
 	rm -f $@ && ar rcs $@ $^
+# otel_thread_ctx_v1 (alloc/sdk/sdk.c) through TLS descriptors, as OTEP 4947
+# recommends for its readers and writers.
+$(BUILD)/pic/alloc/sdk/sdk.o: ALLOC_CFLAGS += -mtls-dialect=gnu2
 $(BUILD)/libtally.so: $(SDK_OBJS)
 	$(CC) -shared -pthread -o $@ $^
 $(BUILD)/libtally_interpose.so: $(INTERPOSE_OBJS)
