@@ -611,6 +611,12 @@ $(BUILD)/tests/profile/sites_workload: tests/profile/sites_workload.c $(BUILD)/l
 $(BUILD)/tests/profile/sites_workload_stripped: $(BUILD)/tests/profile/sites_workload
 	strip -o $@ $<
 test-build: $(BUILD)/tests/profile/sites_workload $(BUILD)/tests/profile/sites_workload_stripped
+# OpenTelemetry's memory probes and thread context read by bpftrace and gdb
+# (tests/otel/run.sh).
+$(BUILD)/tests/otel/otel_workload: tests/otel/workload.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/../..' -lm
+test-build: $(BUILD)/tests/otel/otel_workload
 # The peak's workload (tests/peak/run.sh), also without frame pointers.
 $(BUILD)/tests/peak/peak_workload: tests/peak/peak_workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)

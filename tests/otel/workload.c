@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * tests/otel's workload, under LD_PRELOAD of libtally_alloc.so: a known mix
+ * of blocks in the group "ingest", for a reader of OpenTelemetry's memory
+ * probes and thread context (tests/otel/run.sh).
+ *
+ *   otel_workload DIR RATE
+ *
+ * Writes DIR/pid, waits for DIR/go (the readers attached), then, in
+ * "ingest": 200000 small blocks kept (24..223 B), 40 large ones kept
+ * (64..352 KiB), 100000 blocks freed at once (64..2063 B); writes
+ * DIR/ingroup and waits for DIR/checked (the thread context read from
+ * outside); frees what it kept, leaves the group. Before DIR/go it
+ * allocates nothing of its own (no stdio), so that no sample precedes the
+ * readers. Last, on stdout: the bytes and blocks allocated, the standard
+ * error of a sampled estimate of the bytes at RATE (a block of s bytes is
+ * sampled with p = 1 - exp(-s/RATE) and counted s/p: variance
+ * s^2 (1 - p) / p), and the samples expected (sum of p) with theirs.
+ */
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../alloc/include/tally.h"
+
+#define SMALL 200000
+#define LARGE 40
+#define CHURN 100000
+
+static double bytes, blocks, var, rate, expect, expect_var;
+
+static void count(size_t s)
+{
+	double p = -expm1(-(double)s / rate);
+	bytes += (double)s;
+	blocks++;
+	var += (double)s * (double)s * (1 - p) / p;
+	expect += p;
+	expect_var += p * (1 - p);
+}
+
+static void *take(size_t s)
+{
+	char *p = malloc(s);
+	if (!p)
+		abort();
+	p[0] = 1; /* (used: the compiler keeps the call) */
+	count(s);
+	return p;
+}
+
+/* until DIR/NAME exists, 30 s at most */
+static int wait_for(const char *dir, const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	for (int i = 0; i < 3000; i++) {
+		if (access(path, F_OK) == 0)
+			return 0;
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	}
+	return -1;
+}
+
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, text, strlen(text)) < 0)
+		abort();
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	static void *small[SMALL], *large[LARGE];
+	char pid[32];
+
+	if (argc != 3 || (rate = strtod(argv[2], NULL)) <= 0)
+		return 2;
+	struct tally_group ingest = tally_group_register("ingest");
+	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	put(argv[1], "pid", pid);
+	if (wait_for(argv[1], "go"))
+		return 3;
+	struct tally_group_guard g = tally_group_enter(ingest);
+	for (int i = 0; i < SMALL; i++)
+		small[i] = take(24 + (size_t)(i * 37) % 200);
+	for (int i = 0; i < LARGE; i++)
+		large[i] = take((64 + (size_t)(i % 7) * 48) * 1024);
+	for (int i = 0; i < CHURN; i++)
+		free(take(64 + (size_t)(i * 131) % 2000));
+	put(argv[1], "ingroup", "ingest\n");
+	if (wait_for(argv[1], "checked"))
+		return 4;
+	for (int i = 0; i < SMALL; i++)
+		free(small[i]);
+	for (int i = 0; i < LARGE; i++)
+		free(large[i]);
+	tally_group_exit(g);
+	printf("{\"bytes\":%.0f,\"blocks\":%.0f,\"sd\":%.0f,\"samples\":%.1f,\"samples_sd\":%.1f}\n",
+	       bytes, blocks, sqrt(var), expect, sqrt(expect_var));
+	return 0;
+}
