@@ -95,7 +95,8 @@ static double one_minus_exp_neg(double x)
 
 uint64_t sample_weight(uint64_t q, uint64_t rate)
 {
-	if (!q || !rate)
+	/* (at rate 1 every block is sampled: the gaps are truncated to 0) */
+	if (!q || rate <= 1)
 		return q;
 	double w = (double)q / one_minus_exp_neg((double)q / (double)rate);
 	return w >= 1.8e19 ? UINT64_MAX : (uint64_t)(w + 0.5);
