@@ -29,14 +29,11 @@ __asm__(".globl tally_batch_semaphore\n\t"
  * the same two bytes: a reader of theirs raises what the fast paths already
  * test, so that the allocator then samples (docs/DESIGN.md §7.1), and the
  * untraced paths test nothing more. */
-__asm__(".globl otel_memory_alloc_semaphore\n\t"
-	".hidden otel_memory_alloc_semaphore\n\t"
-	".set otel_memory_alloc_semaphore, tally_arena + " STR(
-		ARENA_SEMAPHORE_OFFSET) "\n\t"
-					".globl otel_memory_free_semaphore\n\t"
-					".hidden otel_memory_free_semaphore\n\t"
-					".set otel_memory_free_semaphore, tally_arena + " STR(
-						ARENA_SEMAPHORE_OFFSET));
+#define ARENA_SEMAPHORE_ALIAS(name)                                                                \
+	__asm__(".globl " #name "\n\t.hidden " #name "\n\t.set " #name                             \
+		", tally_arena + " STR(ARENA_SEMAPHORE_OFFSET))
+ARENA_SEMAPHORE_ALIAS(otel_memory_alloc_semaphore);
+ARENA_SEMAPHORE_ALIAS(otel_memory_free_semaphore);
 #else
 struct tally_arena tally_arena;
 #endif
