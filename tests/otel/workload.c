@@ -4,7 +4,7 @@
  * of blocks in the group "ingest", for a reader of OpenTelemetry's memory
  * probes and thread context (tests/otel/run.sh).
  *
- *   otel_workload DIR RATE
+ *   otel_workload DIR RATE [fork]
  *
  * Writes DIR/pid, waits for DIR/go (the readers attached), then, in
  * "ingest": 200000 small blocks kept (24..223 B), 40 large ones kept
@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../alloc/include/tally.h"
@@ -77,12 +78,48 @@ static void put(const char *dir, const char *name, const char *text)
 	close(fd);
 }
 
+/* otel_workload DIR RATE fork: two children forked once DIR/go is there
+ * churn as above, each its own blocks; their pids and exit statuses on
+ * stdout. */
+static int forked(const char *dir)
+{
+	static char line[128];
+	pid_t kid[2];
+	int st[2];
+
+	if (wait_for(dir, "go"))
+		return 3;
+	for (int k = 0; k < 2; k++) {
+		kid[k] = fork();
+		if (kid[k] < 0)
+			return 6;
+		if (!kid[k]) {
+			for (int i = 0; i < CHURN; i++)
+				free(take(64 + (size_t)(i * 131) % 2000));
+			_exit(0);
+		}
+	}
+	for (int k = 0; k < 2; k++)
+		if (waitpid(kid[k], &st[k], 0) != kid[k])
+			return 7;
+	int n = snprintf(line, sizeof(line), "kids %d %d statuses %d %d\n", (int)kid[0],
+			 (int)kid[1], st[0], st[1]);
+	return write(1, line, (size_t)n) == n ? 0 : 5;
+}
+
 int main(int argc, char **argv)
 {
 	static void *small[SMALL], *large[LARGE];
 	char pid[32];
 
-	if (argc != 3 || (rate = strtod(argv[2], NULL)) <= 0)
+	if (argc < 3 || (rate = strtod(argv[2], NULL)) <= 0)
+		return 2;
+	if (argc == 4 && !strcmp(argv[3], "fork")) {
+		snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+		put(argv[1], "pid", pid);
+		return forked(argv[1]);
+	}
+	if (argc != 3)
 		return 2;
 	struct tally_group ingest = tally_group_register("ingest");
 	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
