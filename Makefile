@@ -94,6 +94,9 @@ $(BUILD)/libtally_alloc_noprobes.so: $(ALLOC_NP_OBJS)
 	$(CC) -shared -pthread -Wl,-z,now -o $@ $^
 $(BUILD)/libtally_alloc.a: $(ALLOC_OBJS)
 	rm -f $@ && ar rcs $@ $^
+# otel_thread_ctx_v1 (alloc/sdk/sdk.c) through TLS descriptors, as OTEP 4947
+# recommends for its readers and writers.
+$(BUILD)/pic/alloc/sdk/sdk.o: ALLOC_CFLAGS += -mtls-dialect=gnu2
 $(BUILD)/libtally.so: $(SDK_OBJS)
 	$(CC) -shared -pthread -o $@ $^
 $(BUILD)/libtally_interpose.so: $(INTERPOSE_OBJS)
@@ -616,6 +619,12 @@ $(BUILD)/tests/profile/sites_workload: tests/profile/sites_workload.c $(BUILD)/l
 $(BUILD)/tests/profile/sites_workload_stripped: $(BUILD)/tests/profile/sites_workload
 	strip -o $@ $<
 test-build: $(BUILD)/tests/profile/sites_workload $(BUILD)/tests/profile/sites_workload_stripped
+# OpenTelemetry's memory probes and thread context read by bpftrace and gdb
+# (tests/otel/run.sh).
+$(BUILD)/tests/otel/otel_workload: tests/otel/workload.c $(BUILD)/libtally.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -o $@ $< -L$(BUILD) -l:libtally.so -Wl,-rpath,'$$ORIGIN/../..' -lm
+test-build: $(BUILD)/tests/otel/otel_workload
 # The peak's workload (tests/peak/run.sh), also without frame pointers.
 $(BUILD)/tests/peak/peak_workload: tests/peak/peak_workload.c $(BUILD)/libtally.so
 	@mkdir -p $(dir $@)

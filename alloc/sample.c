@@ -48,6 +48,42 @@
 #include "common/hash.h"
 #include "common/sample_util.h"
 
+/*
+ * OpenTelemetry's memory profiling contract (the eBPF profiler's design doc
+ * 00003-memory-profiling): otel_memory:alloc(user, size, w) for each sampled
+ * block, w its unbiased weight in bytes, and otel_memory:free(ptr) for the
+ * free of one. Their semaphores are tally:batch's two bytes (segment.c), so
+ * a reader of theirs alone makes the traced paths run and the allocator
+ * sample; they fire where tally's SAMPLE and SAMPLE_FREE records are made,
+ * for the same blocks. A forked child that nobody traces has its sites
+ * undone (probe_guard.c) and never reaches them.
+ */
+#if !defined(TALLY_ALLOC_TEST_SINK) && !defined(TALLY_NO_PROBES)
+#include "common/probes.h"
+extern unsigned short otel_memory_alloc_semaphore __attribute__((visibility("hidden")));
+extern unsigned short otel_memory_free_semaphore __attribute__((visibility("hidden")));
+static inline void otel_alloc(void *p, uint64_t q, uint64_t rate)
+{
+	uint64_t w = sample_weight(q, rate);
+	if (probe_guard_ok())
+		STAP_PROBE3(otel_memory, alloc, p, q, w);
+}
+static inline void otel_free(void *p)
+{
+	if (probe_guard_ok())
+		STAP_PROBE1(otel_memory, free, p);
+}
+#else
+static inline void otel_alloc(void *p, uint64_t q, uint64_t rate)
+{
+	(void)p, (void)q, (void)rate;
+}
+static inline void otel_free(void *p)
+{
+	(void)p;
+}
+#endif
+
 uint64_t tally_sample_rate = SAMPLE_RATE_DEFAULT;
 uint64_t tally_sample_epoch;
 
@@ -264,6 +300,7 @@ void sample_run(struct heap *h)
 	uint64_t id = ev_tracing() ? tab_insert(h, (uintptr_t)s->p, s->large, pcs, n, born) : 0;
 	if (id) {
 		ev_sample(h, id, s, pcs, n, born);
+		otel_alloc(s->p, s->q, s->p_rate);
 	} else {
 		s->dropped++;
 	}
@@ -287,8 +324,10 @@ void sample_forget(struct heap *h, void *p)
 		ptr_table_del(&tab, e);
 	}
 	pthread_mutex_unlock(&sample_lock);
-	if (id)
+	if (id) {
 		ev(h, TALLY_EV_SAMPLE_FREE, 0, 0, sample_life_n(born, sample_clock_ns()), id);
+		otel_free(p);
+	}
 }
 
 void sample_forget_fast(void *p)

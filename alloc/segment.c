@@ -25,6 +25,15 @@ _Static_assert(offsetof(struct tally_arena, base_word) + 6 == ARENA_SEMAPHORE_OF
 __asm__(".globl tally_batch_semaphore\n\t"
 	".hidden tally_batch_semaphore\n\t"
 	".set tally_batch_semaphore, tally_arena + " STR(ARENA_SEMAPHORE_OFFSET));
+/* OpenTelemetry's memory probes (sample.c: otel_memory:alloc and :free) name
+ * the same two bytes: a reader of theirs raises what the fast paths already
+ * test, so that the allocator then samples (docs/DESIGN.md §7.1), and the
+ * untraced paths test nothing more. */
+#define ARENA_SEMAPHORE_ALIAS(name)                                                                \
+	__asm__(".globl " #name "\n\t.hidden " #name "\n\t.set " #name                             \
+		", tally_arena + " STR(ARENA_SEMAPHORE_OFFSET))
+ARENA_SEMAPHORE_ALIAS(otel_memory_alloc_semaphore);
+ARENA_SEMAPHORE_ALIAS(otel_memory_free_semaphore);
 #else
 struct tally_arena tally_arena;
 #endif

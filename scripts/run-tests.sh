@@ -134,6 +134,8 @@ run report 300 tests/report/run.sh
 run serve 300 tests/serve/run.sh
 run serve_all 300 tests/serve_all/run.sh
 run profile 300 tests/profile/run.sh
+# OpenTelemetry's memory probes and thread context, read by bpftrace and gdb
+run otel 120 tests/otel/run.sh
 run peak 120 tests/peak/run.sh
 run diff 120 tests/diff/run.sh
 run container 120 tests/container/run.sh

@@ -2,9 +2,12 @@
 # The guest libraries' probe sites and exports, checked on the built files:
 # - libtally_alloc.so has the USDT probe tally:batch with a semaphore, on a
 #   5-byte nop (a 1-byte nop costs a single-step trap per hit, docs/DESIGN.md §5);
+# - it has OpenTelemetry's otel_memory:alloc and otel_memory:free, on 5-byte
+#   nops, whose semaphore is tally:batch's (docs/DESIGN.md §7.1);
 # - libtally.so has the SDK probes, each with a semaphore and a 5-byte nop;
 # - the no-probes build has no probe at all;
-# - only the public symbols are exported.
+# - only the public symbols are exported (and libtally.so's
+#   otel_thread_ctx_v1, a TLS symbol, as OTEP 4947 asks).
 set -u
 BUILD=${1:-build}
 passed=0
@@ -12,9 +15,9 @@ failed=0
 ok() { echo "PASS $1"; passed=$((passed + 1)); }
 ko() { echo "FAIL $1"; failed=$((failed + 1)); }
 
-# probe_sites LIB: "name location semaphore" per probe
+# probe_sites LIB: "provider:name location semaphore" per probe
 probe_sites() {
-	readelf -n "$1" | awk '/Name:/ {n=$2} /Location:/ {gsub(",", ""); print n, $2, $6}'
+	readelf -n "$1" | awk '/Provider:/ {p=$2} /Name:/ {n=$2} /Location:/ {gsub(",", ""); print p ":" n, $2, $6}'
 }
 
 # nop_at LIB ADDR: the bytes of the instruction at ADDR
@@ -31,23 +34,31 @@ check_lib() {
 	sites=$(probe_sites "$lib")
 	for probe in "$@"; do
 		local line
+		case $probe in *:*) ;; *) probe=tally:$probe ;; esac
 		line=$(grep "^$probe " <<<"$sites")
 		if [ -z "$line" ]; then
-			ko "$(basename "$lib"): probe tally:$probe missing"
+			ko "$(basename "$lib"): probe $probe missing"
 			continue
 		fi
 		read -r _ loc sem <<<"$line"
 		if [ "$((16#${sem#0x}))" -eq 0 ]; then
-			ko "$(basename "$lib"): tally:$probe has no semaphore"
+			ko "$(basename "$lib"): $probe has no semaphore"
 		elif [ "$(nop_at "$lib" "$loc")" != "0f1f440000" ]; then
-			ko "$(basename "$lib"): tally:$probe site is not a 5-byte nop ($(nop_at "$lib" "$loc"))"
+			ko "$(basename "$lib"): $probe site is not a 5-byte nop ($(nop_at "$lib" "$loc"))"
 		else
-			ok "$(basename "$lib"): tally:$probe on a 5-byte nop with a semaphore"
+			ok "$(basename "$lib"): $probe on a 5-byte nop with a semaphore"
 		fi
 	done
 }
 
-check_lib "$BUILD/libtally_alloc.so" batch
+check_lib "$BUILD/libtally_alloc.so" batch otel_memory:alloc otel_memory:free
+# the otel probes' semaphore is tally:batch's: what the fast paths test
+sems=$(probe_sites "$BUILD/libtally_alloc.so" | awk '$1 ~ /^(tally:batch|otel_memory:alloc|otel_memory:free)$/ { print $3 }' | sort -u)
+if [ "$(wc -l <<<"$sems")" -eq 1 ] && [ "$((16#${sems#0x}))" -ne 0 ]; then
+	ok "libtally_alloc.so: otel_memory:alloc and :free share tally:batch's semaphore ($sems)"
+else
+	ko "libtally_alloc.so: tally:batch and the otel probes' semaphores: $(tr '\n' ' ' <<<"$sems")"
+fi
 check_lib "$BUILD/libtally.so" group_register group_enter group_exit yield reject
 
 if [ -z "$(probe_sites "$BUILD/libtally_alloc_noprobes.so")" ]; then
@@ -73,7 +84,7 @@ if [ "$got" = "$(tr ' \n' '\n\n' <<<"$want_alloc" | grep . | sort | tr '\n' ' ')
 else
 	ko "libtally_alloc.so exports: $got"
 fi
-want_sdk="tally_group_current tally_group_enter tally_group_exit tally_group_register tally_registry tally_reject tally_yield"
+want_sdk="otel_thread_ctx_v1 tally_group_current tally_group_enter tally_group_exit tally_group_register tally_registry tally_reject tally_yield"
 got=$(exports "$BUILD/libtally.so")
 if [ "$got" = "$(tr ' ' '\n' <<<"$want_sdk" | sort | tr '\n' ' ')" ]; then
 	ok "libtally.so exports exactly the SDK"

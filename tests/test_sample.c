@@ -18,6 +18,7 @@
 #include "../alloc/include/tally_alloc_prefixed.h"
 #include "../user/model/replay.h"
 #include "../user/model/sites.h"
+#include "../alloc/common/sample_util.h"
 
 extern uint64_t tally_sample_rate;
 void tally_alloc_test_flush_all(void);
@@ -170,6 +171,30 @@ static void sample__estimates_are_unbiased(void **state)
 	rate_set(0);
 }
 
+/* otel_memory:alloc's weighted_bytes (alloc/common/sample_util.c, without
+ * libm) against the model's scaling with libm's expm1 (sites_weight): the
+ * same to the byte, from 1 byte to 16 GiB, the rate from 1 byte to 1 GiB
+ * (the small-x series, the range-reduced one, and exp(-x) under 2^-57). */
+static void sample__weight_is_the_models_to_the_byte(void **state)
+{
+	(void)state;
+	static const uint64_t rates[] = { 1, 4096, 65536, 524288, 1u << 30 };
+	for (size_t r = 0; r < sizeof(rates) / sizeof(rates[0]); r++) {
+		for (uint64_t q = 1; q <= (16ull << 30); q = q * 3 / 2 + 1) {
+			double want = (double)q * sites_weight(q, rates[r]);
+			double got = (double)sample_weight(q, rates[r]);
+			double d = got - want;
+			if (d < 0)
+				d = -d;
+			if (d > 0.5 + want * 1e-12)
+				fail_msg("q %llu rate %llu: %.1f, want %.3f", (unsigned long long)q,
+					 (unsigned long long)rates[r], got, want);
+		}
+	}
+	assert_int_equal(sample_weight(0, 65536), 0);
+	assert_int_equal(sample_weight(100, 0), 100);
+}
+
 static void sample__rate_zero__nothing_sampled(void **state)
 {
 	(void)state;
@@ -189,6 +214,7 @@ int main(void)
 		cmocka_unit_test(sample__realloc_in_place__old_sample_freed),
 		cmocka_unit_test(sample__estimates_are_unbiased),
 		cmocka_unit_test(sample__rate_zero__nothing_sampled),
+		cmocka_unit_test(sample__weight_is_the_models_to_the_byte),
 	};
 	tally_replay_init(&replay);
 	sites_init(&sites);

@@ -85,6 +85,47 @@ static void sdk__nested_enter_exit_restores_and_is_visible_in_memory(void **stat
 	assert_int_equal(my_slot()->group, 0);
 }
 
+/* OTEP 4947's thread context (alloc/sdk/sdk.c), read as its readers do: the
+ * exported TLS pointer, then the record's bytes at the OTEP's offsets. */
+extern __thread const uint8_t *otel_thread_ctx_v1;
+
+static void otel_expect(const char *name)
+{
+	const uint8_t *r = otel_thread_ctx_v1;
+	size_t len = strlen(name);
+	uint16_t size;
+
+	assert_non_null(r);
+	assert_int_equal((uintptr_t)r % 2, 0);
+	for (int i = 0; i < 24; i++) /* no trace-id, no span-id */
+		assert_int_equal(r[i], 0);
+	assert_int_equal(r[24], 1); /* valid */
+	assert_int_equal(r[25], 0); /* trace-flags */
+	memcpy(&size, &r[26], sizeof(size));
+	assert_int_equal(size, 2 + len);
+	assert_int_equal(r[28], 0); /* key index 0: tally.group */
+	assert_int_equal(r[29], len);
+	assert_memory_equal(&r[30], name, len);
+}
+
+static void sdk__otel_thread_ctx_holds_the_current_group(void **state)
+{
+	(void)state;
+	struct tally_group a = tally_group_register("otel_outer");
+	struct tally_group b = tally_group_register("otel_inner_group_31_bytes_long_");
+
+	assert_int_not_equal(b.id, TALLY_GROUP_INVALID);
+	assert_null(otel_thread_ctx_v1); /* the root group: no context */
+	struct tally_group_guard ga = tally_group_enter(a);
+	otel_expect("otel_outer");
+	struct tally_group_guard gb = tally_group_enter(b);
+	otel_expect("otel_inner_group_31_bytes_long_");
+	tally_group_exit(gb);
+	otel_expect("otel_outer");
+	tally_group_exit(ga);
+	assert_null(otel_thread_ctx_v1);
+}
+
 static void sdk__yields_and_rejects_count_per_group(void **state)
 {
 	(void)state;
@@ -169,6 +210,7 @@ int main(void)
 		cmocka_unit_test(sdk__bad_names_give_the_invalid_token),
 		cmocka_unit_test(sdk__nested_enter_exit_restores_and_is_visible_in_memory),
 		cmocka_unit_test(sdk__yields_and_rejects_count_per_group),
+		cmocka_unit_test(sdk__otel_thread_ctx_holds_the_current_group),
 		cmocka_unit_test(sdk__threads_have_their_own_group_and_free_their_slot),
 #ifdef WITH_TALLY_ALLOC
 		cmocka_unit_test(sdk__allocator_charges_the_current_group),

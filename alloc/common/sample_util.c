@@ -67,6 +67,41 @@ int64_t sample_gap(uint64_t *rng, uint64_t rate)
 	return gap >= 9.0e18 ? INT64_MAX : (int64_t)gap;
 }
 
+/* 1 - exp(-x) for x >= 0, without libm: below 1/2 its Taylor series (no
+ * cancellation; 18 terms, the last under 1e-21 of the sum), above it
+ * exp(-x) = 2^-n exp(-r) with r = x - n ln 2 in [0, ln 2), whose series
+ * is within 1e-17 at 20 terms. */
+static double one_minus_exp_neg(double x)
+{
+	if (x >= 40)
+		return 1;
+	double term = x, sum = x;
+	if (x < 0.5) {
+		for (int k = 2; k <= 18; k++) {
+			term *= -x / k;
+			sum += term;
+		}
+		return sum;
+	}
+	int n = (int)(x / 0.69314718055994530942);
+	double r = x - n * 0.69314718055994530942, e = 1;
+	term = 1;
+	for (int k = 1; k <= 20; k++) {
+		term *= -r / k;
+		e += term;
+	}
+	return 1 - e / (double)(1ULL << n);
+}
+
+uint64_t sample_weight(uint64_t q, uint64_t rate)
+{
+	/* (at rate 1 every block is sampled: the gaps are truncated to 0) */
+	if (!q || rate <= 1)
+		return q;
+	double w = (double)q / one_minus_exp_neg((double)q / (double)rate);
+	return w >= 1.8e19 ? UINT64_MAX : (uint64_t)(w + 0.5);
+}
+
 /* the library's code (the Makefile puts all of it in this section): a
  * sample's stack starts at the first frame past it */
 extern const char __start_tally_text[] __attribute__((weak, visibility("hidden")));

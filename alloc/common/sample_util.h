@@ -26,6 +26,11 @@ static inline uint32_t sample_life_n(uint64_t born_ns, uint64_t now_ns)
 /* The bytes until the next sample: exponential with mean `rate` (>0),
  * drawn from the xorshift64* state *rng (nonzero). */
 int64_t sample_gap(uint64_t *rng, uint64_t rate);
+/* The unbiased weight of a block of q bytes sampled at rate (a block is
+ * sampled with probability 1 - exp(-q/rate)): q / (1 - exp(-q/rate)),
+ * rounded to bytes; the tracer's model uses the same (sites_weight), and
+ * q at rate 1 (every block sampled) or 0. */
+uint64_t sample_weight(uint64_t q, uint64_t rate);
 
 /* The calling thread's stack, the caller's frame first, frames inside this
  * library's code (the section tally_text) left out while they lead: the
