@@ -39,12 +39,13 @@ struct serve_ctx {
 };
 
 /* /debug/pprof/heap or /allocs: the profile as Go's net/http/pprof sends it. */
-static enum MHD_Result reply_pprof(struct MHD_Connection *c, struct serve_pprof *sp, bool allocs)
+static enum MHD_Result reply_pprof(void *arg, struct MHD_Connection *c, bool allocs)
 {
+	struct serve_ctx *ctx = arg;
 	uint8_t *buf;
 	size_t len;
 
-	if (serve_pprof_get(sp, allocs, &buf, &len))
+	if (serve_pprof_get(&ctx->pprof, allocs, &buf, &len))
 		return serve_reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "tally: no heap profile yet\n");
 	return serve_reply_pprof(c, buf, len, allocs);
 }
@@ -60,15 +61,7 @@ static enum MHD_Result serve_handle(void *cls, struct MHD_Connection *c, const c
 	(void)upload_data;
 	(void)upload_data_size;
 	(void)con_cls;
-	if (!serve_method_ok(method))
-		return serve_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "tally: only GET and HEAD\n");
-	if (!strcmp(url, "/debug/pprof/heap") || !strcmp(url, "/debug/pprof/allocs"))
-		return reply_pprof(c, &ctx->pprof, !strcmp(url, "/debug/pprof/allocs"));
-	if (strcmp(url, "/metrics"))
-		return serve_reply(c, MHD_HTTP_NOT_FOUND,
-				   "tally: the metrics are at /metrics, heap profiles at "
-				   "/debug/pprof/heap and /debug/pprof/allocs\n");
-	return serve_reply_metrics(c, &ctx->text);
+	return serve_route(c, url, method, &ctx->text, reply_pprof, ctx, "");
 }
 
 /* A new exposition in place of the last; on failure the last stays. */

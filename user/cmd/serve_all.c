@@ -195,8 +195,12 @@ static void agent_scan(struct agent *a)
 
 	a->h.scan_ns = clock_now_ns() - t0;
 	scan_counts(a->scan, &a->h.scanned, &remembered);
+	/* each asked again: an attach before it may have taken it into its
+	 * tree (an nginx master's session adopts its workers, found by the
+	 * same look) */
 	for (unsigned i = 0; i < n && !session_exiting; i++)
-		agent_attach(a, &c[i]);
+		if (!agent_known(a, c[i].pid))
+			agent_attach(a, &c[i]);
 }
 
 /* Each session's ring read, without waiting; the ended ones let go.
@@ -291,6 +295,11 @@ static void agent_tick(struct agent *a)
 	serve_text_swap(&a->text, buf, len);
 }
 
+static enum MHD_Result agent_pprof_route(void *ctx, struct MHD_Connection *c, bool allocs)
+{
+	return agent_pprof_reply(ctx, c, allocs);
+}
+
 static enum MHD_Result agent_handle(void *cls, struct MHD_Connection *c, const char *url,
 				    const char *method, const char *version,
 				    const char *upload_data, size_t *upload_data_size,
@@ -302,16 +311,8 @@ static enum MHD_Result agent_handle(void *cls, struct MHD_Connection *c, const c
 	(void)upload_data;
 	(void)upload_data_size;
 	(void)con_cls;
-	if (!serve_method_ok(method))
-		return serve_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "tally: only GET and HEAD\n");
-	if (!strcmp(url, "/debug/pprof/heap") || !strcmp(url, "/debug/pprof/allocs"))
-		return agent_pprof_reply(a, c, !strcmp(url, "/debug/pprof/allocs"));
-	if (strcmp(url, "/metrics"))
-		return serve_reply(c, MHD_HTTP_NOT_FOUND,
-				   "tally: the metrics are at /metrics, heap profiles at "
-				   "/debug/pprof/heap and /debug/pprof/allocs (?pid=PID for one "
-				   "process)\n");
-	return serve_reply_metrics(c, &a->text);
+	return serve_route(c, url, method, &a->text, agent_pprof_route, a,
+			   " (?pid=PID for one process)");
 }
 
 static void agent_loop(struct agent *a, uint64_t deadline)

@@ -129,7 +129,20 @@ enum MHD_Result serve_reply_pprof(struct MHD_Connection *c, uint8_t *buf, size_t
 	return ret;
 }
 
-bool serve_method_ok(const char *method)
+enum MHD_Result serve_route(struct MHD_Connection *c, const char *url, const char *method,
+			    struct serve_text *t, serve_pprof_fn pprof, void *ctx, const char *more)
 {
-	return !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+	char where[256];
+
+	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
+		return serve_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "tally: only GET and HEAD\n");
+	if (!strcmp(url, "/debug/pprof/heap") || !strcmp(url, "/debug/pprof/allocs"))
+		return pprof(ctx, c, !strcmp(url, "/debug/pprof/allocs"));
+	if (!strcmp(url, "/metrics"))
+		return serve_reply_metrics(c, t);
+	snprintf(where, sizeof(where),
+		 "tally: the metrics are at /metrics, heap profiles at /debug/pprof/heap and "
+		 "/debug/pprof/allocs%s\n",
+		 more);
+	return serve_reply(c, MHD_HTTP_NOT_FOUND, where);
 }

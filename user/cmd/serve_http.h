@@ -47,7 +47,13 @@ enum MHD_Result serve_reply_metrics(struct MHD_Connection *c, struct serve_text 
 /* A gzip'd profile.proto (buf malloc'd, taken) as Go's net/http/pprof
  * sends it. */
 enum MHD_Result serve_reply_pprof(struct MHD_Connection *c, uint8_t *buf, size_t len, bool allocs);
-/* GET or HEAD: the methods served (others get 405 from serve_reply). */
-bool serve_method_ok(const char *method);
+/* One request of either serve command: 405 for a method not GET or HEAD,
+ * /metrics from t, /debug/pprof/heap and /allocs from pprof(ctx, c,
+ * allocs), 404 saying where things are for any other path (`more`: what
+ * the pprof paths take, or ""). */
+typedef enum MHD_Result (*serve_pprof_fn)(void *ctx, struct MHD_Connection *c, bool allocs);
+enum MHD_Result serve_route(struct MHD_Connection *c, const char *url, const char *method,
+			    struct serve_text *t, serve_pprof_fn pprof, void *ctx,
+			    const char *more);
 
 #endif /* TALLY_SERVE_HTTP_H */

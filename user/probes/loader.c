@@ -22,34 +22,14 @@
 #include "links.h"
 #include "heap_rings.h"
 #include "loader.h"
+#include "loader_internal.h"
 #include "tally.skel.h"
 #include "../util/timing.h"
 #include "uprobe_multi.h"
 #include "usdt.h"
 
-#define MAX_LINKS 32
 #define USDT_MAX_SITES 16	    /* of one probe in one file (copies of an inlined site) */
 #define RING_MAX_BYTES (1ULL << 40) /* ring_size's bound: no loop past it */
-
-struct loader {
-	struct tally_bpf *skel;
-	struct ring_buffer *rb;
-	struct bpf_link *links[MAX_LINKS];
-	unsigned nlinks;
-	bool multi;	     /* USDT probes on uprobe_multi links: */
-	int ufds[MAX_LINKS]; /* theirs */
-	unsigned nufds;
-	unsigned nspecs; /* entries of __bpf_usdt_specs used: the cookies given */
-	loader_msg_fn fn;
-	void *ctx;
-	uint64_t ring_bytes;
-	bool follow;	 /* the probes fire in every process: the map says which are ours */
-	bool no_switch;	 /* another loader charges the CPU (loader_share_cpu) */
-	uint64_t budget; /* bytes this consume may still take */
-	unsigned taken;
-	bool more; /* the last consume stopped with records left */
-	struct heap_rings *rings;
-};
 
 /* What on_ring returns to stop libbpf's loop, which otherwise runs for as
  * long as the producer keeps up with it: forever on a busy target. */
@@ -509,34 +489,6 @@ void loader_shared_fds(struct loader *l, int *events_fd, int *lost_fd, int *thre
 	*events_fd = bpf_map__fd(l->skel->maps.events);
 	*lost_fd = bpf_map__fd(l->skel->maps.lost);
 	*threads_fd = bpf_map__fd(l->skel->maps.threads);
-}
-
-void loader_cpu_fds(struct loader *l, struct loader_cpu_share *out)
-{
-	out->threads_fd = bpf_map__fd(l->skel->maps.threads);
-	out->cpu_fd = bpf_map__fd(l->skel->maps.proc_cpu);
-}
-
-int loader_share_cpu(struct loader *l, const struct loader_cpu_share *sh)
-{
-	int err = bpf_map__reuse_fd(l->skel->maps.threads, sh->threads_fd);
-
-	if (!err)
-		err = bpf_map__reuse_fd(l->skel->maps.proc_cpu, sh->cpu_fd);
-	l->no_switch = !err;
-	return err;
-}
-
-int loader_cpu_follow(struct loader *l, pid_t pid)
-{
-	uint32_t k = (uint32_t)pid;
-	uint64_t now = clock_now_ns();
-
-	/* before the process is in the map: a thread of it seen switching out
-	 * first has run since its addition, not since the loader's attach */
-	if (bpf_map__update_elem(l->skel->maps.added_ns, &k, sizeof(k), &now, sizeof(now), BPF_ANY))
-		return -errno;
-	return loader_add_proc(l, pid, 0);
 }
 
 int loader_procs_fd(struct loader *l)
