@@ -34,6 +34,9 @@
 /* An attach refused is tried again after (ms): another tally may let go,
  * permissions rarely change. */
 #define RETRY_BUSY_MS 5000
+/* The look over /proc at most this often: a process's stat line costs
+ * ~23 us to read (370 processes: 8.4 ms a look), and --min-age is 1 s. */
+#define AGENT_SCAN_MS 1000
 #define RETRY_OTHER_MS 60000
 
 static bool agent_known(void *ctx, pid_t pid)
@@ -326,7 +329,9 @@ static void agent_loop(struct agent *a, uint64_t deadline)
 			break;
 		if (now >= next_scan) {
 			agent_scan(a);
-			next_scan = clock_now_ns() + every;
+			next_scan = clock_now_ns() + (every > AGENT_SCAN_MS * NSEC_PER_MSEC ?
+							      every :
+							      AGENT_SCAN_MS * NSEC_PER_MSEC);
 		}
 		bool busy = agent_poll(a);
 		loader_consume(a->cpu);
