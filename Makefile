@@ -20,7 +20,7 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 ALLOC_SRCS := alloc/classes.c alloc/os.c alloc/segment.c alloc/span.c alloc/bin.c alloc/heap.c \
 	alloc/large.c alloc/large_pool.c alloc/large_layout.c alloc/malloc.c alloc/free.c alloc/stats.c alloc/stats_identity.c alloc/events.c \
 	alloc/common/ring.c alloc/common/probe_guard.c alloc/purge.c alloc/span_check.c alloc/sample.c alloc/common/sample_util.c alloc/ptr_table.c \
-	alloc/mallinfo.c
+	alloc/mallinfo.c alloc/cut.c
 SDK_SRCS := alloc/sdk/sdk.c alloc/common/probe_guard.c
 # what `--inject` loads into a process on glibc's malloc
 INTERPOSE_SRCS := alloc/interpose/interpose.c alloc/interpose/interpose_thread.c alloc/interpose/interpose_batch.c \
@@ -49,7 +49,7 @@ TESTS := $(BUILD)/tests/test_alloc_unit $(BUILD)/tests/test_alloc_stress $(BUILD
 	$(BUILD)/tests/test_alloc_fastpath $(BUILD)/tests/test_alloc_idle $(BUILD)/tests/test_span \
 	$(BUILD)/tests/test_sdk $(BUILD)/tests/test_sdk_alloc $(BUILD)/tests/test_model $(BUILD)/tests/test_tree $(BUILD)/tests/test_figures \
 	$(BUILD)/tests/test_json $(BUILD)/tests/test_text $(BUILD)/tests/test_cli $(BUILD)/tests/test_target $(BUILD)/tests/test_target_ns \
-	$(BUILD)/tests/test_remote $(BUILD)/tests/test_heap_rings $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
+	$(BUILD)/tests/test_remote $(BUILD)/tests/test_cut $(BUILD)/tests/test_heap_rings $(BUILD)/tests/tracer_workload $(BUILD)/tests/test_glibc \
 	$(BUILD)/tests/glibc_workload $(BUILD)/tests/gpu/.built $(BUILD)/tests/test_trace \
 	$(BUILD)/tests/test_prom $(BUILD)/tests/test_top $(BUILD)/tests/fork_workload \
 	$(BUILD)/tests/hostile_target $(BUILD)/tests/inject_workload $(BUILD)/tests/inject_workload_cxx \
@@ -234,6 +234,11 @@ $(BUILD)/tests/test_figures: $(BUILD)/tests/san/tests/test_figures.o \
 $(BUILD)/tests/test_remote: $(BUILD)/tests/san/tests/test_remote.o $(BUILD)/tests/san/user/os/remote.o \
 		$(ALLOC_SAN_OBJS)
 	$(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
+# The cut's hand-over (alloc/cut.c) in this test's own process: its main
+# thread the tracer, every batch kept and replayed up to each cut.
+$(BUILD)/tests/test_cut: $(BUILD)/tests/san/tests/test_cut.o $(BUILD)/tests/san/user/os/remote.o \
+		$(BUILD)/tests/san/user/model/replay.o $(ALLOC_SAN_OBJS)
+	$(CC) $(SAN) -pthread -o $@ $^ $(CMOCKA_LIBS)
 # The shared rings' reader against a ring this test maps and fills itself.
 $(BUILD)/tests/test_heap_rings: $(BUILD)/tests/san/tests/test_heap_rings.o \
 		$(BUILD)/tests/san/user/probes/heap_rings.o
@@ -377,6 +382,12 @@ $(BUILD)/tests/oom_grow: tests/oom/grow.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
 test-build: $(BUILD)/tests/oom_grow
+
+# Threads allocating flat out, blocks passed between them (tests/busy).
+$(BUILD)/tests/busy: tests/busy/busy.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
+test-build: $(BUILD)/tests/busy
 
 # glibc mode against the real libc: -fno-builtin keeps every malloc/free pair,
 # -z now keeps lazy binding out of the measured sequences.

@@ -48,6 +48,9 @@ static _Atomic bool exit_begun;
 
 static void ev_child(bool traced)
 {
+	int saved = errno;
+	(void)fence_register_global(); /* cut.c: the child's memory is new */
+	errno = saved;
 	ev_pid = getpid();
 	atomic_store_explicit(&exit_begun, false, memory_order_relaxed);
 	atomic_store_explicit(&exit_final, false, memory_order_relaxed);

@@ -174,7 +174,7 @@ __attribute__((noinline)) void tally_free(void *p, size_t expect_q)
 
 __attribute__((noinline)) static void free_slow(void *p, size_t expect_q)
 {
-	op_begin(tally_tls_heap);
+	op_start(tally_tls_heap);
 	tally_free(p, expect_q);
 	op_end_slow();
 }
@@ -315,6 +315,7 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 /* While a tracer is attached: the same fast path, with its records. */
 __attribute__((noinline)) static void free_traced(void *p)
 {
+	cut_poll(tally_tls_heap);
 	free_as(p, true);
 }
 

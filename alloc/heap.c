@@ -117,6 +117,10 @@ struct heap *heap_get_slow(void)
 		h->busy = 1; /* op_begin, seen by the purger through the lock */
 		atomic_store_explicit(&h->purge, PURGE_NONE, memory_order_relaxed);
 		h->purge_due_ms = 0;
+		/* an orphan may have been read as it was: the operation that
+		 * adopts it comes after its answer */
+		if (ev_tracing())
+			cut_poll(h);
 	}
 	pthread_mutex_unlock(&tally_heaps_lock);
 	if (!h)
@@ -150,7 +154,7 @@ struct heap *heap_get_slow(void)
 /* Hand over what is pending and leave the heap to the next thread. */
 void heap_release(struct heap *h)
 {
-	op_begin(h);
+	op_start(h);
 	if (atomic_load_explicit(&h->purge, memory_order_acquire))
 		heap_settle(h);
 	foreign_batch_flush(h);
@@ -358,6 +362,9 @@ uint64_t heap_due(const struct heap *h, bool owned, const struct span *skip)
  * under the heaps lock. */
 static void orphan_sweep(struct heap *o, const struct heap *by, bool force)
 {
+	/* no owner answers for it: the sweep does, before it moves anything */
+	if (ev_tracing())
+		cut_poll(o);
 	o->now_ms = by->now_ms;
 	o->tid = by->tid;
 	/* no owner writes the chain of an orphan (a fork's child orphans the
@@ -457,7 +464,7 @@ struct span *heap_refill(struct heap *h, unsigned cls)
 
 TALLY_API void tally_alloc_collect(int force)
 {
-	op_begin(tally_tls_heap);
+	op_start(tally_tls_heap);
 	struct heap *h = heap_get();
 	if (!h)
 		return;
@@ -478,7 +485,7 @@ TALLY_API void tally_alloc_collect(int force)
 
 TALLY_API void tally_alloc__set_group(uint32_t group)
 {
-	op_begin(tally_tls_heap);
+	op_start(tally_tls_heap);
 	struct heap *h = heap_get();
 	if (!h)
 		return;

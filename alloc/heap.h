@@ -53,6 +53,17 @@ struct group_ctr {
 	int64_t alloc_bytes, alloc_objs, dealloc_bytes, dealloc_objs;
 };
 
+/* A heap's figures as the walk of stats_walk.h sums them: its counters and
+ * its spans' (the public terms are derived from a sum of these: linear, so
+ * one heap's can be taken alone, and the sum of every heap's is the
+ * process's). */
+struct stats_walk {
+	struct heap_stats t;
+	int64_t slots; /* sum over assigned spans of used * size */
+	int64_t live;
+	struct group_ctr groups[TALLY_MAX_GROUPS];
+};
+
 /* Discards are gathered and handed to the kernel in one call (os_discard_many):
  * a madvise costs about 100 us on these VMs whatever its length. */
 #define DISCARD_BATCH 128
@@ -112,6 +123,12 @@ struct heap {
 	 * moment at a time, or the exit hand-over, which took its records for
 	 * good */
 	_Atomic uint8_t handing;
+	/* The hand-over of a cut (cut.c, docs/DESIGN.md §8): the tracer's last
+	 * request this heap answered, and where its stream stood then; the
+	 * owner writes cut_pos, then cut_gen (release), and only at the start
+	 * of an operation. */
+	uint64_t cut_gen;
+	uint64_t cut_pos;
 	/* idle purge (purge.c) */
 	uint64_t busy;	       /* 1 inside a slow operation of the owner (op_begin) */
 	struct heap *acct;     /* NULL, or the heap a purge counts and records in */
@@ -127,6 +144,9 @@ struct heap {
 	 * beside the batch header, which the traced fast path writes too */
 	int64_t sample_left;
 	struct tally_batch batch;
+	/* with a request for figures (CUT_FIGURES): the heap's at cut_pos,
+	 * written before cut_gen (last: its pages are touched only then) */
+	struct stats_walk cut_walk;
 };
 
 /*

@@ -79,4 +79,39 @@ static inline void ev(struct heap *h, uint8_t type, uint8_t term, uint16_t group
 		ev_flush(h);
 }
 
+/*
+ * cut.c: the hand-over of a cut (docs/DESIGN.md §8). The tracer writes a
+ * request into tally_cut_req (a fresh number, shifted left by one; the low
+ * bit, CUT_FIGURES, asks for each heap's figures as well). The owner of a
+ * heap answers at the start of its next operation, before the operation
+ * touches anything: where its stream stands, and with CUT_FIGURES its
+ * figures there. Whoever else changes a heap (the purger, a thread that
+ * sweeps or adopts an orphan) answers for it first, the same way. Only
+ * while traced: untraced, the fast paths keep their one branch.
+ */
+#define CUT_FIGURES 1ULL
+extern uint64_t tally_cut_req;
+void cut_answer(struct heap *h, uint64_t req);
+/* The request now, for an owner that looks at it (acquire: nothing of the
+ * operation that follows is done before the look). */
+static inline __attribute__((always_inline)) uint64_t cut_req(void)
+{
+	return __atomic_load_n(&tally_cut_req, __ATOMIC_ACQUIRE);
+}
+/* At the start of an operation on h, while traced (tally_heap_none, which
+ * no reader walks, answers nothing). */
+static inline __attribute__((always_inline)) void cut_poll(struct heap *h)
+{
+	uint64_t r = cut_req();
+	if (unlikely(r != h->cut_gen) && h != &tally_heap_none)
+		cut_answer(h, r);
+}
+/* The start of a slow operation (op_begin) that looks at the request. */
+static inline __attribute__((always_inline)) void op_start(struct heap *h)
+{
+	op_begin(h);
+	if (ev_tracing())
+		cut_poll(h);
+}
+
 #endif /* TALLY_ALLOC_INTERNAL_H */

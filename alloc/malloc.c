@@ -225,7 +225,7 @@ void op_end_slow(void)
 /* Where the fast paths give up: slow operations. */
 __attribute__((noinline)) static void *malloc_slow(size_t n, bool zero)
 {
-	op_begin(tally_tls_heap);
+	op_start(tally_tls_heap);
 	void *p = tally_malloc(n, zero);
 	op_end_slow();
 	return p;
@@ -233,7 +233,7 @@ __attribute__((noinline)) static void *malloc_slow(size_t n, bool zero)
 
 static void *aligned_op(size_t align, size_t q)
 {
-	op_begin(tally_tls_heap);
+	op_start(tally_tls_heap);
 	void *p = tally_aligned(align, q);
 	op_end_slow();
 	return p;
@@ -252,7 +252,7 @@ __attribute__((noinline)) static void *malloc_refill(size_t n)
 	struct heap *h = tally_tls_heap;
 	if (unlikely(h == &tally_heap_none || tally_tls_internal))
 		return malloc_slow(n, false);
-	op_begin(h);
+	op_start(h);
 	if (unlikely(atomic_load_explicit(&h->purge, memory_order_acquire)))
 		heap_settle(h);
 	struct span *sp = heap_refill(h, size_to_class(n));
@@ -310,6 +310,7 @@ static inline __attribute__((always_inline)) void *malloc_as(size_t n, bool trac
 /* While a tracer is attached: the same fast path, with its records. */
 __attribute__((noinline)) static void *malloc_traced(size_t n)
 {
+	cut_poll(tally_tls_heap);
 	return malloc_as(n, true);
 }
 
@@ -341,7 +342,7 @@ static void *realloc_op(void *p, size_t n);
 
 TALLY_API void *TA(realloc)(void *p, size_t n)
 {
-	op_begin(tally_tls_heap);
+	op_start(tally_tls_heap);
 	void *np = realloc_op(p, n);
 	op_end_slow();
 	return np;

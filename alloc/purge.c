@@ -173,6 +173,13 @@ static uint64_t purge_heap(struct heap *h, struct heap *ph, uint64_t now)
 {
 	if (!purge_owned(h))
 		return UINT64_MAX;
+	/* A cut (cut.c): the sweep's records are the purger's heap's, its
+	 * changes h's. Both answers must fall on one side of it: the sweep
+	 * waits until the purger's own heap has answered the request, and h
+	 * answers before it (with the same request, read once). */
+	uint64_t req = cut_req();
+	if (ev_tracing() && req != ph->cut_gen)
+		return now + purge_interval_ms();
 	if (!purge_hint(h)) {
 		if (h->purge_due_ms != UINT64_MAX)
 			h->purge_due_ms = 0;
@@ -200,6 +207,9 @@ static uint64_t purge_heap(struct heap *h, struct heap *ph, uint64_t now)
 		goto poke;
 	/* the span of the free that may be under way (only compared) */
 	const struct span *skip = seg_map_has(freeing) ? span_of(freeing) : NULL;
+	/* the owner is out of its heap and kept out (above): answer for it */
+	if (ev_tracing() && h->cut_gen != req)
+		cut_answer(h, req);
 	ph->now_ms = now;
 	heap_purge_sweep(h, skip, ph);
 	uint64_t due = heap_due(h, true, skip);
@@ -252,6 +262,10 @@ static uint64_t purge_pass(uint32_t tid)
 	 * purger's own heap (its clock, its records for the pool) */
 	ph->tid = tid;
 	ph->now_ms = now;
+	/* a pass is the purger's heap's operation: busy for a cut (cut.c) */
+	op_begin(ph);
+	if (ev_tracing())
+		cut_poll(ph);
 	large_sweep(ph, false);
 	next = min_u64(large_due(), heap_sweep_orphans(ph));
 	if (ev_tracing())
@@ -272,6 +286,7 @@ static uint64_t purge_pass(uint32_t tid)
 		}
 		pthread_mutex_unlock(&tally_heaps_lock);
 	}
+	op_end(ph);
 	return next;
 }
 

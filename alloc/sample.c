@@ -293,7 +293,7 @@ void sample_run(struct heap *h)
 	s->busy = true;
 	unsigned n = sample_backtrace(pcs);
 	s->busy = false;
-	op_begin(h);
+	op_start(h);
 	if (unlikely(atomic_load_explicit(&h->purge, memory_order_acquire)))
 		heap_settle(h);
 	uint64_t born = sample_clock_ns();

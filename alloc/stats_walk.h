@@ -14,13 +14,6 @@
 
 #define WALK_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
-struct stats_walk {
-	struct heap_stats t;
-	int64_t slots; /* sum over assigned spans of used * size */
-	int64_t live;
-	struct group_ctr groups[TALLY_MAX_GROUPS];
-};
-
 /* A span's allocations and what its owner has freed of them: allocated less
  * what is still held in the metadata, less what other threads freed. */
 static inline struct span_frees stats_span_frees(const struct span *sp, const uint16_t *meta)

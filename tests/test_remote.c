@@ -71,7 +71,7 @@ static void reads_a_heap_list(void **state)
 	struct remote_alloc ra;
 
 	(void)state;
-	assert_int_equal(remote_alloc_read_mem(&mem, HEAPS_AT, true, &ra), 0);
+	assert_int_equal(remote_alloc_read_mem(&mem, HEAPS_AT, true, 0, &ra), 0);
 	assert_int_equal(ra.nheaps, 100);
 	assert_true(ra.consistent);
 	remote_alloc_free(&ra);
@@ -84,7 +84,7 @@ static void a_looping_heap_list_is_refused(void **state)
 	struct remote_alloc ra;
 
 	(void)state;
-	assert_int_equal(remote_alloc_read_mem(&mem, HEAPS_AT, true, &ra), -ELOOP);
+	assert_int_equal(remote_alloc_read_mem(&mem, HEAPS_AT, true, 0, &ra), -ELOOP);
 	assert_int_equal(ra.nheaps, 0);
 }
 
@@ -107,7 +107,7 @@ static void a_read_past_its_time_fails(void **state)
 
 	(void)state;
 	remote_read_max_ns = 200000000ULL; /* 0.2 s */
-	int err = remote_alloc_read_mem(&mem, HEAPS_AT, false, &ra);
+	int err = remote_alloc_read_mem(&mem, HEAPS_AT, false, 0, &ra);
 	uint64_t took = mono_ns() - t0;
 	remote_read_max_ns = saved;
 	assert_int_equal(err, -ETIME);
@@ -226,7 +226,7 @@ static void own_process__figures_equal_the_allocators_own(void **state)
 	assert_int_equal(tally_alloc_group_stats(OWN_GROUP, &group_before), 0);
 	own_blocks_make(blocks, &live, &group_live);
 	assert_int_equal(tally_alloc_stats(&own), 0);
-	assert_int_equal(remote_alloc_read(getpid(), own_heaps_addr(), &ra), 0);
+	assert_int_equal(remote_alloc_read(getpid(), own_heaps_addr(), 0, &ra), 0);
 
 	stats_assert_equal(&ra.stats, &own);
 	groups_assert_equal(&ra);
@@ -244,7 +244,7 @@ static void own_process__figures_equal_the_allocators_own(void **state)
 
 	own_blocks_free(blocks);
 	assert_int_equal(tally_alloc_stats(&own), 0);
-	assert_int_equal(remote_alloc_read(getpid(), own_heaps_addr(), &ra), 0);
+	assert_int_equal(remote_alloc_read(getpid(), own_heaps_addr(), 0, &ra), 0);
 	stats_assert_equal(&ra.stats, &own);
 	assert_int_equal(ra.stats.live, before.live);
 	remote_alloc_free(&ra);
@@ -284,7 +284,7 @@ static void own_process__a_second_heap_and_foreign_frees(void **state)
 		t.blocks[i] = NULL;
 	}
 	assert_int_equal(tally_alloc_stats(&own), 0);
-	assert_int_equal(remote_alloc_read(getpid(), own_heaps_addr(), &ra), 0);
+	assert_int_equal(remote_alloc_read(getpid(), own_heaps_addr(), 0, &ra), 0);
 
 	stats_assert_equal(&ra.stats, &own);
 	groups_assert_equal(&ra);
@@ -309,7 +309,7 @@ static void own_process__pending_records_are_the_heaps_batches(void **state)
 	tally_alloc_test_flush_all();
 	for (unsigned i = 0; i < 3; i++)
 		p[i] = tally_p_malloc(40 + i);
-	assert_int_equal(remote_pending_read(getpid(), own_heaps_addr(), &ra), 0);
+	assert_int_equal(remote_pending_read(getpid(), own_heaps_addr(), 0, &ra), 0);
 	assert_true(ra.consistent);
 	const struct remote_heap *mine = heap_of_tid(&ra, (uint32_t)syscall(SYS_gettid));
 	assert_non_null(mine);
@@ -347,10 +347,10 @@ static void a_pid_that_is_gone__says_so(void **state)
 	if (pid == 0)
 		_exit(0);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
-	assert_int_equal(remote_alloc_read(pid, own_heaps_addr(), &ra), -ESRCH);
+	assert_int_equal(remote_alloc_read(pid, own_heaps_addr(), 0, &ra), -ESRCH);
 	assert_int_equal(ra.nheaps, 0);
 	assert_null(ra.heaps);
-	assert_int_equal(remote_pending_read(pid, own_heaps_addr(), &ra), -ESRCH);
+	assert_int_equal(remote_pending_read(pid, own_heaps_addr(), 0, &ra), -ESRCH);
 	assert_int_equal(remote_registry_read(pid, own_heaps_addr(), &reg), -ESRCH);
 }
 
@@ -360,7 +360,7 @@ static void own_process__an_unmapped_address_is_a_fault(void **state)
 	struct remote_alloc ra;
 
 	(void)state;
-	assert_int_equal(remote_alloc_read(getpid(), 0x1000, &ra), -EFAULT);
+	assert_int_equal(remote_alloc_read(getpid(), 0x1000, 0, &ra), -EFAULT);
 	assert_int_equal(ra.nheaps, 0);
 }
 

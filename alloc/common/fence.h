@@ -42,6 +42,17 @@ static inline int fence_register(void)
 	return r ? -errno : 0;
 }
 
+/* The same for a rare side in another process: the tracer's cut (alloc/cut.c,
+ * user/os/remote.c), whose membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)
+ * reaches the processes that registered so. Per process: again in a
+ * forked child, whose new memory is not registered. 0 or -errno. */
+static inline int fence_register_global(void)
+{
+	long r = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0);
+
+	return r ? -errno : 0;
+}
+
 /* The rare side's fence, between its store and its read: microseconds (a
  * barrier on every CPU that runs a thread of the process). 0 or -errno. */
 static inline int fence_heavy(void)

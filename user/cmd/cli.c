@@ -29,7 +29,13 @@ int cli_run(struct session *s, const struct cli_target *t, int tick_ms,
 			next_tick = now + (uint64_t)tick_ms * NSEC_PER_MSEC;
 			session_cut_begin(s);
 			session_refresh(s);
-			rc = session_cut_shown(s) ? tick(s, ctx) : 0;
+			if (session_cut_shown(s))
+				rc = tick(s, ctx);
+			else /* said where the user looks: a frame less */
+				fprintf(stderr,
+					"tally: pid %d: a tick skipped: its cut was not of one "
+					"moment (%u in a row)\n",
+					(int)s->pid, s->torn_in_a_row);
 			session_cut_end(s);
 			if (rc)
 				break;

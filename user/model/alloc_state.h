@@ -24,6 +24,9 @@ struct remote_heap {
 	uint32_t npending;
 	__u64 *pending; /* npending record words, malloc'd (NULL when none) */
 	bool whole;	/* no flush tore the copy: pending may be applied */
+	/* its owner (or whoever else moved it) answered the request: pos
+	 * and the figures are its own, of one moment; else tally read it */
+	bool answered;
 };
 
 struct remote_alloc {
@@ -32,6 +35,8 @@ struct remote_alloc {
 	uint32_t nheaps;
 	struct remote_heap *heaps; /* malloc'd, nheaps entries */
 	bool consistent;	   /* no heap's position moved while it was read */
+	uint32_t nread;		   /* heaps tally read itself (not answered) */
+	uint32_t nbusy;		   /* ... of them inside an operation (alloc/cut.c) */
 };
 
 #endif /* TALLY_ALLOC_STATE_H */

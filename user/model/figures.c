@@ -422,6 +422,15 @@ static void build_why(struct figures_process *p, const struct model *m,
 	if (src->allocator == FIGURES_ALLOC_NONE && src->foreign_alloc)
 		add_why(p, FIGURES_WHY_ALLOC_UNTRACED, WHY_FOREIGN);
 	why_glibc(p, src);
+	/* nothing above explains it, yet the allocator's own figures at its
+	 * exit say otherwise: a figure is never exact against its own oracle */
+	if (tally && !p->nwhy && m->have_inprocess && !src->have_final_inprocess) {
+		uint64_t v[TALLY_STATS_FIELDS];
+		tally_stats_to_array(st, v);
+		if (memcmp(v, m->inprocess, sizeof(v)))
+			add_why(p, FIGURES_WHY_EXIT_DIFFERS,
+				"tally's figures and the allocator's own at its exit differ");
+	}
 	build_gpu_why(p, m, src);
 	p->exact = p->nwhy == 0;
 }

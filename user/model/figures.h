@@ -179,6 +179,7 @@ struct figures_lifetime {
 	X(ATTACH_MOVED, "state_moved_at_attach")                                                   \
 	X(END_MOVED, "state_moved_at_end")                                                         \
 	X(END_DIFFERS, "running_at_end_differs")                                                   \
+	X(EXIT_DIFFERS, "exit_figures_differ")                                                     \
 	X(NO_HANDOVER, "no_exit_handover")                                                         \
 	X(EXIT_HELD, "exit_with_records_held")                                                     \
 	X(FORK_THREADS, "forked_while_threads_ran")                                                \

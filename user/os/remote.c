@@ -2,15 +2,19 @@
 /*
  * A target's allocator state, read from its memory and derived exactly as the
  * allocator derives its own figures (alloc/stats_walk.h, on copies of its
- * heaps, segment headers and slot metadata). The target keeps running: each
- * heap's position in its record stream is read with the heap, and read again
- * after its segments, so that a heap that changed meanwhile is known.
+ * heaps, segment headers and slot metadata). The target keeps running: a
+ * heap that answered the cut's request (alloc/cut.c) is taken as it
+ * answered; another is read by tally, its position read with the heap and
+ * again after its segments, so that a heap that changed meanwhile is known.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "../../alloc/common/hash.h"
 #include "../../alloc/stats_walk.h"
@@ -32,6 +36,49 @@ static int pid_read(void *ctx, uint64_t addr, void *buf, size_t len)
 static int peek(const struct remote_mem *mem, uint64_t addr, void *buf, size_t len)
 {
 	return mem->read(mem->ctx, addr, buf, len);
+}
+
+int remote_cut_request(pid_t pid, uint64_t req_addr, bool figures, uint64_t *req)
+{
+	/* unique for every tracer and every process: a heap keeps the number
+	 * of the last request it answered, from another tracer, or from its
+	 * parent before a fork */
+	static uint64_t last;
+	uint64_t now = clock_now_ns();
+	uint64_t v = ((now > last ? now : last + 1) << 1) | (figures ? CUT_FIGURES : 0);
+	last = v >> 1;
+	*req = 0;
+	struct iovec local = { &v, sizeof(v) }, remote = { (void *)(uintptr_t)req_addr, sizeof(v) };
+
+	if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(v))
+		return errno ? -errno : -EFAULT;
+	*req = v;
+	/* the rare side of alloc/cut.c's pair: from here on, a heap read not
+	 * busy and not answered answers before its next operation */
+	return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) ? -errno : 0;
+}
+
+/* A heap's answer: the number of the request it answered and its position. */
+struct cut_answer {
+	uint64_t gen, pos;
+};
+_Static_assert(offsetof(struct heap, cut_pos) == offsetof(struct heap, cut_gen) + 8,
+	       "an answer is read in one copy");
+
+static int answer_read(const struct remote_mem *mem, uint64_t at, struct cut_answer *a)
+{
+	return peek(mem, at + offsetof(struct heap, cut_gen), a, sizeof(*a));
+}
+
+/* One heap's figures added to the sum: every field is a signed sum. */
+_Static_assert(sizeof(struct stats_walk) % sizeof(int64_t) == 0, "a walk is int64_t sums");
+static void walk_add(struct stats_walk *w, const struct stats_walk *h)
+{
+	int64_t *d = (int64_t *)w;
+	const int64_t *s = (const int64_t *)h;
+
+	for (size_t i = 0; i < sizeof(*w) / sizeof(int64_t); i++)
+		d[i] += s[i];
 }
 
 /* A heap's stream position now: its seq (records handed over) and the count
@@ -90,18 +137,18 @@ void remote_heap_layout(struct remote_heap_layout *out)
 	out->hand_owner = HAND_OWNER;
 }
 
-int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out)
+int remote_alloc_read(pid_t pid, uint64_t heaps_addr, uint64_t req, struct remote_alloc *out)
 {
 	struct remote_mem mem = { pid_read, &pid };
 
-	return remote_alloc_read_mem(&mem, heaps_addr, true, out);
+	return remote_alloc_read_mem(&mem, heaps_addr, true, req, out);
 }
 
-int remote_pending_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out)
+int remote_pending_read(pid_t pid, uint64_t heaps_addr, uint64_t req, struct remote_alloc *out)
 {
 	struct remote_mem mem = { pid_read, &pid };
 
-	return remote_alloc_read_mem(&mem, heaps_addr, false, out);
+	return remote_alloc_read_mem(&mem, heaps_addr, false, req, out);
 }
 
 /* Segments seen in one read: a list that comes back to one is a loop. Open
@@ -142,6 +189,18 @@ _Static_assert(offsetof(struct heap, id) >= POS_FIRST && offsetof(struct heap, t
 		       offsetof(struct heap, batch.count) < POS_END,
 	       "a position read copies the fields it uses");
 
+/* After tally's walk of a heap: an answer since means its owner (or the
+ * purger) was in it meanwhile. Returns whether it answered. */
+static bool answer_moved(const struct remote_mem *mem, uint64_t req, uint64_t at, bool *consistent)
+{
+	struct cut_answer a;
+
+	if (answer_read(mem, at, &a) || a.gen != req)
+		return false;
+	*consistent = false;
+	return true;
+}
+
 /* After a heap's copy: it is whole when no flush came during it (seq the
  * same) and the batch only grew (its words below the copied count are the
  * ones the owner wrote); still when nothing moved at all. */
@@ -155,7 +214,8 @@ static int heap_settled(const struct remote_mem *mem, uint64_t at, struct remote
 	if (err)
 		return err;
 	rh->whole = seq == rh->seq_first && now_count >= rh->npending;
-	if (!rh->whole || now_count != rh->npending)
+	/* an answered heap goes on past its answer: only its copy must be whole */
+	if (!rh->whole || (!rh->answered && now_count != rh->npending))
 		*consistent = false;
 	return 0;
 }
@@ -190,12 +250,14 @@ static int walk_heap_segments(const struct remote_mem *mem, uint64_t at, const s
 struct remote_read {
 	const struct remote_mem *mem;
 	bool spans;	/* walk the segments too: the figures */
+	uint64_t req;	/* the cut's request (0: none) */
 	struct heap *h; /* the heap being read */
 	/* with the figures (spans) only: */
 	struct segment *seg; /* one segment header of it */
 	uint16_t *meta;	     /* one span's slot metadata, SPAN_MAX_SLOTS entries */
 	struct stats_walk *w;
-	uint64_t *seen; /* segments seen, SEEN_SLOTS */
+	struct stats_walk *hw; /* one heap's answered figures */
+	uint64_t *seen;	       /* segments seen, SEEN_SLOTS */
 	/* without (a position read) only: */
 	uint64_t *addrs; /* each heap's address in the target, as out->heaps */
 	uint32_t cap;	 /* entries of out->heaps and addrs */
@@ -204,9 +266,9 @@ struct remote_read {
 	uint64_t deadline;
 };
 
-static int read_begin(struct remote_read *r, const struct remote_mem *mem, bool spans)
+static int read_begin(struct remote_read *r, const struct remote_mem *mem, bool spans, uint64_t req)
 {
-	*r = (struct remote_read){ .mem = mem, .spans = spans };
+	*r = (struct remote_read){ .mem = mem, .spans = spans, .req = req };
 	r->h = malloc(sizeof(*r->h));
 	r->last_id = UINT64_MAX;
 	r->deadline = clock_now_ns() + remote_read_max_ns;
@@ -217,8 +279,9 @@ static int read_begin(struct remote_read *r, const struct remote_mem *mem, bool 
 	r->seg = malloc(sizeof(*r->seg));
 	r->meta = malloc(SPAN_MAX_SLOTS * sizeof(uint16_t));
 	r->w = calloc(1, sizeof(*r->w));
+	r->hw = malloc(sizeof(*r->hw));
 	r->seen = calloc(SEEN_SLOTS, sizeof(*r->seen));
-	return r->seg && r->meta && r->w && r->seen ? 0 : -ENOMEM;
+	return r->seg && r->meta && r->w && r->hw && r->seen ? 0 : -ENOMEM;
 }
 
 static void read_end(struct remote_read *r)
@@ -227,6 +290,7 @@ static void read_end(struct remote_read *r)
 	free(r->seg);
 	free(r->meta);
 	free(r->w);
+	free(r->hw);
 	free(r->seen);
 	free(r->addrs);
 }
@@ -277,13 +341,58 @@ static int heaps_reserve(struct remote_read *r, struct remote_alloc *out)
 	return err;
 }
 
+/* The heap's answer to the request, read after the copy of its position
+ * (a position that holds a record made after the answer is then read with
+ * the answer: the owner stored the answer first). Its figures with it, when
+ * asked for (a copy of their own: a read of the heap whole is one copy of
+ * the kernel's, in no promised order). */
+static int answer_take(struct remote_read *r, uint64_t at, struct remote_heap *rh, bool *answered)
+{
+	struct cut_answer a;
+	int err = r->req ? answer_read(r->mem, at, &a) : 0;
+
+	*answered = !err && r->req && a.gen == r->req;
+	if (!*answered)
+		return err;
+	/* answered after the copy of its position: the batch grew since (or
+	 * was handed over, which the check after its words tells) */
+	if (a.pos > rh->seq_first + TALLY_BATCH_WORDS)
+		return -EPROTO; /* an answer past any batch: not the allocator's */
+	uint32_t had = rh->npending;
+	if (a.pos < rh->seq_first)
+		/* answered before its last hand-over: records from pos on came
+		 * through the ring; none of its batch is below it */
+		rh->npending = 0;
+	else
+		rh->npending = (uint32_t)(a.pos - rh->seq_first);
+	if (rh->npending > had) {
+		__u64 *more = realloc(rh->pending, rh->npending * sizeof(rh->pending[0]));
+		if (!more)
+			return -ENOMEM;
+		rh->pending = more;
+	} else if (!rh->npending) {
+		free(rh->pending);
+		rh->pending = NULL;
+	}
+	rh->pos = a.pos;
+	rh->answered = true;
+	if (!r->spans)
+		return 0;
+	err = peek(r->mem, at + offsetof(struct heap, cut_walk), r->hw, sizeof(*r->hw));
+	if (!err)
+		walk_add(r->w, r->hw);
+	return err;
+}
+
 /* The heap copied in r->h, at `at`, appended to out: its position and room
  * for its pending records (their words copied now with the figures, else
- * after every position was read); with the figures, its segments. */
+ * after every position was read); with the figures, its own answer's or
+ * tally's walk of its segments. */
 static int heap_add(struct remote_read *r, uint64_t at, struct remote_alloc *out)
 {
 	const struct heap *h = r->h;
 	int err = heaps_reserve(r, out);
+	bool answered;
 
 	if (err)
 		return err;
@@ -300,17 +409,33 @@ static int heap_add(struct remote_read *r, uint64_t at, struct remote_alloc *out
 		rh->pending = malloc(count * sizeof(rh->pending[0]));
 		if (!rh->pending)
 			return -ENOMEM;
-		if (r->spans)
-			memcpy(rh->pending, h->batch.words, count * sizeof(rh->pending[0]));
 	}
 	out->nheaps++;
-	if (!r->spans)
-		return 0;
+	err = answer_take(r, at, rh, &answered);
+	if (err)
+		return err;
+	/* in the middle of an operation it began before the request: its
+	 * position is not one to cut at (alloc/cut.c) */
+	if (!answered && h->busy)
+		out->nbusy++;
+	if (r->spans && rh->npending && rh->npending <= count)
+		memcpy(rh->pending, h->batch.words, rh->npending * sizeof(rh->pending[0]));
+	else if (r->spans && rh->npending) /* answered since the copy: read now */
+		err = peek(r->mem, at + offsetof(struct heap, batch.words), rh->pending,
+			   rh->npending * sizeof(rh->pending[0]));
+	if (err || !r->spans)
+		return err;
+	if (answered) /* its batch's words below pos were whole if seq stayed */
+		return heap_settled(r->mem, at, rh, &out->consistent);
+	out->nread++;
 	stats_walk_heap(r->w, h);
 	err = walk_heap_segments(r->mem, at, h, r->seg, r->meta, r->w, r->seen, &r->nsegs,
 				 r->deadline);
 	if (!err)
 		err = heap_settled(r->mem, at, rh, &out->consistent);
+	/* its owner came back meanwhile: the walk may hold part of its operation */
+	if (!err && r->req)
+		answer_moved(r->mem, r->req, at, &out->consistent);
 	return err;
 }
 
@@ -345,7 +470,7 @@ static void figures_finish(const struct stats_walk *w, struct remote_alloc *out)
  * the list, with ids counting up: the list's ids strictly fall, which no
  * loop can keep doing. */
 int remote_alloc_read_mem(const struct remote_mem *mem, uint64_t heaps_addr, bool spans,
-			  struct remote_alloc *out)
+			  uint64_t req, struct remote_alloc *out)
 {
 	struct remote_read r;
 	uint64_t at;
@@ -353,7 +478,7 @@ int remote_alloc_read_mem(const struct remote_mem *mem, uint64_t heaps_addr, boo
 
 	memset(out, 0, sizeof(*out));
 	out->consistent = true;
-	err = read_begin(&r, mem, spans);
+	err = read_begin(&r, mem, spans, req);
 	if (err)
 		goto out;
 	err = peek(mem, heaps_addr, &at, sizeof(at));

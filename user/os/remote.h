@@ -31,13 +31,23 @@ extern uint64_t remote_read_max_ns;
 #define REMOTE_MAX_SEGMENTS 65536U
 #endif
 
+/* A cut's request (docs/DESIGN.md §8, alloc/cut.c): a number no heap of the
+ * target can have answered yet (the clock's, and past the last one), with
+ * CUT_FIGURES when each heap's figures are wanted too, written at req_addr
+ * (the target's `tally_cut_req`). The reads below, given it, take each
+ * heap's answer where it has one. 0 or -errno. */
+int remote_cut_request(pid_t pid, uint64_t req_addr, bool figures, uint64_t *req);
+/* (*req is 0 when it could not be written; set, with an error, when the
+ * barrier after it failed: heaps read busy-free may then be mid-operation.) */
+
 /* The allocator's state: heaps_addr is the address of `tally_heaps` in the
- * target. 0 or -errno (-ESRCH: the target is gone; -ELOOP, -E2BIG, -EPROTO:
- * its state is corrupt, or hostile, and was not used). */
-int remote_alloc_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out);
+ * target; req the request made just before (0: none). 0 or -errno (-ESRCH:
+ * the target is gone; -ELOOP, -E2BIG, -EPROTO: its state is corrupt, or
+ * hostile, and was not used). */
+int remote_alloc_read(pid_t pid, uint64_t heaps_addr, uint64_t req, struct remote_alloc *out);
 /* Only each heap's position and pending records (no figures): cheap enough
  * for every refresh of a view. */
-int remote_pending_read(pid_t pid, uint64_t heaps_addr, struct remote_alloc *out);
+int remote_pending_read(pid_t pid, uint64_t heaps_addr, uint64_t req, struct remote_alloc *out);
 void remote_alloc_free(struct remote_alloc *ra);
 /* What a failed read means, for a one-line message. */
 const char *remote_strerror(int err);
@@ -64,7 +74,7 @@ struct remote_mem {
 };
 /* remote_alloc_read (spans true) or remote_pending_read (false) from `mem`. */
 int remote_alloc_read_mem(const struct remote_mem *mem, uint64_t heaps_addr, bool spans,
-			  struct remote_alloc *out);
+			  uint64_t req, struct remote_alloc *out);
 int remote_registry_read_mem(const struct remote_mem *mem, uint64_t addr,
 			     struct tally_registry *out);
 

@@ -88,6 +88,16 @@ int target_cgroup(pid_t pid, char *cgroup, size_t len, char *container, size_t c
 int target_cgroup_file(const char *file, char *cgroup, size_t len, char *container, size_t clen);
 /* The target's thread ids; returns how many (at most max) or -errno. */
 int target_threads(pid_t pid, pid_t *tids, int max);
+
+/* A thread's scheduler state ('R' running or runnable, 'S', 'D', ...) and the
+ * CPU time it has had (schedstat), or gone: no such thread of pid (ended,
+ * or a number of another pid namespace). 0 or -errno (target_run.c). */
+struct thread_run {
+	uint64_t run_ns;
+	char state;
+	bool gone;
+};
+int target_thread_run(pid_t pid, uint32_t tid, struct thread_run *out);
 /* The processes pid's threads started that still run (/proc's children
  * lists): how many, at most max, or -errno. */
 int target_children(pid_t pid, pid_t *out, int max);

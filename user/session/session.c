@@ -100,7 +100,7 @@ void session_deliver(struct session *s, const void *data, size_t len)
 	    (h->flags & TALLY_THREAD_EXEC)) {
 		/* a new image: its libraries are elsewhere, found again when needed */
 		const struct tally_msg_thread *th = data;
-		s->heaps_addr = s->registry_addr = 0;
+		s->heaps_addr = s->cut_addr = s->registry_addr = 0;
 		session_oom_exec(&s->oom_arm);
 		s->execed = true;
 		memcpy(s->comm, th->comm, sizeof(s->comm));

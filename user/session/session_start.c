@@ -376,10 +376,14 @@ static int session_lock(struct session *s)
 			"tally: warning: no lock for process %d in %s (%s): another tally could "
 			"trace it too\n",
 			s->pid, TARGET_LOCK_DIR, strerror(-rc));
+	uint64_t c;
+	s->cut_addr = 0; /* an allocator built before cuts were answered: none */
+	if (s->heaps_addr && !target_elf_symbol(s->alloc_path, "tally_cut_req", &c))
+		s->cut_addr = s->heaps_addr + c;
 	if (s->heaps_addr && !target_elf_symbol(s->alloc_path, "tally_heaps", &a))
 		s->heaps_addr += a;
 	else
-		s->heaps_addr = 0;
+		s->heaps_addr = s->cut_addr = 0;
 	if (s->registry_addr && !target_elf_symbol(s->sdk_path, "tally_registry", &a))
 		s->registry_addr += a;
 	else

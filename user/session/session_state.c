@@ -20,13 +20,16 @@
 #include <unistd.h>
 
 #include "../os/remote.h"
+#include "cut_read.h"
 #include "session.h"
 #include "internal.h"
 
 /* Tries of a read during which no heap moves; a busy target rarely gives
  * one, and the read is then flagged (exact: false, with the reason). */
-#define READ_TRIES 20
-#define READ_RETRY_US 2000
+/* How long a read waits for every heap to answer or stand still: a thread
+ * that runs outside the allocator stands still for it after 2 ms of its CPU
+ * (cut_read.c), which a 2-core machine under load gives within this. */
+#define READ_WAIT_MS 2000
 /* Tries of a view's cut before it is shown torn (and called inexact). */
 #define CUT_TRIES 3
 /* Rings' worth of messages taken to reach a cut or drain what is there: a
@@ -251,26 +254,35 @@ static void read_threads(struct session *s)
 	free(tids);
 }
 
-/* The allocator's state, a few tries for one during which no heap moved;
- * lost_before: the ring's lost counters just before the try that was kept. */
+/* Between two tries of a read: the ring drained (the final read: all of it
+ * before the next try, not past its cut), or the attach's deferred batches
+ * pruned; and the lost counters noted, just before the try that is kept. */
+struct read_wait {
+	struct session *s;
+	struct tally_lost *lost_before;
+	bool drain;
+};
+
+static void read_between(void *ctx)
+{
+	struct read_wait *w = ctx;
+
+	if (w->drain)
+		session_drain_ring(w->s);
+	else
+		prune_batches(w->s);
+	loader_lost(w->s->loader, w->lost_before);
+}
+
+/* The allocator's state of one moment (cut_read.c). */
 static int read_alloc(struct session *s, struct remote_alloc *ra, struct tally_lost *lost_before,
 		      bool drain)
 {
-	int err = -EAGAIN;
+	struct cut_target t = { s->pid, s->heaps_addr, s->cut_addr };
+	struct read_wait w = { s, lost_before, drain };
 
-	for (int tries = 0; tries < READ_TRIES; tries++) {
-		loader_lost(s->loader, lost_before);
-		err = remote_alloc_read(s->pid, s->heaps_addr, ra);
-		if (err || ra->consistent || tries == READ_TRIES - 1 || session_exiting)
-			break;
-		remote_alloc_free(ra);
-		usleep(READ_RETRY_US);
-		if (drain)
-			session_drain_ring(s); /* all before the next try: not past its cut */
-		else
-			prune_batches(s);
-	}
-	return err;
+	loader_lost(s->loader, lost_before);
+	return cut_read_figures(&t, session_exiting ? 0 : READ_WAIT_MS, read_between, &w, ra);
 }
 
 static int read_attach_state(struct session *s)
@@ -351,9 +363,12 @@ int session_read_attach(struct session *s)
 /* The addresses a started CMD's libraries have, once it has mapped them. */
 static void find_started_libs(struct session *s)
 {
-	if (!s->heaps_addr && (s->spawned || s->execed))
-		target_lib_symbol(s->pid, "libtally_alloc.so", "tally_heaps", s->alloc_path,
-				  sizeof(s->alloc_path), &s->heaps_addr);
+	if (!s->heaps_addr && (s->spawned || s->execed) &&
+	    !target_lib_symbol(s->pid, "libtally_alloc.so", "tally_heaps", s->alloc_path,
+			       sizeof(s->alloc_path), &s->heaps_addr) &&
+	    target_lib_symbol(s->pid, "libtally_alloc.so", "tally_cut_req", s->alloc_path,
+			      sizeof(s->alloc_path), &s->cut_addr))
+		s->cut_addr = 0;
 	if (!s->registry_addr && (s->spawned || s->execed))
 		target_lib_symbol(s->pid, "libtally.so", "tally_registry", s->sdk_path,
 				  sizeof(s->sdk_path), &s->registry_addr);
@@ -370,7 +385,8 @@ static bool take_cut(struct session *s)
 	struct remote_alloc ra;
 	bool whole = true;
 
-	if (remote_pending_read(s->pid, s->heaps_addr, &ra))
+	struct cut_target t = { s->pid, s->heaps_addr, s->cut_addr };
+	if (cut_read_positions(&t, &ra))
 		return false;
 	model_hold(&s->model);
 	for (uint32_t i = 0; i < ra.nheaps; i++)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../os/remote.h"
+#include "cut_read.h"
 #include "session.h"
 #include "internal.h"
 
@@ -151,28 +152,20 @@ static bool fork_msg(struct session *s, const struct tally_msg_thread *th)
 }
 
 static uint64_t proc_heaps(struct tree_proc *p);
+static struct cut_target proc_cut(struct tree_proc *p);
 
 /* A running descendant's state, read as the root's is at a late attach: its
  * threads, its allocator's figures and heap positions (records below them
  * in the ring are then skipped), its SDK's groups. */
-/* Tries of a running descendant's read at attach while its heaps move, 2 ms
- * apart, as the root's: an nginx worker under wrk -t2 -c10, read once, was
- * state_moved_at_attach in most runs. Only the last try is seeded, so a
- * later read is as good as a first one. */
-#define ADOPT_TRIES 20
+/* How long a running descendant's read at attach waits for its heaps to
+ * answer or stand still (cut_read.c), as the root's. */
+#define ADOPT_WAIT_MS 2000
 
-static int adopt_read_alloc(pid_t pid, uint64_t heaps, struct remote_alloc *ra)
+static int adopt_read_alloc(struct tree_proc *p, struct remote_alloc *ra)
 {
-	int err = -EAGAIN;
+	struct cut_target t = proc_cut(p);
 
-	for (int tries = 0; tries < ADOPT_TRIES; tries++) {
-		err = remote_alloc_read(pid, heaps, ra);
-		if (err || ra->consistent || tries == ADOPT_TRIES - 1)
-			break;
-		remote_alloc_free(ra);
-		usleep(2000);
-	}
-	return err;
+	return cut_read_figures(&t, ADOPT_WAIT_MS, NULL, NULL, ra);
 }
 
 static void adopt_read(struct session *s, struct tree_proc *p)
@@ -188,7 +181,7 @@ static void adopt_read(struct session *s, struct tree_proc *p)
 			model_thread_named(p->m, (uint32_t)tids[i], comm);
 	if (heaps)
 		session_sample_attach(s, p->pid);
-	if (heaps && !adopt_read_alloc(p->pid, heaps, &ra)) {
+	if (heaps && !adopt_read_alloc(p, &ra)) {
 		struct tree_peak_mark k;
 		tree_peak_before(p->m, &k);
 		p->m->now_ns = clock_now_ns();
@@ -296,7 +289,7 @@ bool session_deliver_tree(struct session *s, const void *data, size_t len)
 	}
 	if (h->kind == TALLY_MSG_THREAD_NAME && (h->flags & TALLY_THREAD_EXEC)) {
 		/* its libraries are the new image's */
-		p->heaps_addr = 0;
+		p->heaps_addr = p->cut_addr = 0;
 		p->heaps_looked = false;
 		session_oom_exec(&p->oom_arm);
 	}
@@ -327,8 +320,18 @@ static uint64_t proc_heaps(struct tree_proc *p)
 		if (target_lib_symbol(p->pid, "libtally_alloc.so", "tally_heaps", path,
 				      sizeof(path), &p->heaps_addr))
 			p->heaps_addr = 0;
+		else if (target_lib_symbol(p->pid, "libtally_alloc.so", "tally_cut_req", path,
+					   sizeof(path), &p->cut_addr))
+			p->cut_addr = 0;
 	}
 	return p->heaps_addr;
+}
+
+static struct cut_target proc_cut(struct tree_proc *p)
+{
+	uint64_t heaps = proc_heaps(p);
+
+	return (struct cut_target){ p->pid, heaps, heaps ? p->cut_addr : 0 };
 }
 
 /*
@@ -341,9 +344,10 @@ static bool proc_view(struct tree_proc *p, struct model *view)
 {
 	struct remote_alloc ra;
 	uint64_t heaps = p->m->saw_alloc ? proc_heaps(p) : 0;
+	struct cut_target t = proc_cut(p);
 	bool ok;
 
-	if (!heaps || remote_pending_read(p->pid, heaps, &ra))
+	if (!heaps || cut_read_positions(&t, &ra))
 		return false;
 	*view = *p->m;
 	ok = model_preview(p->m, &ra, &view->replay);
@@ -351,10 +355,13 @@ static bool proc_view(struct tree_proc *p, struct model *view)
 	return ok;
 }
 
-/* Tries of a process's final read while its heaps move, 2 ms apart, as
- * the root's session_read_final: an nginx worker under wrk -t2 -c10 moved
- * through 5 tries. */
-#define FINAL_TRIES 20
+/* How long a process's final read waits, as the root's session_read_final. */
+#define FINAL_WAIT_MS 1000
+
+static void final_between(void *ctx)
+{
+	session_drain_ring(ctx); /* what came meanwhile: below the next cut */
+}
 
 /* A running process's allocator read, as the root's is at the end: its
  * pending records in, its figures cut there, its own Stats kept beside. */
@@ -362,18 +369,9 @@ static void proc_read_final(struct session *s, struct tree_proc *p)
 {
 	uint64_t heaps = p->m->saw_alloc ? proc_heaps(p) : 0;
 	struct remote_alloc ra;
-	int err = -ENOENT;
+	struct cut_target t = proc_cut(p);
+	int err = heaps ? cut_read_figures(&t, FINAL_WAIT_MS, final_between, s, &ra) : -ENOENT;
 
-	for (int i = 0; heaps && i < FINAL_TRIES; i++) {
-		if (i) {
-			remote_alloc_free(&ra);
-			usleep(2000);
-			session_drain_ring(s); /* what came meanwhile: below the next cut */
-		}
-		err = remote_alloc_read(p->pid, heaps, &ra);
-		if (err || ra.consistent)
-			break;
-	}
 	/* still moving: its figures as any tick's, the records its threads
 	 * hold previewed (session_figures), rather than cut at a torn read */
 	if (!err && !ra.consistent)
