@@ -91,6 +91,8 @@ run target 60 "$BUILD/tests/test_target"
 run glibc_site 60 "$BUILD/tests/test_glibc_site"
 run target_ns 60 "$BUILD/tests/test_target_ns"
 run remote 60 "$BUILD/tests/test_remote"
+run cut 120 "$BUILD/tests/test_cut"
+run cut_model 120 tests/cut_model/run.sh
 run heap_rings 60 "$BUILD/tests/test_heap_rings"
 run trace 60 "$BUILD/tests/test_trace"
 run prom 60 "$BUILD/tests/test_prom"
@@ -125,6 +127,7 @@ run snapshot 300 tests/snapshot/run.sh
 run programs 600 tests/programs/run.sh
 run preload 300 tests/preload/run.sh "$BUILD/libtally_alloc.so"
 run tracer 600 tests/tracer/run.sh
+run busy 600 tests/busy/run.sh
 run cupti 120 tests/cupti/run.sh "$BUILD"
 run gpu_driver 300 tests/gpu/run.sh
 run top_view 300 tests/top/run.sh

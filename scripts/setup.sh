@@ -14,13 +14,15 @@ set -euo pipefail
 # postgresql (pgbench), python3 for memcached's client. prometheus (and its
 # promtool) scrapes `tally serve --all` in tests/serve_all.
 # bpftrace and gdb: tests/otel reads OpenTelemetry's memory probes and thread
-# context with readers tally did not write.
+# context with readers tally did not write. spin: tests/cut_model checks the
+# cut's hand-over (alloc/cut.c) in every interleaving.
 pkgs=(
 	clang clang-format llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev zlib1g-dev libcmocka-dev
 	systemtap-sdt-dev pkg-config make gcc g++ jq python3 coreutils
 	libjemalloc2 libmimalloc2.0 libgoogle-perftools4 tmux libncurses-dev libmicrohttpd-dev curl
 	sqlite3 strace time libdw-dev golang-go golang-github-google-pprof-dev
 	nginx-light wrk redis-server memcached postgresql locales chromium prometheus bpftrace gdb
+	spin
 )
 # chromium: tests/report renders `tally report`'s page headless. npm: the
 # page bundles uPlot, installed below by `npm ci` from package-lock.json;

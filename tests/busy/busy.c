@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 		char path[4096];
 		snprintf(path, sizeof(path), "%s.running", file);
 		FILE *f = fopen(path, "w");
-		if (!f || fclose(f))
+		if (!f || fputs("running\n", f) < 0 || fclose(f))
 			return 1;
 	}
 	struct timespec end;

@@ -4,12 +4,12 @@
  * that did not answer to stand still while tally reads it: its owner out of
  * the allocator. A heap answers at its owner's next operation, so a busy
  * owner answers within microseconds; one that does not is blocked, idle, or
- * running code of its own. tally reads such a heap, and keeps the read when
- * the owner did not run meanwhile (its CPU time the same, asleep before and
- * after), or has run long enough since the request (2 ms of CPU) that no
- * operation it began before the tracer attached can still be under way: an
- * operation of its since then would have answered first, which the read
- * checks after the walk.
+ * running code of its own. tally reads such a heap, not busy (no slow
+ * operation under way, alloc/cut.c), and keeps the read when the owner was
+ * asleep as the read began (a fast path never sleeps), or had run long
+ * enough since tally first saw it (2 ms of CPU) that no fast path it was in
+ * then can still be under way: an operation of its since would have
+ * answered first, which the read checks after the walk.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -73,8 +73,9 @@ static struct owner_seen *owner_find(struct owners *o, uint32_t tid, bool add)
 }
 
 /* Whether every heap tally read (rather than took as answered) had its
- * owner out of the allocator while it was read: from its state before this
- * try and after it. Notes each owner's state for the next try. */
+ * owner out of the allocator while it was read: from its state as the try
+ * began (noted after the try before). Notes each owner's state for the
+ * next try. */
 static bool owners_still(pid_t pid, const struct remote_alloc *ra, struct owners *o)
 {
 	bool still = true;
@@ -94,10 +95,11 @@ static bool owners_still(pid_t pid, const struct remote_alloc *ra, struct owners
 			still = false; /* no state from before this try */
 		} else if (now.gone && w->before.gone) {
 			/* no thread: an orphan, whose sweeper answers first */
-		} else if (now.state != 'R' && w->before.state != 'R' &&
-			   now.run_ns == w->before.run_ns && !now.gone) {
-			/* asleep through the read */
-		} else if (now.gone || now.run_ns < w->first_ns + RAN_ENOUGH_NS) {
+		} else if (!w->before.gone && w->before.state != 'R' && w->before.state != 'D') {
+			/* asleep as the read began: out of the allocator (its fast
+			 * paths never sleep), and whatever it began since began
+			 * with its answer, which the read saw */
+		} else if (w->before.gone || w->before.run_ns < w->first_ns + RAN_ENOUGH_NS) {
 			still = false;
 		}
 		w->before = now;

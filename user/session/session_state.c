@@ -30,6 +30,7 @@
  * that runs outside the allocator stands still for it after 2 ms of its CPU
  * (cut_read.c), which a 2-core machine under load gives within this. */
 #define READ_WAIT_MS 2000
+#define READ_WAIT_EXITING_MS 300 /* after SIGINT: a read takes two tries at least */
 /* Tries of a view's cut before it is shown torn (and called inexact). */
 #define CUT_TRIES 3
 /* Rings' worth of messages taken to reach a cut or drain what is there: a
@@ -282,7 +283,8 @@ static int read_alloc(struct session *s, struct remote_alloc *ra, struct tally_l
 	struct read_wait w = { s, lost_before, drain };
 
 	loader_lost(s->loader, lost_before);
-	return cut_read_figures(&t, session_exiting ? 0 : READ_WAIT_MS, read_between, &w, ra);
+	return cut_read_figures(&t, session_exiting ? READ_WAIT_EXITING_MS : READ_WAIT_MS,
+				read_between, &w, ra);
 }
 
 static int read_attach_state(struct session *s)
