@@ -24,7 +24,7 @@
 #include "stats_walk.h"
 
 /* Written by the tracer (process_vm_writev), read by every owner. */
-uint64_t tally_cut_req;
+struct tally_cut tally_cut;
 
 /*
  * Which heaps tally may cut where they stand (user/os/remote.c): a heap whose

@@ -81,22 +81,30 @@ static inline void ev(struct heap *h, uint8_t type, uint8_t term, uint16_t group
 
 /*
  * cut.c: the hand-over of a cut (docs/DESIGN.md §8). The tracer writes a
- * request into tally_cut_req (a fresh number, shifted left by one; the low
+ * request into tally_cut.req (a fresh number, shifted left by one; the low
  * bit, CUT_FIGURES, asks for each heap's figures as well). The owner of a
  * heap answers at the start of its next operation, before the operation
  * touches anything: where its stream stands, and with CUT_FIGURES its
- * figures there. Whoever else changes a heap (the purger, a thread that
- * sweeps or adopts an orphan) answers for it first, the same way. Only
- * while traced: untraced, the fast paths keep their one branch.
+ * figures there. Whoever changes an orphan (a thread that sweeps or adopts
+ * it) answers for it first; the purger waits for an owned heap's answer
+ * (purge.c). Only while traced: untraced, the fast paths keep their one
+ * branch.
  */
 #define CUT_FIGURES 1ULL
-extern uint64_t tally_cut_req;
+/* The tracer's words (symbol tally_cut): req, the request; done, the last
+ * request whose every heap it has read (the purger sweeps a heap that has
+ * not answered only after that: purge.c). */
+struct tally_cut {
+	uint64_t req;
+	uint64_t done;
+};
+extern struct tally_cut tally_cut;
 void cut_answer(struct heap *h, uint64_t req);
 /* The request now, for an owner that looks at it (acquire: nothing of the
  * operation that follows is done before the look). */
 static inline __attribute__((always_inline)) uint64_t cut_req(void)
 {
-	return __atomic_load_n(&tally_cut_req, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&tally_cut.req, __ATOMIC_ACQUIRE);
 }
 /* At the start of an operation on h, while traced (tally_heap_none, which
  * no reader walks, answers nothing). */

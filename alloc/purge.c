@@ -174,11 +174,14 @@ static uint64_t purge_heap(struct heap *h, struct heap *ph, uint64_t now)
 	if (!purge_owned(h))
 		return UINT64_MAX;
 	/* A cut (cut.c): the sweep's records are the purger's heap's, its
-	 * changes h's. Both answers must fall on one side of it: the sweep
-	 * waits until the purger's own heap has answered the request, and h
-	 * answers before it (with the same request, read once). */
+	 * changes h's, both past the cut. So it waits until the purger's own
+	 * heap has answered the request, and h has too, or the tracer has read
+	 * it (done). The purger never answers for h: the owner may be in a
+	 * fast path beside it, and an answer is of no operation's middle. */
 	uint64_t req = cut_req();
-	if (ev_tracing() && req != ph->cut_gen)
+	if (ev_tracing() &&
+	    (req != ph->cut_gen ||
+	     (h->cut_gen != req && __atomic_load_n(&tally_cut.done, __ATOMIC_ACQUIRE) != req)))
 		return now + purge_interval_ms();
 	if (!purge_hint(h)) {
 		if (h->purge_due_ms != UINT64_MAX)
@@ -207,9 +210,6 @@ static uint64_t purge_heap(struct heap *h, struct heap *ph, uint64_t now)
 		goto poke;
 	/* the span of the free that may be under way (only compared) */
 	const struct span *skip = seg_map_has(freeing) ? span_of(freeing) : NULL;
-	/* the owner is out of its heap and kept out (above): answer for it */
-	if (ev_tracing() && h->cut_gen != req)
-		cut_answer(h, req);
 	ph->now_ms = now;
 	heap_purge_sweep(h, skip, ph);
 	uint64_t due = heap_due(h, true, skip);

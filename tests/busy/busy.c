@@ -10,6 +10,11 @@
  *                                  shared table: the others free it
  *   busy pipe SECS [FILE]          one thread allocates, another frees
  *                                  everything the first made (a pipeline)
+ *   busy forks N SECS [FILE]       N children, forked first, each in bursts
+ *                                  as a server's workers are (a burst of
+ *                                  blocks of 16 B to 32 KiB, most freed,
+ *                                  then a pause of up to 2 ms): the tree
+ *                                  of -p PID -f
  *
  * After SECS seconds (or SIGTERM) the threads stop, are joined, free what
  * they hold, and main returns: the process ends with no other thread inside
@@ -24,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_THREADS 8
@@ -121,8 +127,70 @@ static void *consumer(void *arg)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: busy mix THREADS SECS [FILE] | busy pipe SECS [FILE]\n");
+	fprintf(stderr, "usage: busy mix THREADS SECS [FILE] | busy pipe SECS [FILE] | "
+			"busy forks N SECS [FILE]\n");
 	return 2;
+}
+
+/* A child of `forks`: bursts until SIGTERM, then frees what it keeps. */
+static void bursts(unsigned long seed)
+{
+	void *keep[256] = { 0 };
+
+	while (!atomic_load(&stop)) {
+		void *burst[64];
+		int n = 8 + (int)(seed % 56);
+		for (int i = 0; i < n; i++) {
+			seed = seed * 6364136223846793005UL + 1442695040888963407UL;
+			burst[i] = malloc(16 + (seed >> 33) % 32768);
+			if (burst[i])
+				memset(burst[i], 3, 16);
+		}
+		for (int i = 0; i < n; i++) {
+			unsigned k = (unsigned)(seed >> 20) % 256;
+			if (i == 0) { /* one block a burst stays, in place of an older one */
+				free(keep[k]);
+				keep[k] = burst[i];
+			} else {
+				free(burst[i]);
+			}
+		}
+		usleep((useconds_t)(seed % 2000));
+	}
+	for (int i = 0; i < 256; i++)
+		free(keep[i]);
+}
+
+static int forks(int n, int secs, const char *file)
+{
+	pid_t kids[MAX_THREADS];
+
+	for (int i = 0; i < n; i++) {
+		kids[i] = fork();
+		if (kids[i] < 0)
+			return 1;
+		if (kids[i] == 0) {
+			bursts((unsigned long)(i + 1) * 104729);
+			exit(0);
+		}
+	}
+	if (file) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s.running", file);
+		FILE *f = fopen(path, "w");
+		if (!f || fputs("running\n", f) < 0 || fclose(f))
+			return 1;
+	}
+	for (int ms = 0; ms < secs * 1000 && !atomic_load(&stop); ms += 10)
+		usleep(10000);
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		int st;
+		kill(kids[i], SIGTERM);
+		if (waitpid(kids[i], &st, 0) != kids[i] || !WIFEXITED(st) || WEXITSTATUS(st))
+			bad = 1;
+	}
+	return bad;
 }
 
 int main(int argc, char **argv)
@@ -135,6 +203,13 @@ int main(int argc, char **argv)
 		n = atoi(argv[2]);
 		secs = atoi(argv[3]);
 		file = argc > 4 ? argv[4] : NULL;
+	} else if (argc >= 4 && !strcmp(argv[1], "forks")) {
+		n = atoi(argv[2]);
+		secs = atoi(argv[3]);
+		if (n < 1 || n > MAX_THREADS || secs < 1)
+			return usage();
+		signal(SIGTERM, on_term);
+		return forks(n, secs, argc > 4 ? argv[4] : NULL);
 	} else if (argc >= 3 && !strcmp(argv[1], "pipe")) {
 		n = 2;
 		secs = atoi(argv[2]);

@@ -36,7 +36,7 @@ struct tree_proc {
 	struct model *m;		   /* while it runs */
 	char *cgroup, *container;	   /* where it was last seen (NULL: not known) */
 	uint64_t heaps_addr;	    /* its allocator's tally_heaps, once found (0: not yet) */
-	uint64_t cut_addr;	    /* ... and tally_cut_req (0: none) */
+	uint64_t cut_addr;	    /* ... and tally_cut (0: none) */
 	bool heaps_looked;	    /* ... looked for in this image */
 	struct oom_arm oom_arm;	    /* ... given to the OOM program (session_oom.c) */
 	bool read, read_consistent; /* -f at attach: its state read, while no heap moved */

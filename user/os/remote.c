@@ -58,6 +58,15 @@ int remote_cut_request(pid_t pid, uint64_t req_addr, bool figures, uint64_t *req
 	return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) ? -errno : 0;
 }
 
+int remote_cut_done(pid_t pid, uint64_t req_addr, uint64_t req)
+{
+	uint64_t at = req_addr + offsetof(struct tally_cut, done);
+	struct iovec local = { &req, sizeof(req) }, remote = { (void *)(uintptr_t)at, sizeof(req) };
+
+	return process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(req) ? 0 :
+											  -errno;
+}
+
 /* A heap's answer: the number of the request it answered and its position. */
 struct cut_answer {
 	uint64_t gen, pos;

@@ -34,9 +34,11 @@ extern uint64_t remote_read_max_ns;
 /* A cut's request (docs/DESIGN.md §8, alloc/cut.c): a number no heap of the
  * target can have answered yet (the clock's, and past the last one), with
  * CUT_FIGURES when each heap's figures are wanted too, written at req_addr
- * (the target's `tally_cut_req`). The reads below, given it, take each
+ * (the target's `tally_cut.req`). The reads below, given it, take each
  * heap's answer where it has one. 0 or -errno. */
 int remote_cut_request(pid_t pid, uint64_t req_addr, bool figures, uint64_t *req);
+/* That every heap was read for req (tally_cut.done, beside req): 0 or -errno. */
+int remote_cut_done(pid_t pid, uint64_t req_addr, uint64_t req);
 /* (*req is 0 when it could not be written; set, with an error, when the
  * barrier after it failed: heaps read busy-free may then be mid-operation.) */
 

@@ -39,6 +39,35 @@ static uint64_t request(const struct cut_target *t, bool figures)
 	return req;
 }
 
+/* Every heap read for req: the purger may sweep again those that did not
+ * answer (alloc/purge.c). */
+static void request_done(const struct cut_target *t, uint64_t req)
+{
+	if (req)
+		(void)remote_cut_done(t->pid, t->cut_addr, req);
+}
+
+/* Until no heap that has not answered is inside an operation it began
+ * before the request (the purger's pass among them, which may be in the
+ * middle of another heap): from then on every operation answers first,
+ * and a heap read from outside stands still unless its owner answers. */
+static int wait_unbusy(const struct cut_target *t, uint64_t req)
+{
+	uint64_t deadline = clock_now_ns() + BUSY_WAIT_NS;
+	struct remote_alloc ra;
+
+	for (;;) {
+		int err = remote_pending_read(t->pid, t->heaps_addr, req, &ra);
+		if (err)
+			return err;
+		uint32_t busy = ra.nbusy;
+		remote_alloc_free(&ra);
+		if (!busy || clock_now_ns() >= deadline)
+			return 0;
+		usleep(BUSY_GAP_US);
+	}
+}
+
 /* A thread seen owning a heap tally read: when first seen, and at the try
  * before (state and CPU time). */
 struct owner_seen {
@@ -117,7 +146,8 @@ int cut_read_figures(const struct cut_target *t, uint32_t wait_ms, cut_wait_fn b
 
 	/* an allocator without the request (an older build): tally's reads only */
 	req = request(t, true);
-	for (;;) {
+	err = req ? wait_unbusy(t, req) : 0;
+	for (; !err;) {
 		err = remote_alloc_read(t->pid, t->heaps_addr, req, out);
 		if (err)
 			break;
@@ -137,6 +167,10 @@ int cut_read_figures(const struct cut_target *t, uint32_t wait_ms, cut_wait_fn b
 			between(ctx);
 	}
 	free(o.v);
+	/* Read: a request without figures in its place, done at once, so
+	 * that no owner walks its heap for a figure nobody reads */
+	if (req)
+		request_done(t, request(t, false));
 	return err;
 }
 
@@ -146,8 +180,10 @@ int cut_read_positions(const struct cut_target *t, struct remote_alloc *out)
 
 	for (;;) {
 		int err = remote_pending_read(t->pid, t->heaps_addr, req, out);
-		if (err || !req || !out->nbusy || clock_now_ns() >= deadline)
+		if (err || !req || !out->nbusy || clock_now_ns() >= deadline) {
+			request_done(t, req);
 			return err;
+		}
 		remote_alloc_free(out);
 		usleep(BUSY_GAP_US);
 	}

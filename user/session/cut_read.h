@@ -17,7 +17,7 @@
 struct cut_target {
 	pid_t pid;
 	uint64_t heaps_addr; /* tally_heaps */
-	uint64_t cut_addr;   /* tally_cut_req (0: an allocator without it) */
+	uint64_t cut_addr;   /* tally_cut (0: an allocator without it) */
 };
 
 /* Called between two tries, for what came through the ring meanwhile: only

@@ -91,7 +91,7 @@ struct session {
 	char cmdline[SOURCES_CMDLINE_MAX]; /* as last read */
 	char alloc_path[TARGET_PATH_MAX];
 	uint64_t heaps_addr; /* tally_heaps in the target, 0 if unknown */
-	uint64_t cut_addr;   /* tally_cut_req (cut_read.h), 0 if unknown */
+	uint64_t cut_addr;   /* tally_cut (cut_read.h), 0 if unknown */
 	/* ... given to the OOM program (session_oom.c), whose look over the
 	 * tree is next due at oom_arm_ns */
 	struct oom_arm oom_arm;

@@ -378,7 +378,7 @@ static int session_lock(struct session *s)
 			s->pid, TARGET_LOCK_DIR, strerror(-rc));
 	uint64_t c;
 	s->cut_addr = 0; /* an allocator built before cuts were answered: none */
-	if (s->heaps_addr && !target_elf_symbol(s->alloc_path, "tally_cut_req", &c))
+	if (s->heaps_addr && !target_elf_symbol(s->alloc_path, "tally_cut", &c))
 		s->cut_addr = s->heaps_addr + c;
 	if (s->heaps_addr && !target_elf_symbol(s->alloc_path, "tally_heaps", &a))
 		s->heaps_addr += a;

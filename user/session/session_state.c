@@ -368,7 +368,7 @@ static void find_started_libs(struct session *s)
 	if (!s->heaps_addr && (s->spawned || s->execed) &&
 	    !target_lib_symbol(s->pid, "libtally_alloc.so", "tally_heaps", s->alloc_path,
 			       sizeof(s->alloc_path), &s->heaps_addr) &&
-	    target_lib_symbol(s->pid, "libtally_alloc.so", "tally_cut_req", s->alloc_path,
+	    target_lib_symbol(s->pid, "libtally_alloc.so", "tally_cut", s->alloc_path,
 			      sizeof(s->alloc_path), &s->cut_addr))
 		s->cut_addr = 0;
 	if (!s->registry_addr && (s->spawned || s->execed))
@@ -530,11 +530,6 @@ void session_read_final(struct session *s)
 	find_started_libs(s);
 	if (s->heaps_addr && !read_alloc(s, &ra, &before, true)) {
 		s->src.final_consistent = ra.consistent;
-		for (uint32_t i = 0; i < ra.nheaps; i++) {
-			struct remote_heap *h = &ra.heaps[i];
-			if (h->whole)
-				session_apply_pending(s, &s->model, s->pid, h);
-		}
 		/* the snapshot is of this moment: records after it, still on
 		 * their way through the ring, stay out (session_finish drains) */
 		for (uint32_t i = 0; i < ra.nheaps; i++)
@@ -543,6 +538,7 @@ void session_read_final(struct session *s)
 		/* a record lost while the read ran may be before its heap's cut */
 		loader_lost(s->loader, &s->lost_cut);
 		s->have_lost_cut = true;
+		session_end_pending(s, &s->model, s->pid, &ra);
 		s->src.final_inprocess = ra.stats;
 		s->src.have_final_inprocess = true;
 		remote_alloc_free(&ra);
@@ -562,4 +558,24 @@ void session_drain_ring(struct session *s)
 	/* a ring's size at most per call: what is in it now takes two */
 	for (int i = 0; i < CUT_RINGS && loader_consume(s->loader) > 0; i++)
 		;
+}
+
+/* The end's cut, once m's limits are set (model_cut): the batches each heap
+ * handed over before the read, still in the ring, taken in (its pending
+ * records come after them: model_apply_pending leaves them to the ring
+ * otherwise, and an owner asleep at the end never hands them over), then
+ * the pending records. A ring's size at most, as session_drain_ring. */
+void session_end_pending(struct session *s, struct model *m, pid_t pid, struct remote_alloc *ra)
+{
+	for (int i = 0; i < CUT_RINGS; i++) {
+		bool in = true;
+		for (uint32_t k = 0; in && k < ra->nheaps; k++)
+			in = !ra->heaps[k].whole ||
+			     model_hold_reached(m, ra->heaps[k].id, ra->heaps[k].seq_first);
+		if (in || loader_consume(s->loader) <= 0)
+			break;
+	}
+	for (uint32_t k = 0; k < ra->nheaps; k++)
+		if (ra->heaps[k].whole)
+			session_apply_pending(s, m, pid, &ra->heaps[k]);
 }

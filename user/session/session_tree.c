@@ -320,7 +320,7 @@ static uint64_t proc_heaps(struct tree_proc *p)
 		if (target_lib_symbol(p->pid, "libtally_alloc.so", "tally_heaps", path,
 				      sizeof(path), &p->heaps_addr))
 			p->heaps_addr = 0;
-		else if (target_lib_symbol(p->pid, "libtally_alloc.so", "tally_cut_req", path,
+		else if (target_lib_symbol(p->pid, "libtally_alloc.so", "tally_cut", path,
 					   sizeof(path), &p->cut_addr))
 			p->cut_addr = 0;
 	}
@@ -378,14 +378,10 @@ static void proc_read_final(struct session *s, struct tree_proc *p)
 		remote_alloc_free(&ra);
 	if (err || !ra.consistent)
 		return;
-	for (uint32_t k = 0; k < ra.nheaps; k++) {
-		struct remote_heap *h = &ra.heaps[k];
-		if (h->whole)
-			session_apply_pending(s, p->m, p->pid, h);
-	}
 	for (uint32_t k = 0; k < ra.nheaps; k++)
 		model_cut(p->m, ra.heaps[k].id, ra.heaps[k].pos);
 	p->m->cut = true;
+	session_end_pending(s, p->m, p->pid, &ra);
 	p->final = ra.stats;
 	p->have_final = true;
 	p->final_consistent = ra.consistent;
