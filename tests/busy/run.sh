@@ -93,7 +93,32 @@ st=$?
 check "the target ran on through $RUNS attaches and ended cleanly on SIGTERM" \
 	"$([ "$alive" = yes ] && [ $st -eq 0 ]; echo $?)" "alive=$alive status=$st"
 
-# 4. top -b -i 50 on a pipeline for 5 s: every tick is a frame (none
+# 4. a tree: children forked before tally came, each in bursts with pauses,
+#    as a server's workers (-p PID -f adopts them): every process of the
+#    tree exact and its own figures at the end, in every run
+start_busy forks 3 600
+exact=0 bad=""
+n=$((RUNS / 2))
+ALL_OWN='[.processes[] | select((.exact | not) or (.stats_inprocess == null) or
+	((.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)) != .stats_inprocess))] == []'
+for i in $(seq "$n"); do
+	timeout 60 "$TALLY" snapshot -p "$bp" -f -d 1 >"$tmp/f.json" 2>"$tmp/f.err"
+	rc=$?
+	if [ $rc -eq 0 ] && [ "$(jq '.processes | length' "$tmp/f.json" 2>/dev/null)" = 4 ] &&
+		jq -e "$ALL_OWN" "$tmp/f.json" >/dev/null 2>&1; then
+		exact=$((exact + 1))
+	else
+		bad="rc=$rc $(jq -c '[.processes[] | {pid: .target.pid, exact, inexact_codes, live: .stats.live, own: .stats_inprocess.live}]' "$tmp/f.json" 2>&1 | head -c 400)"
+	fi
+done
+kill "$bp" 2>/dev/null
+wait "$bp"
+st=$?
+check "a tree of 4 busy processes, -p PID -f -d 1: every process exact and its own figures, $exact of $n" \
+	"$([ "$exact" -eq "$n" ]; echo $?)" "$bad"
+check "the tree ran on through the attaches; its children ended cleanly on SIGTERM" "$st" "status=$st"
+
+# 5. top -b -i 50 on a pipeline for 5 s: every tick is a frame (none
 #    skipped: tally says each skip on stderr), every frame's identity
 #    balanced with no term below zero, and its figures exact
 start_busy pipe 600

@@ -30,6 +30,7 @@ void session_read_final(struct session *s);
 void session_read_final_tree(struct session *s);
 /* What is in the ring now (a target that still runs refills it meanwhile). */
 void session_drain_ring(struct session *s);
+void session_await_batches(struct session *s, struct model *m, const struct remote_alloc *ra);
 void session_end_pending(struct session *s, struct model *m, pid_t pid, struct remote_alloc *ra);
 /* The nodes kept for reuse. */
 void session_state_free(struct session *s);

@@ -560,21 +560,30 @@ void session_drain_ring(struct session *s)
 		;
 }
 
-/* The end's cut, once m's limits are set (model_cut): the batches each heap
- * handed over before the read, still in the ring, taken in (its pending
- * records come after them: model_apply_pending leaves them to the ring
- * otherwise, and an owner asleep at the end never hands them over), then
- * the pending records. A ring's size at most, as session_drain_ring. */
-void session_end_pending(struct session *s, struct model *m, pid_t pid, struct remote_alloc *ra)
+/* The batches each heap of m handed over before ra was read, still in the
+ * ring, taken in: the pending records read come after them (the model
+ * leaves those to the ring otherwise, and an owner asleep never hands them
+ * over). A ring's size at most, as session_drain_ring. */
+void session_await_batches(struct session *s, struct model *m, const struct remote_alloc *ra)
 {
 	for (int i = 0; i < CUT_RINGS; i++) {
 		bool in = true;
-		for (uint32_t k = 0; in && k < ra->nheaps; k++)
-			in = !ra->heaps[k].whole ||
-			     model_hold_reached(m, ra->heaps[k].id, ra->heaps[k].seq_first);
+		for (uint32_t k = 0; in && k < ra->nheaps; k++) {
+			const struct remote_heap *h = &ra->heaps[k];
+			in = !h->whole ||
+			     model_hold_reached(m, h->id,
+						h->seq_first < h->pos ? h->seq_first : h->pos);
+		}
 		if (in || loader_consume(s->loader) <= 0)
 			break;
 	}
+}
+
+/* The end's cut, once m's limits are set (model_cut): the batches in the
+ * ring from before the read, then the pending records. */
+void session_end_pending(struct session *s, struct model *m, pid_t pid, struct remote_alloc *ra)
+{
+	session_await_batches(s, m, ra);
 	for (uint32_t k = 0; k < ra->nheaps; k++)
 		if (ra->heaps[k].whole)
 			session_apply_pending(s, m, pid, &ra->heaps[k]);

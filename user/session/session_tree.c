@@ -340,7 +340,7 @@ static struct cut_target proc_cut(struct tree_proc *p)
  * *view (its model is left as it is: those records come through the ring
  * later). false when they cannot be had whole: then the figures say why.
  */
-static bool proc_view(struct tree_proc *p, struct model *view)
+static bool proc_view(struct session *s, struct tree_proc *p, struct model *view)
 {
 	struct remote_alloc ra;
 	uint64_t heaps = p->m->saw_alloc ? proc_heaps(p) : 0;
@@ -349,6 +349,7 @@ static bool proc_view(struct tree_proc *p, struct model *view)
 
 	if (!heaps || cut_read_positions(&t, &ra))
 		return false;
+	session_await_batches(s, p->m, &ra);
 	*view = *p->m;
 	ok = model_preview(p->m, &ra, &view->replay);
 	remote_alloc_free(&ra);
@@ -443,7 +444,7 @@ int session_figures(struct session *s, struct figures *f)
 			memset(slot, 0, sizeof(*slot));
 		proc_sources(s, p, false);
 		const struct model *m = p->m;
-		if (!p->have_final && s->pview && proc_view(p, s->pview)) {
+		if (!p->have_final && s->pview && proc_view(s, p, s->pview)) {
 			m = s->pview;
 			s->psrc.held_unread = false;
 		}
