@@ -25,6 +25,7 @@
 
 /* Written by the tracer (process_vm_writev), read by every owner. */
 struct tally_cut tally_cut;
+__asm__(".globl tally_cut_now\n\t.hidden tally_cut_now\n\t.set tally_cut_now, tally_cut");
 
 /*
  * Which heaps tally may cut where they stand (user/os/remote.c): a heap whose

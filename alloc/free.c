@@ -313,9 +313,19 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 }
 
 /* While a tracer is attached: the same fast path, with its records. */
-__attribute__((noinline)) static void free_traced(void *p)
+__attribute__((noinline, cold)) static void free_answer(void *p)
 {
 	cut_poll(tally_tls_heap);
+	free_as(p, true);
+}
+
+__attribute__((noinline)) static void free_traced(void *p)
+{
+	/* a cut's request first (internal.h), out of line */
+	if (cut_due(tally_tls_heap)) {
+		free_answer(p);
+		return;
+	}
 	free_as(p, true);
 }
 

@@ -123,12 +123,6 @@ struct heap {
 	 * moment at a time, or the exit hand-over, which took its records for
 	 * good */
 	_Atomic uint8_t handing;
-	/* The hand-over of a cut (cut.c, docs/DESIGN.md §8): the tracer's last
-	 * request this heap answered, and where its stream stood then; the
-	 * owner writes cut_pos, then cut_gen (release), and only at the start
-	 * of an operation. */
-	uint64_t cut_gen;
-	uint64_t cut_pos;
 	/* idle purge (purge.c) */
 	uint64_t busy;	       /* 1 inside a slow operation of the owner (op_begin) */
 	struct heap *acct;     /* NULL, or the heap a purge counts and records in */
@@ -143,6 +137,12 @@ struct heap {
 	/* bytes the thread may allocate while traced before its next sample:
 	 * beside the batch header, which the traced fast path writes too */
 	int64_t sample_left;
+	/* The hand-over of a cut (cut.c, docs/DESIGN.md §8): the tracer's last
+	 * request this heap answered, and where its stream stood then; the
+	 * owner writes cut_pos, then cut_gen (release), and only at the start
+	 * of an operation. Beside sample_left: the traced fast paths read it. */
+	uint64_t cut_gen;
+	uint64_t cut_pos;
 	struct tally_batch batch;
 	/* with a request for figures (CUT_FIGURES): the heap's at cut_pos,
 	 * written before cut_gen (last: its pages are touched only then) */

@@ -99,6 +99,9 @@ struct tally_cut {
 	uint64_t done;
 };
 extern struct tally_cut tally_cut;
+/* tally_cut.req as one load from its own name (an atomic load of the
+ * struct's field took two instructions: an lea, then the load) */
+extern volatile uint64_t tally_cut_now __attribute__((visibility("hidden")));
 void cut_answer(struct heap *h, uint64_t req);
 /* The request now, for an owner that looks at it (acquire: nothing of the
  * operation that follows is done before the look). */
@@ -106,13 +109,21 @@ static inline __attribute__((always_inline)) uint64_t cut_req(void)
 {
 	return __atomic_load_n(&tally_cut.req, __ATOMIC_ACQUIRE);
 }
-/* At the start of an operation on h, while traced (tally_heap_none, which
- * no reader walks, answers nothing). */
+/* Whether h has a request to answer (tally_heap_none, which no reader
+ * walks, answers nothing): the traced fast paths' test, whose answer is a
+ * tail call so that they keep no register across it. A relaxed load, which
+ * the compiler may share with the operation's own loads (an acquire made it
+ * load the heap's pointer twice): the operation's stores depend on the
+ * branch on it, and x86 keeps stores after earlier loads. */
+static inline __attribute__((always_inline)) bool cut_due(const struct heap *h)
+{
+	return unlikely(tally_cut_now != h->cut_gen) && h != &tally_heap_none;
+}
+/* At the start of an operation on h, while traced. */
 static inline __attribute__((always_inline)) void cut_poll(struct heap *h)
 {
-	uint64_t r = cut_req();
-	if (unlikely(r != h->cut_gen) && h != &tally_heap_none)
-		cut_answer(h, r);
+	if (cut_due(h))
+		cut_answer(h, cut_req());
 }
 /* The start of a slow operation (op_begin) that looks at the request. */
 static inline __attribute__((always_inline)) void op_start(struct heap *h)

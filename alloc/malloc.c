@@ -293,9 +293,8 @@ static bool pow2(size_t a)
  * (first call of a thread, refills, large blocks) goes through tally_malloc.
  * (Folding the semaphore into the size test, as free does, measured slower
  * here: the separate test is one fused compare-and-branch.) */
-static inline __attribute__((always_inline)) void *malloc_as(size_t n, bool traced)
+static inline __attribute__((always_inline)) void *malloc_as(struct heap *h, size_t n, bool traced)
 {
-	struct heap *h = tally_tls_heap;
 	if (likely(n <= DIRECT_MAX)) {
 		struct span *sp = h->direct[direct_index(n)];
 		if (likely(sp->free)) /* a class below META_Q_LIMIT */
@@ -308,17 +307,26 @@ static inline __attribute__((always_inline)) void *malloc_as(size_t n, bool trac
 }
 
 /* While a tracer is attached: the same fast path, with its records. */
-__attribute__((noinline)) static void *malloc_traced(size_t n)
+__attribute__((noinline, cold)) static void *malloc_answer(size_t n)
 {
 	cut_poll(tally_tls_heap);
-	return malloc_as(n, true);
+	return malloc_as(tally_tls_heap, n, true);
+}
+
+__attribute__((noinline)) static void *malloc_traced(size_t n)
+{
+	struct heap *h = tally_tls_heap;
+	/* a cut's request first (internal.h), out of line */
+	if (cut_due(h))
+		return malloc_answer(n);
+	return malloc_as(h, n, true);
 }
 
 TALLY_API void *TA(malloc)(size_t n)
 {
 	if (unlikely(ev_tracing()))
 		return malloc_traced(n);
-	return malloc_as(n, false);
+	return malloc_as(tally_tls_heap, n, false);
 }
 
 TALLY_API void *TA(calloc)(size_t n, size_t size)
