@@ -308,6 +308,18 @@ static void why__end_of_a_running_or_exited_target(void **state)
 	assert_false(has_why(p, "ended without"));
 	assert_true(has_why(p, "exit() while other threads held records"));
 	assert_true(p->have_inprocess);
+	/* a whole exit hand-over: exact when the figures are the allocator's
+	 * own, field for field; else said, though nothing else is wrong */
+	m.inprocess_threads_held = false;
+	struct tally_stats own;
+	model_stats(&m, &own);
+	tally_stats_to_array(&own, m.inprocess);
+	assert_true(build()->exact);
+	m.inprocess[TALLY_STAT_rounding]++;
+	p = build();
+	assert_false(p->exact);
+	assert_true(has_why(p, "tally's figures and the allocator's own at its exit differ"));
+	assert_int_equal(p->nwhy, 1);
 }
 
 static void target__exit_code_or_signal(void **state)
@@ -431,8 +443,12 @@ static void document__tally_mode__every_field_in_order(void **state)
 	src.lost_outside_read = 4;
 	src.in_place = 3;
 	src.gone = src.have_exit = true;
+	/* the allocator's own at its exit: tally's figures (else the
+	 * figures say exit_figures_differ) */
 	m.have_inprocess = true;
-	m.inprocess[TALLY_STAT_mapped] = 1 << 20;
+	struct tally_stats own;
+	model_stats(&m, &own);
+	tally_stats_to_array(&own, m.inprocess);
 	/* in a container: its PID namespace, cgroup and id */
 	src.ns_pid = 7;
 	src.ppid = 1;
@@ -463,9 +479,9 @@ static void document__tally_mode__every_field_in_order(void **state)
 		"\"segment_overhead\":4096,\"large_count\":0,\"spans_assigned\":1,"
 		"\"accounted\":1048576,\"balanced\":true,\"predicted_resident\":5120,"
 		"\"measured_resident\":null},"
-		"\"stats_inprocess\":{\"mapped\":1048576,\"live\":0,\"rounding\":0,\"cache\":0,"
-		"\"span_free\":0,\"returned\":0,\"virgin\":0,\"hysteresis\":0,"
-		"\"segment_overhead\":0,\"large_count\":0,\"spans_assigned\":0},"
+		"\"stats_inprocess\":{\"mapped\":1048576,\"live\":1000,\"rounding\":24,\"cache\":0,"
+		"\"span_free\":0,\"returned\":0,\"virgin\":1043456,\"hysteresis\":0,"
+		"\"segment_overhead\":4096,\"large_count\":0,\"spans_assigned\":1},"
 		"\"instance\":{\"kernels_launched\":0,\"bytes_pinned\":0,"
 		"\"back_pressure_rejections\":0,\"yield_count\":1,\"device_bytes_allocated\":0,"
 		"\"graph_launches\":0,\"failed_launches\":0,\"host_pinned_bytes\":0,"

@@ -132,6 +132,18 @@ static int usage(void)
 	return 2;
 }
 
+/* FILE.running, once everything runs (no FILE: nothing); 0 or 1. */
+static int say_running(const char *file)
+{
+	char path[4096];
+
+	if (!file)
+		return 0;
+	snprintf(path, sizeof(path), "%s.running", file);
+	FILE *f = fopen(path, "w");
+	return !f || fputs("running\n", f) < 0 || fclose(f) ? 1 : 0;
+}
+
 /* A child of `forks`: bursts until SIGTERM, then frees what it keeps. */
 static void bursts(unsigned long seed)
 {
@@ -174,13 +186,8 @@ static int forks(int n, int secs, const char *file)
 			exit(0);
 		}
 	}
-	if (file) {
-		char path[4096];
-		snprintf(path, sizeof(path), "%s.running", file);
-		FILE *f = fopen(path, "w");
-		if (!f || fputs("running\n", f) < 0 || fclose(f))
-			return 1;
-	}
+	if (say_running(file))
+		return 1;
 	for (int ms = 0; ms < secs * 1000 && !atomic_load(&stop); ms += 10)
 		usleep(10000);
 	int bad = 0;
@@ -230,13 +237,8 @@ int main(int argc, char **argv)
 	}
 	while (atomic_load(&running) < n)
 		usleep(1000);
-	if (file) {
-		char path[4096];
-		snprintf(path, sizeof(path), "%s.running", file);
-		FILE *f = fopen(path, "w");
-		if (!f || fputs("running\n", f) < 0 || fclose(f))
-			return 1;
-	}
+	if (say_running(file))
+		return 1;
 	struct timespec end;
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += secs;

@@ -133,10 +133,11 @@ static void check_alloc(int err, const struct remote_alloc *ra)
 	for (uint32_t i = 0; i < ra->nheaps; i++) {
 		const struct remote_heap *rh = &ra->heaps[i];
 		volatile __u64 sum = 0;
-		/* an answered heap's position may be below its seq_first (it
-		 * answered before its last hand-over), with nothing pending */
-		bool pos_ok = rh->pos == rh->seq_first + rh->npending ||
-			      (rh->answered && !rh->npending && rh->pos < rh->seq_first);
+		/* an answered heap's position may be off its batch (it answered
+		 * before its last hand-over, or after batches since), with
+		 * nothing pending */
+		bool pos_ok =
+			rh->pos == rh->seq_first + rh->npending || (rh->answered && !rh->npending);
 		if (rh->npending > TALLY_BATCH_WORDS || !rh->npending != !rh->pending || !pos_ok ||
 		    (i && rh->id >= ra->heaps[i - 1].id))
 			abort();

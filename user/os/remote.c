@@ -365,15 +365,17 @@ static int answer_take(struct remote_read *r, uint64_t at, struct remote_heap *r
 		return err;
 	/* answered after the copy of its position: the batch grew since (or
 	 * was handed over, which the check after its words tells) */
-	if (a.pos > rh->seq_first + TALLY_BATCH_WORDS)
-		return -EPROTO; /* an answer past any batch: not the allocator's */
 	uint32_t had = rh->npending;
-	if (a.pos < rh->seq_first)
-		/* answered before its last hand-over: records from pos on came
-		 * through the ring; none of its batch is below it */
+	if (a.pos < rh->seq_first || a.pos - rh->seq_first > TALLY_BATCH_WORDS) {
+		/* answered before its last hand-over (records from pos on came
+		 * through the ring: none of its batch is below it), or after
+		 * batches handed over since the copy (those come through the
+		 * ring too: its words are not the copy's batch) */
 		rh->npending = 0;
-	else
+		rh->whole = false;
+	} else {
 		rh->npending = (uint32_t)(a.pos - rh->seq_first);
+	}
 	if (rh->npending > had) {
 		__u64 *more = realloc(rh->pending, rh->npending * sizeof(rh->pending[0]));
 		if (!more)
