@@ -111,7 +111,9 @@ static inline __attribute__((always_inline)) uint64_t cut_req(void)
 }
 /* Whether h has a request to answer (tally_heap_none, which no reader
  * walks, answers nothing): the traced fast paths' test, whose answer is a
- * tail call so that they keep no register across it. A relaxed load, which
+ * tail call so that they keep no register across it (callgrind: 151.7
+ * instructions a recorded pair, 143.7 without the test; inline, with an
+ * acquire load, 167.7). A relaxed load, which
  * the compiler may share with the operation's own loads (an acquire made it
  * load the heap's pointer twice): the operation's stores depend on the
  * branch on it, and x86 keeps stores after earlier loads. */
