@@ -312,13 +312,14 @@ static inline __attribute__((always_inline)) void free_as(void *p, bool traced)
 	free_own(p, sp, cell, traced);
 }
 
-/* While a tracer is attached: the same fast path, with its records. */
+/* The same, its heap's answer first (a cut's request: internal.h). */
 __attribute__((noinline, cold)) static void free_answer(void *p)
 {
 	cut_poll(tally_tls_heap);
 	free_as(p, true);
 }
 
+/* While a tracer is attached: the same fast path, with its records. */
 __attribute__((noinline)) static void free_traced(void *p)
 {
 	/* a cut's request first (internal.h), out of line */

@@ -263,9 +263,7 @@ static uint64_t purge_pass(uint32_t tid)
 	ph->tid = tid;
 	ph->now_ms = now;
 	/* a pass is the purger's heap's operation: busy for a cut (cut.c) */
-	op_begin(ph);
-	if (ev_tracing())
-		cut_poll(ph);
+	op_start(ph);
 	large_sweep(ph, false);
 	next = min_u64(large_due(), heap_sweep_orphans(ph));
 	if (ev_tracing())

@@ -13,6 +13,9 @@
 # a machine of this kind may lack (an NVIDIA GPU), stays a skip.
 tmp=$(mktemp -d)
 pids=()
+# STATS_OWN: jq filter on a process's entry, true when its Stats equal its
+# allocator's own, field for field
+STATS_OWN='((.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)) == .stats_inprocess)'
 passed=0
 failed=0
 skipped=0

@@ -15,7 +15,6 @@ SDK=$PWD/$BUILD/libtally.so
 # the eleven Stats fields of a snapshot's "stats"
 STATS11='.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)'
 # where tally's figures and the allocator's own, read at the end, agree
-STATS_OWN="(($STATS11) == .stats_inprocess)"
 # each group's live_bytes equals the workload's own count (FILE's .groups)
 GROUPS_OWN='([.groups[] | select(.name != "root") | {(.name): .live_bytes}] | add) == $w[0].groups'
 

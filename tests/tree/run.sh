@@ -17,9 +17,6 @@ FORK=$PWD/$BUILD/tests/fork_workload
 need_root tree
 export LC_ALL=C
 
-# STATS_OWN: jq filter, true when a process's Stats equal its allocator's own
-STATS_OWN='(.stats | del(.accounted, .balanced, .predicted_resident, .measured_resident)) == .stats_inprocess'
-
 # groups_differ EXPECT PROCESS-JSON: each group whose live bytes in the
 # process's entry are not the workload's own count (in its EXPECT file)
 groups_differ() {

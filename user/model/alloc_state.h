@@ -35,8 +35,9 @@ struct remote_alloc {
 	uint32_t nheaps;
 	struct remote_heap *heaps; /* malloc'd, nheaps entries */
 	bool consistent;	   /* no heap's position moved while it was read */
-	uint32_t nread;		   /* heaps tally read itself (not answered) */
-	uint32_t nbusy;		   /* ... of them inside an operation (alloc/cut.c) */
+	/* heaps that did not answer the request and were inside an operation
+	 * they began before it (alloc/cut.c): not to be cut where they stand */
+	uint32_t nbusy;
 };
 
 #endif /* TALLY_ALLOC_STATE_H */

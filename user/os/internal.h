@@ -8,6 +8,7 @@
 #define TALLY_TARGET_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* /proc/PID/stat from just after its "(comm)", read into buf; NULL when it
@@ -15,5 +16,7 @@
  * reads the parent from it). */
 #define TARGET_STAT_MAX 512
 const char *target_stat(pid_t pid, char *buf, size_t len);
+/* The same of one thread of pid (target_run.c). */
+const char *target_task_stat(pid_t pid, uint32_t tid, char *buf, size_t len);
 
 #endif /* TALLY_TARGET_INTERNAL_H */

@@ -198,16 +198,14 @@ _Static_assert(offsetof(struct heap, id) >= POS_FIRST && offsetof(struct heap, t
 		       offsetof(struct heap, batch.count) < POS_END,
 	       "a position read copies the fields it uses");
 
-/* After tally's walk of a heap: an answer since means its owner (or the
- * purger) was in it meanwhile. Returns whether it answered. */
-static bool answer_moved(const struct remote_mem *mem, uint64_t req, uint64_t at, bool *consistent)
+/* After tally's walk of a heap: an answer since means its owner (or whoever
+ * sweeps an orphan) was in it meanwhile, and the read is not of one moment. */
+static void answer_moved(const struct remote_mem *mem, uint64_t req, uint64_t at, bool *consistent)
 {
 	struct cut_answer a;
 
-	if (answer_read(mem, at, &a) || a.gen != req)
-		return false;
-	*consistent = false;
-	return true;
+	if (!answer_read(mem, at, &a) && a.gen == req)
+		*consistent = false;
 }
 
 /* After a heap's copy: it is whole when no flush came during it (seq the
@@ -438,7 +436,6 @@ static int heap_add(struct remote_read *r, uint64_t at, struct remote_alloc *out
 		return err;
 	if (answered) /* its batch's words below pos were whole if seq stayed */
 		return heap_settled(r->mem, at, rh, &out->consistent);
-	out->nread++;
 	stats_walk_heap(r->w, h);
 	err = walk_heap_segments(r->mem, at, h, r->seg, r->meta, r->w, r->seen, &r->nsegs,
 				 r->deadline);

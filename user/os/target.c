@@ -161,13 +161,11 @@ void target_abort(struct target_child *c)
 	c->gate_fd = c->status_fd = -1;
 }
 
-const char *target_stat(pid_t pid, char *buf, size_t len)
+/* The stat file at path, as target_stat says. */
+static const char *stat_at(const char *path, char *buf, size_t len)
 {
-	char path[64];
-	FILE *f;
+	FILE *f = fopen(path, "re");
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
 	if (!f)
 		return NULL;
 	size_t n = fread(buf, 1, len - 1, f);
@@ -180,6 +178,22 @@ const char *target_stat(pid_t pid, char *buf, size_t len)
 		return NULL;
 	}
 	return paren + 1;
+}
+
+const char *target_stat(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	return stat_at(path, buf, len);
+}
+
+const char *target_task_stat(pid_t pid, uint32_t tid, char *buf, size_t len)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%u/stat", pid, tid);
+	return stat_at(path, buf, len);
 }
 
 bool target_alive(pid_t pid)

@@ -98,6 +98,8 @@ struct thread_run {
 	bool gone;
 };
 int target_thread_run(pid_t pid, uint32_t tid, struct thread_run *out);
+/* Only its state (0: no such thread). 0 or -errno. */
+int target_thread_state(pid_t pid, uint32_t tid, char *state);
 /* The processes pid's threads started that still run (/proc's children
  * lists): how many, at most max, or -errno. */
 int target_children(pid_t pid, pid_t *out, int max);

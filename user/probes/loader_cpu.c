@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 
 #include "../../bpf/tally_bpf.h"
+#include "../os/target.h"
 #include "../util/clock.h"
 #include "loader.h"
 #include "loader_internal.h"
@@ -36,20 +37,11 @@ int loader_share_cpu(struct loader *l, const struct loader_cpu_share *sh)
 }
 
 /* Whether thread tid of pid is on a CPU or runnable now (its stat's state). */
-static bool thread_running(pid_t pid, const char *tid)
+static bool thread_running(pid_t pid, uint32_t tid)
 {
-	char path[320], buf[512];
-	FILE *f;
+	char state;
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", pid, tid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	char *close = strrchr(buf, ')');
-	return close && close[1] == ' ' && close[2] == 'R';
+	return !target_thread_state(pid, tid, &state) && state == 'R';
 }
 
 /* pid's threads running now, as running from `now`: a thread busy on a CPU
@@ -68,9 +60,11 @@ static void seed_running(struct loader *l, pid_t pid, uint64_t now)
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' || !thread_running(pid, de->d_name))
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
 		uint32_t tid = (uint32_t)strtoul(de->d_name, NULL, 10);
+		if (!thread_running(pid, tid))
+			continue;
 		struct tally_bpf_thread t = { .last_ns = now, .running = 1, .pid = (uint32_t)pid };
 		bpf_map_update_elem(fd, &tid, &t, BPF_NOEXIST); /* one the BPF side has: its own */
 	}

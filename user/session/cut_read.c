@@ -47,23 +47,20 @@ static void request_done(const struct cut_target *t, uint64_t req)
 		(void)remote_cut_done(t->pid, t->cut_addr, req);
 }
 
-/* Until no heap that has not answered is inside an operation it began
- * before the request (the purger's pass among them, which may be in the
- * middle of another heap): from then on every operation answers first,
- * and a heap read from outside stands still unless its owner answers. */
-static int wait_unbusy(const struct cut_target *t, uint64_t req)
+/* Each heap's position and pending records, read until no heap that has not
+ * answered is inside an operation it began before the request (the purger's
+ * pass among them, which may be in the middle of another heap): from then
+ * on every operation answers first, and a heap read from outside stands
+ * still unless its owner answers. */
+static int read_unbusy(const struct cut_target *t, uint64_t req, struct remote_alloc *out)
 {
 	uint64_t deadline = clock_now_ns() + BUSY_WAIT_NS;
-	struct remote_alloc ra;
 
 	for (;;) {
-		int err = remote_pending_read(t->pid, t->heaps_addr, req, &ra);
-		if (err)
+		int err = remote_pending_read(t->pid, t->heaps_addr, req, out);
+		if (err || !req || !out->nbusy || clock_now_ns() >= deadline)
 			return err;
-		uint32_t busy = ra.nbusy;
-		remote_alloc_free(&ra);
-		if (!busy || clock_now_ns() >= deadline)
-			return 0;
+		remote_alloc_free(out);
 		usleep(BUSY_GAP_US);
 	}
 }
@@ -140,19 +137,23 @@ static bool owners_still(pid_t pid, const struct remote_alloc *ra, struct owners
 int cut_read_figures(const struct cut_target *t, uint32_t wait_ms, cut_wait_fn between, void *ctx,
 		     struct remote_alloc *out)
 {
-	uint64_t req = 0, deadline = clock_now_ns() + (uint64_t)wait_ms * 1000000;
-	struct owners o = { 0 };
-	int err;
-
+	uint64_t deadline = clock_now_ns() + (uint64_t)wait_ms * 1000000;
 	/* an allocator without the request (an older build): tally's reads only */
-	req = request(t, true);
-	err = req ? wait_unbusy(t, req) : 0;
-	for (; !err;) {
+	uint64_t req = request(t, true);
+	struct owners o = { 0 };
+	int err = 0;
+
+	if (req) {
+		err = read_unbusy(t, req, out);
+		if (!err)
+			remote_alloc_free(out);
+	}
+	while (!err) {
 		err = remote_alloc_read(t->pid, t->heaps_addr, req, out);
 		if (err)
 			break;
 		bool still = !req || (!out->nbusy && owners_still(t->pid, out, &o));
-		if (out->consistent && (!req || still))
+		if (out->consistent && still)
 			break;
 		if (clock_now_ns() >= deadline) {
 			out->consistent = false;
@@ -176,15 +177,9 @@ int cut_read_figures(const struct cut_target *t, uint32_t wait_ms, cut_wait_fn b
 
 int cut_read_positions(const struct cut_target *t, struct remote_alloc *out)
 {
-	uint64_t req = request(t, false), deadline = clock_now_ns() + BUSY_WAIT_NS;
+	uint64_t req = request(t, false);
+	int err = read_unbusy(t, req, out);
 
-	for (;;) {
-		int err = remote_pending_read(t->pid, t->heaps_addr, req, out);
-		if (err || !req || !out->nbusy || clock_now_ns() >= deadline) {
-			request_done(t, req);
-			return err;
-		}
-		remote_alloc_free(out);
-		usleep(BUSY_GAP_US);
-	}
+	request_done(t, req);
+	return err;
 }
