@@ -421,7 +421,7 @@ $(BUILD)/tests/libinject_lib.so: tests/inject/lib.c
 # kills its injector at random points (inject_load itself, without BPF)
 $(BUILD)/tests/inject_chaos: tests/inject/chaos.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $<
+	$(CC) $(CFLAGS_BASE) -fno-builtin -pthread -o $@ $< -ldl
 $(BUILD)/tests/inject_chaos_kill: tests/inject/chaos_kill.c $(BUILD)/user/user/os/inject.o \
 		$(BUILD)/user/user/os/inject_call.o $(BUILD)/user/user/os/target.o \
 		$(BUILD)/user/user/os/target_ns.o $(BUILD)/user/user/os/target_alloc.o \

@@ -14,7 +14,13 @@
  * prints one line and exits 3; a signal the program does not expect
  * (SIGTRAP, SIGSEGV left by a tracer) kills it as it would any program.
  * Prints "ready", runs until SIGTERM, then prints "ok OPS" and exits 0.
+ *
+ * `inject_chaos --dlopen PATH`: the main thread first prints "loading" and
+ * dlopens PATH, a FIFO, so that it waits inside the loader's own system
+ * call (openat, then read) under the loader's lock for as long as the test
+ * holds the FIFO; the dlopen must fail (no ELF comes), and the run goes on.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -173,7 +179,7 @@ static void sleep_check(int how)
 		breach("nanosleep returned early (ns)", (uint64_t)ns, (uint64_t)d.tv_nsec);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	pthread_t th[WORKERS];
 	sigset_t set;
@@ -190,6 +196,12 @@ int main(void)
 		if (pthread_create(&th[i], NULL, worker, (void *)i))
 			breach("pthread_create", 0, 0);
 	printf("ready\n");
+	if (argc == 3 && !strcmp(argv[1], "--dlopen")) {
+		printf("loading\n");
+		if (dlopen(argv[2], RTLD_NOW))
+			breach("dlopen of a FIFO", 1, 0);
+		printf("loaded: none\n");
+	}
 	for (uint64_t round = 1;; round++) {
 		for (int i = 0; i < 50; i++)
 			churn(slots, &rng, &serial);

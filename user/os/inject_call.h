@@ -19,6 +19,7 @@ struct stopped {
 	size_t xlen;
 	uint64_t lo[3], hi[3]; /* the text of libc, ld.so, the interposer: no safe point */
 	unsigned nranges;
+	unsigned loader;    /* bit i: range i's system calls are no safe point either */
 	uint64_t sigreturn; /* `mov $15, %rax; syscall` in its text */
 	uint64_t frame;	    /* the signal frame: the calls' return address */
 	uint64_t data;	    /* the calls' data, above the frame */
