@@ -25,7 +25,7 @@
  * allocates it whole and maps it twice into the agent (RSS: twice its size
  * a process, and 1 MiB more). At 4 MiB a thread allocating flat out (50 M
  * allocations a second, tracer_workload churn 1) loses records, counted and
- * flagged; at 32 MiB, tally's default for one target, none. */
+ * flagged; at 32 MiB none (one target's default is 64: cli.h). */
 #define SERVE_ALL_MAX_PROCS 16
 #define SERVE_ALL_TOP 50
 #define SERVE_ALL_MIN_AGE_MS 1000
