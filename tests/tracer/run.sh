@@ -249,9 +249,12 @@ check "busy target: -p PID -d 1 ends within 10 s, under 400 MB, with JSON (${wal
 # Before the cut's hand-over (issue 36), 15 runs each of -d 1 on 2 and 1
 # churning threads gave 20 exact, 4 state_moved_at_end, 5
 # running_at_end_differs, 1 lost_events too. Now exact, unless the ring
-# overflowed (lost_events, said, and nothing else)
+# overflowed (lost_events, said; 100 M records a second fill even 64 MiB
+# while a VM's host holds tally's vCPU for 100 ms), and then nothing else
+# but what lost records make: figures that differ from the allocator's own
+# at the end, an identity they unbalance
 check "busy target: exact and the allocator's own (or the ring overflowed, said)" \
-	"$(jq -e "(.exact and $STATS_OWN) or ((.exact | not) and .inexact_codes == [\"lost_events\"])" "$tmp/busy.json" >/dev/null; echo $?)" \
+	"$(jq -e "(.exact and $STATS_OWN) or ((.exact | not) and (.inexact_codes | index(\"lost_events\")) != null and (.inexact_codes - [\"lost_events\", \"running_at_end_differs\", \"identity_unbalanced\"]) == [])" "$tmp/busy.json" >/dev/null; echo $?)" \
 	"$(jq -c '[.exact, .inexact_codes]' "$tmp/busy.json" 2>&1)"
 "$TALLY" snapshot -p "$bp" -v >"$tmp/busy3.json" 2>"$tmp/busy3.err" &
 tp=$!
