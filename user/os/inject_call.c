@@ -191,8 +191,10 @@ static int range_of(const struct stopped *s, uint64_t rip)
  * dlopen nested there returns the object half loaded. An injection killed
  * inside its dlopen leaves the thread loading the interposer's libgcc_s;
  * the next one stopped it in ld.so's close and called the start through
- * the unrelocated library, SIGSEGV (1 process in 200 of
- * tests/inject/first.sh before, 0 in 2000 after).
+ * the unrelocated library, SIGSEGV (fresh processes whose first
+ * injections were killed 0..3 ms after the seizure: 1 to 3 in 100 before,
+ * 0 in 2000 after; tests/inject/chaos.sh sweeps 100 of them, and holds a
+ * thread in the loader's openat to check this rule every run).
  */
 static bool safe_point(const struct stopped *s, const struct user_regs_struct *r)
 {
